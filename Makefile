@@ -1,0 +1,28 @@
+# Two commands on a fresh machine: `make build`, then `make test`.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+# iree-turbine's JIT path and our compile step call iree-compile by name.
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+
+.PHONY: install build test clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --upgrade pip
+	# torch first, pinned: on these machines this takes the local CPU build.
+	$(PY) -m pip install torch==2.13.0
+	$(PY) -m pip install -e '.[build,dask,test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+build: install
+	$(VENV)/bin/doit build
+
+test: install
+	$(PY) -m pytest -q tests
+
+clean:
+	rm -rf artifacts/* .doit.db* && touch artifacts/.gitkeep

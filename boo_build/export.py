@@ -1,0 +1,78 @@
+"""Export: one MLIR module per (signature, implementation) through iree-turbine.
+
+``export_module`` never raises for a kernel that cannot be exported: it
+returns an ``ExportResult`` whose ``status`` is ``"unavailable"`` and whose
+``reason`` says why, so a build carries on with the other implementation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import warnings
+from dataclasses import dataclass
+
+import torch
+
+from .modules import make_module, sample_args
+from .signature import ModuleId
+
+SINGLE_DISPATCH = '#util.preprocessing_pipeline<"iree-preprocessing-make-single-dispatch">'
+
+# Ops the importer in iree-base-compiler 3.13 does not lower; torch's own
+# decompositions are applied for them before import.
+_DECOMPOSE = (
+    torch.ops.aten._fused_rms_norm.default,
+    torch.ops.aten._fused_rms_norm_backward.default,
+)
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    module: ModuleId
+    status: str  # "ok" | "unavailable"
+    mlir: str = ""
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def single_dispatch(mid: ModuleId) -> bool:
+    """Single-dispatch preprocessing compiles for forward kernels only: combined
+    backward kernels fail with it on llvm-cpu and gfx targets."""
+    return mid.signature.is_forward
+
+
+def export_mlir(mid: ModuleId) -> str:
+    """MLIR text of the module; raises on failure. Deterministic for a given id."""
+    from iree.turbine import aot
+    from iree.turbine.aot import extend_aot_decompositions
+    from iree.compiler.ir import Attribute
+
+    module = make_module(mid)
+    args = sample_args(mid.signature)
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        with extend_aot_decompositions(from_current=True, add_ops=list(_DECOMPOSE)):
+            exported = aot.export(module, args=args, function_name=mid.func_name)
+        exported.import_to("full")
+    mod = exported.mlir_module
+    if single_dispatch(mid):
+        with mod.context:
+            func_op = mod.regions[0].blocks[0].operations[0]
+            func_op.attributes["preprocessing_pipeline"] = Attribute.parse(SINGLE_DISPATCH)
+    return str(mod)
+
+
+def export_module(mid: ModuleId) -> ExportResult:
+    try:
+        text = export_mlir(mid)
+    except Exception as e:  # noqa: BLE001 - any exporter failure makes the impl unavailable
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        return ExportResult(mid, "unavailable", reason=f"export failed: {type(e).__name__}: {first}"[:500])
+    if "torch.operator" in text:
+        op = text.split('torch.operator "', 1)[1].split('"', 1)[0]
+        return ExportResult(mid, "unavailable", reason=f"importer did not lower {op}")
+    return ExportResult(mid, "ok", mlir=text)
