@@ -1,0 +1,92 @@
+"""Compile: MLIR text -> vmfb bytes with iree-compile, one subprocess per kernel.
+
+The MLIR goes in on stdin (iree-compile embeds the source path in the vmfb,
+so a fixed "-" keeps output byte-identical), and outputs are written to a
+temporary name and renamed, so a killed compile never leaves a file that
+looks finished.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_TIMEOUT_S = 300.0
+
+
+@dataclass(frozen=True)
+class CompileResult:
+    ok: bool
+    command: str
+    seconds: float
+    vmfb: bytes = b""
+    error: str = ""  # the useful part of stderr, or the timeout
+
+
+def compiler_path() -> str:
+    beside = Path(sys.executable).with_name("iree-compile")
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("iree-compile")
+    if not found:
+        raise FileNotFoundError("iree-compile not found: install iree-base-compiler (make install)")
+    return found
+
+
+def compiler_version(path: str | None = None) -> str:
+    """First lines of ``iree-compile --version``: part of every compile's up-to-date check."""
+    out = subprocess.run([path or compiler_path(), "--version"], capture_output=True, text=True, check=True)
+    lines = [ln.strip() for ln in out.stdout.splitlines() if "version" in ln.lower()]
+    return " | ".join(lines)
+
+
+def useful_stderr(stderr: str, limit: int = 4000) -> str:
+    """The error lines and their context; iree-compile prints a lot of IR."""
+    lines = stderr.splitlines()
+    keep = [i for i, ln in enumerate(lines) if "error" in ln.lower()]
+    if not keep:
+        text = "\n".join(lines[-40:])
+    else:
+        picked: list[str] = []
+        for i in keep[:6]:
+            picked.extend(lines[i : i + 3])
+        text = "\n".join(picked)
+    return text[-limit:]
+
+
+def compile_mlir(mlir: str, flags: tuple[str, ...] | list[str], *, timeout: float = DEFAULT_TIMEOUT_S,
+                 compiler: str | None = None) -> CompileResult:
+    cmd = [compiler or compiler_path(), "-", *flags, "-o", "-"]
+    shown = shlex.join(cmd[:1] + ["<module.mlir>"] + cmd[2:])
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.run(cmd, input=mlir.encode(), capture_output=True, timeout=timeout,
+                              cwd=tempfile.gettempdir())
+    except subprocess.TimeoutExpired:
+        return CompileResult(False, shown, time.monotonic() - t0, error=f"timed out after {timeout:g} s")
+    dt = time.monotonic() - t0
+    if proc.returncode != 0 or not proc.stdout:
+        err = useful_stderr(proc.stderr.decode(errors="replace")) or f"exit status {proc.returncode}"
+        return CompileResult(False, shown, dt, error=err)
+    return CompileResult(True, shown, dt, vmfb=proc.stdout)
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write via a temporary file in the same folder and rename over ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
