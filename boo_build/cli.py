@@ -1,0 +1,178 @@
+"""``boo-build``: the command line over the doit graph in ``boo_build.tasks``.
+
+    boo-build build [MANIFEST ...] [--targets T1,T2] [--out DIR] [-j N] ...
+    boo-build bench MANIFEST ...          validate + benchmark, no bundle
+    boo-build list|clean|forget [MANIFEST ...]
+    boo-build info|verify BUNDLE, boo-build diff OLD NEW
+
+``build`` drives the same task generators as ``doit build`` through doit's
+API; nothing here reimplements the graph.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+DEFAULT_MANIFEST_DIR = Path("manifests")
+DEFAULT_OUT = Path("artifacts")
+DEP_FILE = ".doit.db"
+
+
+def default_manifests(folder: Path = DEFAULT_MANIFEST_DIR) -> tuple[Path, ...]:
+    return tuple(sorted(folder.glob("*.toml")) + sorted(folder.glob("*.txt")))
+
+
+def doit_config(out_dir: Path, jobs: int | None, quiet: bool) -> dict:
+    from .progress import ProgressReporter, QuietReporter
+
+    return {
+        "dep_file": str(Path(out_dir) / DEP_FILE),
+        "backend": "sqlite3",
+        "num_process": jobs or os.cpu_count() or 1,
+        "par_type": "thread",  # compiles are subprocesses; threads are enough
+        "continue": True,  # one failed task never stops the others
+        "reporter": QuietReporter if quiet else ProgressReporter,
+        "default_tasks": ["build"],
+        "verbosity": 0,
+    }
+
+
+def run_doit(config, plans, doit_args: list[str], jobs: int | None, quiet: bool) -> int:
+    from doit.cmd_base import ModuleTaskLoader
+    from doit.doit_cmd import DoitMain
+
+    from .tasks import task_creators
+
+    mod = dict(task_creators(config, plans))
+    mod["DOIT_CONFIG"] = doit_config(config.out_dir, jobs, quiet)
+    config.out_dir.mkdir(parents=True, exist_ok=True)
+    return DoitMain(ModuleTaskLoader(mod)).run(doit_args)
+
+
+def _split(text: str | None) -> tuple[str, ...] | None:
+    if not text:
+        return None
+    return tuple(t.strip() for t in text.split(",") if t.strip())
+
+
+def _flags(items: list[str]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    out = []
+    for item in items or ():
+        target, sep, flag = item.partition("=")
+        if not sep or not flag.startswith("-"):
+            raise SystemExit(f"boo-build: --flag expects TARGET=--compiler-flag, got {item!r}")
+        out.append((target, (flag,)))
+    return tuple(out)
+
+
+def _add_graph_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("manifests", nargs="*", type=Path,
+                   help="manifest files (.toml or MIOpen .txt); default: every manifest in manifests/")
+    p.add_argument("--targets", help="comma-separated targets, overriding the manifests' (e.g. cpu,gfx942)")
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default: artifacts)")
+    p.add_argument("-j", "--jobs", type=int, default=None, help="parallel tasks (default: number of cores)")
+    p.add_argument("-q", "--quiet", action="store_true", help="print failures and the summary only")
+    p.add_argument("--allow-missing", action="store_true",
+                   help="ship failed kernels as explicitly unavailable instead of failing the build")
+    p.add_argument("--no-bench", action="store_true", help="skip benchmarks (the report says so)")
+    p.add_argument("--no-validate", action="store_true", help="skip validation and benchmarks")
+    p.add_argument("--flag", action="append", metavar="TARGET=FLAG",
+                   help="append an iree-compile flag for one target (repeatable)")
+    p.add_argument("--timeout", type=float, default=300.0, help="per-compile timeout in seconds")
+    p.add_argument("--version", dest="bundle_version", help=argparse.SUPPRESS)
+    p.add_argument("--scheduler", default=os.environ.get("DASK_SCHEDULER_ADDRESS"),
+                   help="Dask scheduler address, or 'local' for a LocalCluster (default: $DASK_SCHEDULER_ADDRESS)")
+
+
+def _config(ns):
+    from .tasks import BuildConfig
+
+    manifests = tuple(ns.manifests) or default_manifests()
+    if not manifests:
+        raise SystemExit("boo-build: no manifests given and none found in manifests/")
+    missing = [str(m) for m in manifests if not Path(m).is_file()]
+    if missing:
+        raise SystemExit(f"boo-build: manifest not found: {', '.join(missing)}")
+    return BuildConfig(
+        manifests=manifests,
+        out_dir=ns.out,
+        targets=_split(ns.targets),
+        allow_missing=ns.allow_missing,
+        bench=not (ns.no_bench or ns.no_validate),
+        validate=not ns.no_validate,
+        extra_flags=_flags(ns.flag),
+        compile_timeout=ns.timeout,
+        scheduler=ns.scheduler,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="boo-build", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    for name, help_ in (("build", "export, compile, validate, benchmark and pack"),
+                        ("bench", "validate and benchmark without packing"),
+                        ("list", "list the graph's tasks"),
+                        ("clean", "remove built files"),
+                        ("forget", "forget up-to-date state")):
+        _add_graph_options(sub.add_parser(name, help=help_))
+    p = sub.add_parser("info", help="describe a bundle")
+    p.add_argument("bundle", type=Path)
+    p = sub.add_parser("verify", help="check every checksum in a bundle")
+    p.add_argument("bundle", type=Path)
+    p = sub.add_parser("diff", help="compare two bundles")
+    p.add_argument("old", type=Path)
+    p.add_argument("new", type=Path)
+    ns = parser.parse_args(argv)
+
+    if ns.cmd in ("info", "verify", "diff"):
+        from . import bundle_cli
+
+        if ns.cmd == "diff":
+            return bundle_cli.cmd_diff(ns.old, ns.new)
+        return getattr(bundle_cli, f"cmd_{ns.cmd}")(ns.bundle)
+
+    from .tasks import BuildError, interrupt_on_sigterm, plan
+
+    config = _config(ns)
+    try:
+        plans = plan(config)
+    except BuildError as e:
+        print(f"boo-build: {e}", file=sys.stderr)
+        return 2
+    interrupt_on_sigterm()
+    jobs = ns.jobs
+    if ns.cmd == "list":
+        return run_doit(config, plans, ["list", "--all"], jobs, ns.quiet)
+    if ns.cmd in ("clean", "forget"):
+        return run_doit(config, plans, [ns.cmd, "build"] if ns.cmd == "clean" else ["forget"], jobs, ns.quiet)
+    if config.scheduler:
+        from .distributed import scheduler_session
+
+        with scheduler_session(config.scheduler) as address:
+            from dataclasses import replace
+
+            config = replace(config, scheduler=address)
+            rc = _build(config, plans, ns, jobs)
+    else:
+        rc = _build(config, plans, ns, jobs)
+    return rc
+
+
+def _build(config, plans, ns, jobs) -> int:
+    names = [f"report:{p.manifest.bundle.name}" for p in plans] if ns.cmd == "bench" else ["build"]
+    try:
+        rc = run_doit(config, plans, ["run", "-n", str(jobs or os.cpu_count() or 1), *names], jobs, ns.quiet)
+    except KeyboardInterrupt:
+        print("boo-build: interrupted; finished work is kept, rerun to continue", file=sys.stderr)
+        return 130
+    if ns.cmd == "build" and rc == 0:
+        for p in plans:
+            print(p.layout.bundle(p.manifest))
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,175 @@
+"""Gather stage records into the build report, summary, CSV; pack the bundle.
+
+The report file holds no run-specific fields (run ids, compile seconds), so
+an unchanged build rewrites nothing and the pack task stays up to date.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from doit.exceptions import TaskFailed
+
+from .signature import IMPLS, ModuleId, dumps
+
+_RUN_FIELDS = ("run_id", "seconds")
+
+
+def _clean(rec: dict | None) -> dict | None:
+    if rec is None:
+        return None
+    return {k: v for k, v in rec.items() if k not in _RUN_FIELDS}
+
+
+def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(report, run statistics) for one plan, from the records on disk."""
+    from .benchmark import BenchResult, table_rows
+    from .selection import select
+    from .tasks import read_json
+    from .validate import ValidationResult
+
+    lay = plan.layout
+    run = config.run_id
+    stats: Counter = Counter()
+    per_target: dict[str, Counter] = {t.name: Counter() for t in plan.targets}
+    kernels, missing = [], []
+    validations: dict = {}
+    benches: dict = {}
+    selections: dict = {}
+
+    def note(stage: str, rec: dict | None) -> None:
+        if rec is None:
+            stats[f"{stage}:missing"] += 1
+        elif rec.get("run_id") == run:
+            stats[f"{stage}:built"] += 1
+        else:
+            stats[f"{stage}:up to date"] += 1
+
+    exports = {}
+    for mid in plan.manifest.module_ids:
+        exports[mid.key] = rec = read_json(lay.export_record(mid))
+        note("export", rec)
+
+    for req in plan.manifest.kernels:
+        sig = req.signature
+        entry: dict[str, Any] = {"key": sig.key, "signature": sig.to_json(), "targets": {}, "impls": list(req.impls)}
+        for t in plan.targets:
+            dev, dev_reason = devices.get(t.name, (None, "not run: validation disabled (--no-validate)"))
+            impls: dict[str, Any] = {}
+            compiled, vals, bens = [], {}, {}
+            for impl in req.impls:
+                mid = ModuleId(sig, impl)
+                comp = read_json(lay.compile_record(t.name, mid))
+                note("compile", comp)
+                val = read_json(lay.validation(t.name, mid)) if dev else None
+                if dev:
+                    note("validate", val)
+                ben = read_json(lay.bench(t.name, mid.key)) if dev and config.bench else None
+                impls[impl] = {"export": _clean(exports.get(mid.key)), "compile": _clean(comp),
+                               "validation": _clean(val), "bench": _clean(ben)}
+                if comp and comp.get("status") == "ok":
+                    compiled.append(impl)
+                vals[impl] = ValidationResult.from_json(val) if val else None
+                bens[impl] = BenchResult.from_json(ben) if ben else None
+                if val:
+                    validations[(mid.key, t.name)] = vals[impl]
+                if ben:
+                    benches[(mid.key, t.name)] = bens[impl]
+            if dev is None:
+                # Nothing ran: say why instead of leaving validation empty.
+                from .validate import ValidationResult as VR
+
+                vals = {i: VR(module=ModuleId(sig, i).key, target=t.name, status="not run", reason=dev_reason,
+                              outputs=(), tolerance={}) for i in compiled}
+            sel = select(sig, t.name, compiled, vals, bens)
+            selections[(sig.key, t.name)] = sel
+            eager = read_json(lay.bench(t.name, f"{sig.key}-eager")) if dev and config.bench else None
+            if eager:
+                benches[("eager:" + sig.key, t.name)] = BenchResult.from_json(eager)
+            if sel.impl is None:
+                reasons = "; ".join(f"{i}: {r}" for i, r in sorted(sel.rejected.items())) or sel.reason
+                status = {"status": "unavailable", "reason": reasons}
+                missing.append(f"{sig.key} on {t.name}: {reasons}")
+                per_target[t.name]["unavailable"] += 1
+            else:
+                validated = vals.get(sel.impl)
+                vstatus = validated.status if validated else "not run"
+                vtext = "passed" if vstatus == "passed" else (dev_reason if dev is None else vstatus)
+                status = {"status": "available", "selected": sel.impl, "measured": sel.measured,
+                          "selection_reason": sel.reason, "validation": vtext,
+                          "rejected": dict(sorted(sel.rejected.items()))}
+                per_target[t.name]["available"] += 1
+                per_target[t.name]["validated" if vstatus == "passed" else "not validated"] += 1
+            entry["targets"][t.name] = {**status, "impls": impls, "eager": _clean(eager)}
+        kernels.append(entry)
+
+    report = {
+        "format": "boo-build-report",
+        "format_version": 1,
+        "manifest": str(plan.manifest.path),
+        "bundle": {"name": plan.manifest.bundle.name, "version": plan.manifest.bundle.version,
+                   "targets": [t.name for t in plan.targets]},
+        "toolchain": {"compiler": toolchain.compiler, **toolchain.versions},
+        "targets": {t.name: {"flags": list(config.flags_for(t)), "driver": t.driver,
+                             "device": devices.get(t.name, (None, ""))[0],
+                             "device_status": devices.get(t.name, (None, "not run: validation disabled"))[1]}
+                    for t in plan.targets},
+        "benchmarks": "ran" if config.bench else "skipped (--no-bench)",
+        "kernels": kernels,
+        "missing": missing,
+        "per_target": {t: dict(sorted(c.items())) for t, c in per_target.items()},
+    }
+    rows = table_rows([r.signature for r in plan.manifest.kernels], [t.name for t in plan.targets],
+                      validations, benches, selections)
+    return report, {"stats": dict(stats), "rows": rows}
+
+
+def summary_text(report: dict, stats: dict, bundle_path: Path, allow_missing: bool) -> str:
+    s = stats["stats"]
+    lines = [f"== {report['bundle']['name']} {report['bundle']['version']} =="]
+    for stage in ("export", "compile", "validate"):
+        built, up = s.get(f"{stage}:built", 0), s.get(f"{stage}:up to date", 0)
+        if built or up:
+            lines.append(f"  {stage:8s} built {built}, up to date {up}")
+    lines.append(f"  benchmarks: {report['benchmarks']}")
+    for t, c in report["per_target"].items():
+        dev = report["targets"][t]["device_status"]
+        lines.append(f"  {t:14s} available {c.get('available', 0)}, failed {c.get('unavailable', 0)}, "
+                     f"validated {c.get('validated', 0)}, not validated {c.get('not validated', 0)}"
+                     + (f"  ({dev})" if dev and not c.get("validated") else ""))
+    for m in report["missing"]:
+        lines.append(f"  MISSING {m}")
+    if report["missing"] and not allow_missing:
+        lines.append(f"  {len(report['missing'])} requested kernel(s) failed: no bundle written "
+                     "(pass --allow-missing to ship them as unavailable)")
+    else:
+        lines.append(f"  bundle: {bundle_path}")
+    return "\n".join(lines)
+
+
+def report_action(plan, config, devices, toolchain):
+    from .benchmark import write_table
+    from .compile import write_atomic
+
+    report, stats = gather(plan, config, devices, toolchain)
+    text = (dumps(report) + "\n").encode()
+    lay = plan.layout
+    if not lay.report.exists() or lay.report.read_bytes() != text:
+        write_atomic(lay.report, text)
+    write_table(stats["rows"], lay.csv)
+    print(summary_text(report, stats, lay.bundle(plan.manifest), config.allow_missing))
+    sys.stdout.flush()
+    if report["missing"] and not config.allow_missing:
+        return TaskFailed(f"{len(report['missing'])} requested kernel(s) failed; see {lay.report}")
+    return True
+
+
+def pack_action(plan, config, toolchain):
+    from .pack import pack_from_report
+
+    pack_from_report(plan.layout.report, plan.layout.root, plan.layout.bundle(plan.manifest),
+                     csv_path=plan.layout.csv)
+    return True

@@ -1,0 +1,495 @@
+"""The build graph as doit task generators (plain functions yielding dicts).
+
+``task_creators(config)`` returns the ``task_*`` functions for a
+``BuildConfig``; the root ``dodo.py`` and the ``boo-build`` CLI both load
+them, so there is one graph. Task names:
+
+    export:<module key>                    one per (signature, impl)
+    compile:<target>:<module key>          one per module x target
+    validate:<target>:<module key>         one per module x target with a device
+    bench:<target>:<module key | sig-eager>  serial, after every compile/validate
+    report:<bundle>                        always runs: summary, build report, CSV
+    pack:<bundle>                          the bundle file
+    build                                  everything
+
+Stage records are JSON files beside the artifacts (see docs/ARCHITECTURE.md).
+A failed export/compile/validation is recorded, not raised, so other tasks
+carry on; its ``uptodate`` check fails while the record says so, so the next
+build tries it again. The report task fails the build when a requested
+kernel is missing, unless ``allow_missing``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from doit.tools import config_changed
+
+from . import __version__
+from .manifest import Manifest, load_manifest
+from .signature import KernelSignature, ModuleId, dumps
+from .targets import Target, catalogue, resolve
+
+PKG_DIR = Path(__file__).resolve().parent
+# Source files whose change must re-export every module.
+EXPORT_SOURCES = tuple(str(PKG_DIR / f) for f in ("modules.py", "export.py", "signature.py"))
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    manifests: tuple[Path, ...]
+    out_dir: Path
+    targets: tuple[str, ...] | None = None  # overrides every manifest's targets
+    allow_missing: bool = False
+    bench: bool = True
+    validate: bool = True
+    extra_flags: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (target, flags) appended
+    compile_timeout: float = 300.0
+    run_id: str = field(default_factory=lambda: f"{time.time_ns():x}-{os.getpid()}")
+    scheduler: str | None = None  # Dask scheduler address, "local", or None
+
+    def flags_for(self, target: Target) -> tuple[str, ...]:
+        extra = tuple(f for name, fl in self.extra_flags if name == target.name for f in fl)
+        return target.flags + extra
+
+
+class Layout:
+    """Where each stage's outputs live for one bundle."""
+
+    def __init__(self, out_dir: Path, bundle_name: str):
+        self.out_dir = Path(out_dir)
+        self.root = self.out_dir / bundle_name
+
+    def mlir(self, mid: ModuleId) -> Path:
+        return self.root / "mlir" / f"{mid.key}.mlir"
+
+    def export_record(self, mid: ModuleId) -> Path:
+        return self.root / "mlir" / f"{mid.key}.export.json"
+
+    def vmfb(self, target: str, mid: ModuleId) -> Path:
+        return self.root / "vmfb" / target / f"{mid.key}.vmfb"
+
+    def compile_record(self, target: str, mid: ModuleId) -> Path:
+        return self.root / "vmfb" / target / f"{mid.key}.compile.json"
+
+    def validation(self, target: str, mid: ModuleId) -> Path:
+        return self.root / "validate" / target / f"{mid.key}.json"
+
+    def bench(self, target: str, subject: str) -> Path:
+        return self.root / "bench" / target / f"{subject}.json"
+
+    @property
+    def report(self) -> Path:
+        return self.root / "build-report.json"
+
+    @property
+    def csv(self) -> Path:
+        return self.root / "bench.csv"
+
+    def bundle(self, manifest: Manifest) -> Path:
+        return self.out_dir / f"{manifest.bundle.name}-{manifest.bundle.version}.tar.zst"
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def write_json(path: Path, data: Any) -> None:
+    from .compile import write_atomic
+
+    write_atomic(Path(path), (dumps(data) + "\n").encode())
+
+
+def record_ok(path: Path) -> Callable[..., bool]:
+    """uptodate check: the stage's record exists and says it succeeded."""
+
+    def check(task, values) -> bool:  # noqa: ARG001 (doit's signature)
+        rec = read_json(path)
+        return bool(rec) and rec.get("status") in ("ok", "passed", "unavailable")
+
+    check.__name__ = f"record_ok({Path(path).name})"
+    return check
+
+
+# ------------------------------------------------------------- toolchain
+@dataclass(frozen=True)
+class Toolchain:
+    compiler: str  # iree-compile --version
+    versions: dict[str, str]
+
+    @staticmethod
+    def detect() -> "Toolchain":
+        from importlib.metadata import PackageNotFoundError, version
+
+        from .compile import compiler_version
+
+        vers = {"boo-build": __version__, "python": platform.python_version()}
+        for dist in ("iree-base-compiler", "iree-base-runtime", "iree-turbine", "torch"):
+            try:
+                vers[dist] = version(dist)
+            except PackageNotFoundError:
+                vers[dist] = "not installed"
+        return Toolchain(compiler=compiler_version(), versions=vers)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One manifest's build: what to build, for which targets, where."""
+
+    manifest: Manifest
+    targets: tuple[Target, ...]
+    layout: Layout
+
+
+def plan(config: BuildConfig) -> list[Plan]:
+    """Load every manifest and resolve targets; all errors before anything runs."""
+    from .manifest import ManifestError
+
+    cat = catalogue()
+    plans, errors = [], []
+    for path in config.manifests:
+        try:
+            m = load_manifest(path, targets=config.targets)
+        except ManifestError as e:
+            errors.append(str(e))
+            continue
+        try:
+            targets = resolve(m.bundle.targets, cat)
+        except ValueError as e:
+            errors.append(f"{path}: {e}")
+            continue
+        plans.append(Plan(m, targets, Layout(config.out_dir, m.bundle.name)))
+    unknown_extra = [t for t, _ in config.extra_flags if t not in cat]
+    if unknown_extra:
+        errors.append(f"--flag names unknown target(s) {', '.join(unknown_extra)}: known targets are {', '.join(sorted(cat))}")
+    names = [p.manifest.bundle.name for p in plans]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        errors.append(f"several manifests build bundle(s) named {', '.join(dupes)}: bundle names must be unique")
+    if errors:
+        raise BuildError("\n".join(errors))
+    return plans
+
+
+class BuildError(Exception):
+    """A build that cannot start: bad manifest, unknown target, bad option."""
+
+
+# --------------------------------------------------------------- actions
+def export_action(mid_key: str, mlir_path: str, record_path: str, run_id: str) -> bool:
+    from .export import export_module
+
+    mid = ModuleId.parse(mid_key)
+    t0 = time.monotonic()
+    res = export_module(mid)
+    rec = {"module": mid_key, "status": res.status, "reason": res.reason, "run_id": run_id,
+           "seconds": round(time.monotonic() - t0, 3), "func_name": mid.func_name}
+    if res.ok:
+        from .compile import write_atomic
+
+        write_atomic(Path(mlir_path), res.mlir.encode())
+        rec["mlir_sha256"] = hashlib.sha256(res.mlir.encode()).hexdigest()
+    else:
+        # An empty file keeps the compile task's file_dep valid; the record says why.
+        from .compile import write_atomic
+
+        write_atomic(Path(mlir_path), b"")
+    write_json(Path(record_path), rec)
+    return {"status": res.status}
+
+
+def compile_action(mid_key: str, target: str, flags: list[str], mlir_path: str, export_record: str,
+                   vmfb_path: str, record_path: str, timeout: float, run_id: str,
+                   scheduler: str | None = None) -> bool:
+    from .compile import compile_mlir, write_atomic
+
+    exp = read_json(Path(export_record)) or {}
+    base = {"module": mid_key, "target": target, "flags": list(flags), "run_id": run_id}
+    if exp.get("status") != "ok":
+        Path(vmfb_path).unlink(missing_ok=True)
+        write_json(Path(record_path), {**base, "status": "unavailable",
+                                       "reason": f"export unavailable: {exp.get('reason', 'no export record')}"})
+        return {"status": "unavailable"}
+    mlir = Path(mlir_path).read_text()
+    if scheduler:
+        from .distributed import remote_compile
+
+        res = remote_compile(scheduler, mlir, tuple(flags), timeout)
+    else:
+        res = compile_mlir(mlir, tuple(flags), timeout=timeout)
+    if res.ok:
+        write_atomic(Path(vmfb_path), res.vmfb)
+        write_json(Path(record_path), {**base, "status": "ok", "command": res.command,
+                                       "seconds": round(res.seconds, 3), "size": len(res.vmfb),
+                                       "sha256": hashlib.sha256(res.vmfb).hexdigest()})
+    else:
+        Path(vmfb_path).unlink(missing_ok=True)
+        write_json(Path(record_path), {**base, "status": "failed", "command": res.command,
+                                       "error": res.error, "seconds": round(res.seconds, 3)})
+    return {"status": "ok" if res.ok else "failed"}
+
+
+def validate_action(mid_key: str, target_name: str, vmfb_path: str, compile_record: str,
+                    record_path: str, device: dict | None, run_id: str) -> dict:
+    from .loader.devices import DeviceInfo
+    from .validate import validate_kernel
+
+    mid = ModuleId.parse(mid_key)
+    comp = read_json(Path(compile_record)) or {}
+    if comp.get("status") != "ok":
+        rec = {"module": mid_key, "target": target_name, "status": "not run",
+               "reason": f"not compiled: {comp.get('status', 'no record')}", "outputs": []}
+    else:
+        target = catalogue()[target_name]
+        dev = DeviceInfo(**device) if device else None
+        rec = validate_kernel(Path(vmfb_path).read_bytes(), mid, target, dev).to_json()
+    rec["run_id"] = run_id
+    write_json(Path(record_path), rec)
+    return {"status": rec["status"]}
+
+
+def bench_action(subject: str, target_name: str, vmfb_path: str | None, validation_record: str | None,
+                 record_path: str, device: dict | None, run_id: str) -> dict:
+    from .benchmark import BenchResult, bench_eager, bench_kernel
+    from .loader.devices import DeviceInfo
+
+    dev = DeviceInfo(**device) if device else None
+    if vmfb_path is None:  # torch eager for a signature
+        res = bench_eager(KernelSignature.parse(subject.removesuffix("-eager")), threads=os.cpu_count())
+    else:
+        mid = ModuleId.parse(subject)
+        val = read_json(Path(validation_record)) or {}
+        if val.get("status") != "passed":
+            res = BenchResult(subject=subject, signature=mid.signature.key, target=target_name,
+                              status="skipped", reason=f"not validated: {val.get('status', 'no record')}",
+                              min_s=None, median_s=None, p90_s=None, reps=0, threads=0)
+        else:
+            res = bench_kernel(Path(vmfb_path).read_bytes(), mid, catalogue()[target_name], dev)
+    rec = res.to_json()
+    rec["run_id"] = run_id
+    write_json(Path(record_path), rec)
+    return {"status": rec["status"]}
+
+
+# ------------------------------------------------------------ generators
+def _device_map(plans: list[Plan]) -> dict[str, tuple[dict | None, str]]:
+    """target name -> (device as a dict, or None, and the reason)."""
+    from dataclasses import asdict
+
+    from .loader.devices import discover, match_target
+
+    devices = discover()
+    out = {}
+    for p in plans:
+        for t in p.targets:
+            if t.name not in out:
+                dev, why = match_target(t, devices)
+                out[t.name] = (asdict(dev) if dev else None, why)
+    return out
+
+
+def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[str, Callable[[], Iterator[dict]]]:
+    """The graph for ``config`` as doit ``task_*`` functions."""
+    plans = plan(config) if plans is None else plans
+    toolchain = Toolchain.detect()
+    devices = _device_map(plans) if config.validate else {}
+    run = config.run_id
+
+    def task_export():
+        """Export each (signature, implementation) to MLIR through iree-turbine."""
+        for p in plans:
+            for mid in p.manifest.module_ids:
+                lay = p.layout
+                yield {
+                    "name": f"{p.manifest.bundle.name}/{mid.key}",
+                    "actions": [(export_action, [mid.key, str(lay.mlir(mid)), str(lay.export_record(mid)), run])],
+                    "file_dep": list(EXPORT_SOURCES),
+                    "targets": [str(lay.export_record(mid)), str(lay.mlir(mid))],
+                    "uptodate": [config_changed({"torch": toolchain.versions["torch"],
+                                                 "turbine": toolchain.versions["iree-turbine"],
+                                                 "compiler": toolchain.compiler}),
+                                 record_ok(lay.export_record(mid))],
+                    "clean": [_rm(lay.mlir(mid)), _rm(lay.export_record(mid))],
+                    "doc": f"export {mid.key}",
+                }
+
+    def task_compile():
+        """Compile each exported module for each target with iree-compile."""
+        for p in plans:
+            for t in p.targets:
+                flags = config.flags_for(t)
+                for mid in p.manifest.module_ids:
+                    lay = p.layout
+                    yield {
+                        "name": f"{p.manifest.bundle.name}/{t.name}/{mid.key}",
+                        "actions": [(compile_action, [mid.key, t.name, list(flags), str(lay.mlir(mid)),
+                                                      str(lay.export_record(mid)), str(lay.vmfb(t.name, mid)),
+                                                      str(lay.compile_record(t.name, mid)),
+                                                      config.compile_timeout, run, config.scheduler])],
+                        "file_dep": [str(lay.export_record(mid)), str(lay.mlir(mid))],
+                        "targets": [str(lay.compile_record(t.name, mid))],
+                        "uptodate": [config_changed({"flags": list(flags), "compiler": toolchain.compiler}),
+                                     record_ok(lay.compile_record(t.name, mid))],
+                        "clean": [_rm(lay.vmfb(t.name, mid)), _rm(lay.compile_record(t.name, mid))],
+                        "doc": f"compile {mid.key} for {t.name}",
+                    }
+
+    def _runnable(p: Plan):
+        for t in p.targets:
+            dev, why = devices.get(t.name, (None, "validation disabled"))
+            if dev is not None:
+                yield t, dev
+
+    def task_validate():
+        """Run each compiled kernel on a device present and compare with float64."""
+        for p in plans:
+            for t, dev in _runnable(p):
+                for mid in p.manifest.module_ids:
+                    lay = p.layout
+                    yield {
+                        "name": f"{p.manifest.bundle.name}/{t.name}/{mid.key}",
+                        "actions": [(validate_action, [mid.key, t.name, str(lay.vmfb(t.name, mid)),
+                                                       str(lay.compile_record(t.name, mid)),
+                                                       str(lay.validation(t.name, mid)), dev, run])],
+                        "file_dep": [str(lay.compile_record(t.name, mid)), str(PKG_DIR / "tolerances.py"),
+                                     str(PKG_DIR / "reference.py")],
+                        "targets": [str(lay.validation(t.name, mid))],
+                        "uptodate": [config_changed({"device": dev}), record_ok(lay.validation(t.name, mid))],
+                        "clean": [_rm(lay.validation(t.name, mid))],
+                        "doc": f"validate {mid.key} on {t.name}",
+                    }
+
+    def task_bench():
+        """Benchmark kernels and torch eager, one at a time, after every compile."""
+        if not config.bench:
+            return
+        previous = None
+        for p in plans:
+            b = p.manifest.bundle.name
+            for t, dev in _runnable(p):
+                subjects = []
+                for mid in p.manifest.module_ids:
+                    subjects.append((mid.key, str(p.layout.vmfb(t.name, mid)),
+                                     str(p.layout.validation(t.name, mid)), [str(p.layout.validation(t.name, mid))]))
+                for req in p.manifest.kernels:
+                    subjects.append((f"{req.signature.key}-eager", None, None, []))
+                for subject, vmfb, val, deps in subjects:
+                    name = f"{b}/{t.name}/{subject}"
+                    out = p.layout.bench(t.name, subject)
+                    yield {
+                        "name": name,
+                        "actions": [(bench_action, [subject, t.name, vmfb, val, str(out), dev, run])],
+                        "file_dep": deps,
+                        "targets": [str(out)],
+                        # Timing shares the machine with nothing: after all compiles, one at a time.
+                        "task_dep": [f"ready:{b}"] + ([f"bench:{previous}"] if previous else []),
+                        "uptodate": [config_changed({"device": dev}), record_ok(out)],
+                        "clean": [_rm(out)],
+                        "doc": f"benchmark {subject} on {t.name}",
+                    }
+                    previous = name
+
+    def task_ready():
+        """Barrier: every export, compile and validation of a bundle is done."""
+        for p in plans:
+            b = p.manifest.bundle.name
+            yield {"name": b, "actions": None, "task_dep": _all_names(p, devices),
+                   "doc": f"all compiles of {b} done"}
+
+    def task_report():
+        """Summary, build report and benchmark CSV (always runs; fails if kernels are missing)."""
+        from .report import report_action
+
+        for p in plans:
+            b = p.manifest.bundle.name
+            yield {
+                "name": b,
+                "actions": [(report_action, [p, config, devices, toolchain])],
+                "task_dep": [f"ready:{b}"] + _bench_names(p, devices, config),
+                "uptodate": [False],
+                "verbosity": 2,
+                "doc": f"report on {b}",
+            }
+
+    def task_pack():
+        """Pack one versioned, compressed bundle per manifest."""
+        from .report import pack_action
+
+        for p in plans:
+            b = p.manifest.bundle.name
+            out = p.layout.bundle(p.manifest)
+            yield {
+                "name": b,
+                "actions": [(pack_action, [p, config, toolchain])],
+                "task_dep": [f"report:{b}"],
+                "file_dep": [str(p.layout.report)],
+                "targets": [str(out)],
+                "clean": [_rm(out)],
+                "doc": f"pack {out.name}",
+            }
+
+    def task_build():
+        """Build every manifest: export, compile, validate, benchmark, pack."""
+        return {"actions": None, "task_dep": [f"pack:{p.manifest.bundle.name}" for p in plans]}
+
+    return {
+        "task_export": task_export,
+        "task_compile": task_compile,
+        "task_validate": task_validate,
+        "task_ready": task_ready,
+        "task_bench": task_bench,
+        "task_report": task_report,
+        "task_pack": task_pack,
+        "task_build": task_build,
+    }
+
+
+def _all_names(p: Plan, devices: dict) -> list[str]:
+    b = p.manifest.bundle.name
+    mids = p.manifest.module_ids
+    names = [f"export:{b}/{m.key}" for m in mids]
+    names += [f"compile:{b}/{t.name}/{m.key}" for t in p.targets for m in mids]
+    names += [f"validate:{b}/{t.name}/{m.key}" for t in p.targets if devices.get(t.name, (None,))[0]
+              for m in mids]
+    return names
+
+
+def _bench_names(p: Plan, devices: dict, config: BuildConfig) -> list[str]:
+    if not config.bench:
+        return []
+    b = p.manifest.bundle.name
+    out = []
+    for t in p.targets:
+        if devices.get(t.name, (None,))[0]:
+            out += [f"bench:{b}/{t.name}/{m.key}" for m in p.manifest.module_ids]
+            out += [f"bench:{b}/{t.name}/{r.signature.key}-eager" for r in p.manifest.kernels]
+    return out
+
+
+def _rm(path: Path) -> Callable[[], None]:
+    def remove() -> None:
+        Path(path).unlink(missing_ok=True)
+
+    remove.__name__ = f"rm {path}"
+    return remove
+
+
+def interrupt_on_sigterm() -> None:
+    """SIGTERM behaves like Ctrl-C: doit then writes its database for the
+    tasks already finished, so a restarted build redoes only the rest."""
+
+    def handler(signum, frame):  # noqa: ARG001
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, handler)

@@ -1,0 +1,212 @@
+"""The doit graph, driven through the real `boo-build` CLI in subprocesses:
+real export, real iree-compile, small shapes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+SMALL = """
+[bundle]
+name = "small"
+version = "0.1.0"
+targets = ["cpu", "gfx942"]
+
+[[kernels]]
+op = "layer_norm"
+input_shape = [4, 6, 10]
+dtype = "float32"
+masks = [1, 14]
+
+[[kernels]]
+op = "rms_norm"
+input_shape = [3, 37]
+dtype = "bfloat16"
+masks = [6]
+"""
+
+
+def env() -> dict:
+    e = dict(os.environ)
+    e["PATH"] = f"{BIN}{os.pathsep}{e.get('PATH', '')}"
+    return e
+
+
+def boo(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run([str(BIN / "boo-build"), *args], cwd=cwd, env=env(), capture_output=True,
+                          text=True, timeout=900)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"boo-build {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def records(out: Path, kind: str) -> dict[str, dict]:
+    """stage records by path relative to the bundle folder."""
+    pattern = {"export": "mlir/*.export.json", "compile": "vmfb/*/*.compile.json"}[kind]
+    return {str(p.relative_to(out / "small")): json.loads(p.read_text()) for p in (out / "small").glob(pattern)}
+
+
+def run_ids(out: Path, kind: str) -> dict[str, str]:
+    return {k: v["run_id"] for k, v in records(out, kind).items()}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """One cold build of the small manifest (validation on: cpu kernels run)."""
+    d = tmp_path_factory.mktemp("graph")
+    (d / "small.toml").write_text(SMALL)
+    proc = boo("build", "small.toml", "--out", "out", "--no-bench", cwd=d)
+    return d, proc
+
+
+def test_cold_build_produces_every_vmfb_and_reports(built):
+    d, proc = built
+    out = d / "out"
+    comp = records(out, "compile")
+    # 3 signatures x 2 impls x 2 targets
+    assert len(comp) == 12
+    assert all(r["status"] == "ok" for r in comp.values()), comp
+    for rel in comp:
+        vmfb = out / "small" / rel.replace(".compile.json", ".vmfb")
+        assert vmfb.stat().st_size > 1000
+    report = json.loads((out / "small" / "build-report.json").read_text())
+    for k in report["kernels"]:
+        assert k["targets"]["cpu"]["validation"] == "passed"
+        # honest status: no gfx942 device here
+        assert k["targets"]["gfx942"]["validation"].startswith("not run")
+        assert k["targets"]["gfx942"]["status"] == "available"
+    assert proc.stdout.strip().splitlines()[-1].endswith("small-0.1.0.tar.zst")
+    assert "gfx942" in proc.stdout and "not validated 3" in proc.stdout
+
+
+def test_cpu_vmfbs_load_and_run(built):
+    import iree.runtime as rt
+
+    d, _ = built
+    for vmfb in (d / "out" / "small" / "vmfb").glob("*/*.vmfb"):
+        # every vmfb loads; the cpu ones were run by validation in the build
+        cfg = rt.Config("local-task")
+        rt.VmModule.copy_buffer(cfg.vm_instance, vmfb.read_bytes())
+
+
+def test_noop_rebuild_runs_nothing(built):
+    d, _ = built
+    before = {**run_ids(d / "out", "export"), **run_ids(d / "out", "compile")}
+    proc = boo("build", "small.toml", "--out", "out", "--no-bench", cwd=d)
+    after = {**run_ids(d / "out", "export"), **run_ids(d / "out", "compile")}
+    assert before == after
+    assert "export   built 0" in proc.stdout and "compile  built 0" in proc.stdout
+
+
+def test_vmfbs_are_byte_identical_across_builds(built, tmp_path):
+    d, _ = built
+    (tmp_path / "small.toml").write_text(SMALL)
+    boo("build", "small.toml", "--out", "out", "--no-validate", "--targets", "cpu", cwd=tmp_path)
+    a = {p.name: p.read_bytes() for p in (d / "out/small/vmfb/cpu").glob("*.vmfb")}
+    b = {p.name: p.read_bytes() for p in (tmp_path / "out/small/vmfb/cpu").glob("*.vmfb")}
+    assert a and a == b
+
+
+def test_edit_one_entry_reruns_only_its_tasks(tmp_path):
+    (tmp_path / "small.toml").write_text(SMALL)
+    boo("build", "small.toml", "--out", "out", "--no-validate", cwd=tmp_path)
+    before = run_ids(tmp_path / "out", "compile")
+    # change the rms entry's masks: 6 -> 2; the layer_norm entries are untouched
+    (tmp_path / "small.toml").write_text(SMALL.replace("masks = [6]", "masks = [2]"))
+    boo("build", "small.toml", "--out", "out", "--no-validate", cwd=tmp_path)
+    after = run_ids(tmp_path / "out", "compile")
+    new = {k for k in after if k not in before}
+    assert new and all("rms_norm" in k and "-m2-" in k for k in new)
+    assert all(after[k] == before[k] for k in after if "layer_norm" in k)
+
+
+def test_changing_a_targets_flags_reruns_only_that_target(tmp_path):
+    (tmp_path / "small.toml").write_text(SMALL)
+    boo("build", "small.toml", "--out", "out", "--no-validate", cwd=tmp_path)
+    before = run_ids(tmp_path / "out", "compile")
+    boo("build", "small.toml", "--out", "out", "--no-validate",
+        "--flag", "gfx942=--iree-opt-level=O2", cwd=tmp_path)
+    after = run_ids(tmp_path / "out", "compile")
+    changed = {k for k in after if after[k] != before[k]}
+    assert changed == {k for k in after if k.startswith("vmfb/gfx942/")}
+
+
+def test_broken_mlir_fails_alone_and_sets_exit_status(tmp_path):
+    (tmp_path / "small.toml").write_text(SMALL)
+    boo("build", "small.toml", "--out", "out", "--no-validate", cwd=tmp_path)
+    victim = next((tmp_path / "out/small/mlir").glob("rms_norm-*-manual.mlir"))
+    victim.write_text("module { func.func @broken( }\n")
+    before = run_ids(tmp_path / "out", "compile")
+    proc = boo("build", "small.toml", "--out", "out", "--no-validate", cwd=tmp_path, check=False)
+    assert proc.returncode != 0
+    comp = records(tmp_path / "out", "compile")
+    failed = {k for k, r in comp.items() if r["status"] == "failed"}
+    assert failed == {f"vmfb/{t}/{victim.stem}.compile.json" for t in ("cpu", "gfx942")}
+    assert all("error" in comp[k]["error"] for k in failed)
+    # the others were neither rebuilt nor lost
+    assert all(comp[k]["run_id"] == before[k] for k in comp if k not in failed)
+    # only one impl of that signature failed: the kernel is still available (aten)
+    report = json.loads((tmp_path / "out/small/build-report.json").read_text())
+    rms = next(k for k in report["kernels"] if k["key"].startswith("rms_norm"))
+    assert rms["targets"]["cpu"]["status"] == "available" and rms["targets"]["cpu"]["selected"] == "aten"
+    assert "compile" in rms["targets"]["cpu"]["rejected"]["manual"]
+    # exit status: the failed compile is reported even though the kernel survives
+    assert "FAILED" in proc.stdout or "failed" in proc.stdout
+
+
+def test_failed_kernel_without_alternative_fails_build_unless_allow_missing(tmp_path):
+    (tmp_path / "small.toml").write_text(SMALL)
+    proc = boo("build", "small.toml", "--out", "out", "--no-validate",
+               "--flag", "gfx942=--iree-no-such-flag", cwd=tmp_path, check=False)
+    assert proc.returncode != 0
+    assert "MISSING" in proc.stdout and "gfx942" in proc.stdout
+    assert not (tmp_path / "out/small-0.1.0.tar.zst").exists()
+    report = json.loads((tmp_path / "out/small/build-report.json").read_text())
+    assert len(report["missing"]) == 3 and all("gfx942" in m for m in report["missing"])
+    assert all(k["targets"]["cpu"]["status"] == "available" for k in report["kernels"])
+    proc = boo("build", "small.toml", "--out", "out", "--no-validate", "--allow-missing",
+               "--flag", "gfx942=--iree-no-such-flag", cwd=tmp_path)
+    assert (tmp_path / "out/small-0.1.0.tar.zst").exists()
+    report = json.loads((tmp_path / "out/small/build-report.json").read_text())
+    assert all(k["targets"]["gfx942"]["status"] == "unavailable" for k in report["kernels"])
+    assert all("no-such-flag" in k["targets"]["gfx942"]["reason"] for k in report["kernels"])
+
+
+def test_unknown_target_refused_up_front(tmp_path):
+    (tmp_path / "small.toml").write_text(SMALL)
+    proc = boo("build", "small.toml", "--out", "out", "--targets", "cpu,gfx9999", cwd=tmp_path, check=False)
+    assert proc.returncode == 2
+    assert "gfx9999" in proc.stderr and "known targets" in proc.stderr
+    assert not (tmp_path / "out" / "small").exists()
+
+
+def test_sigterm_keeps_progress(tmp_path):
+    big = SMALL.replace("masks = [1, 14]", "masks = [1, 2, 4, 6, 8, 10, 12, 14]")
+    (tmp_path / "small.toml").write_text(big)
+    cmd = [str(BIN / "boo-build"), "build", "small.toml", "--out", "out", "--no-validate", "-j", "1", "-q"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and len(records(tmp_path / "out", "compile")) < 4:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=120)
+    assert proc.returncode != 0
+    first = {**run_ids(tmp_path / "out", "export"), **run_ids(tmp_path / "out", "compile")}
+    total = 2 * (8 + 1) + 2 * 2 * (8 + 1)  # exports + compiles
+    assert 4 <= len(first) < total
+    boo("build", "small.toml", "--out", "out", "--no-validate", cwd=tmp_path)
+    second = {**run_ids(tmp_path / "out", "export"), **run_ids(tmp_path / "out", "compile")}
+    assert len(second) == total
+    # at most the task in flight when the signal came is redone
+    redone = [k for k in first if second[k] != first[k]]
+    assert len(redone) <= 1, redone
