@@ -49,7 +49,13 @@ def run_doit(config, plans, doit_args: list[str], jobs: int | None, quiet: bool)
     mod = dict(task_creators(config, plans))
     mod["DOIT_CONFIG"] = doit_config(config.out_dir, jobs, quiet)
     config.out_dir.mkdir(parents=True, exist_ok=True)
-    return DoitMain(ModuleTaskLoader(mod)).run(doit_args)
+    # doit swaps sys.stdout to capture each Python action; with thread
+    # workers the swaps interleave and may not be undone in order.
+    saved = sys.stdout, sys.stderr
+    try:
+        return DoitMain(ModuleTaskLoader(mod)).run(doit_args)
+    finally:
+        sys.stdout, sys.stderr = saved
 
 
 def _split(text: str | None) -> tuple[str, ...] | None:

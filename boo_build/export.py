@@ -7,8 +7,7 @@ returns an ``ExportResult`` whose ``status`` is ``"unavailable"`` and whose
 
 from __future__ import annotations
 
-import contextlib
-import io
+import threading
 import warnings
 from dataclasses import dataclass
 
@@ -25,6 +24,12 @@ _DECOMPOSE = (
     torch.ops.aten._fused_rms_norm.default,
     torch.ops.aten._fused_rms_norm_backward.default,
 )
+
+
+# torch.export keeps tracing state per process ("ProxyTorchDispatchMode slot
+# already occupied" when two threads trace at once): doit runs actions in
+# threads, so exports take turns. Compiles, the slow part, still overlap.
+_EXPORT_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -53,7 +58,7 @@ def export_mlir(mid: ModuleId) -> str:
 
     module = make_module(mid)
     args = sample_args(mid.signature)
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+    with _EXPORT_LOCK, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with extend_aot_decompositions(from_current=True, add_ops=list(_DECOMPOSE)):
             exported = aot.export(module, args=args, function_name=mid.func_name)

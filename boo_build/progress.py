@@ -30,7 +30,6 @@ class ProgressReporter(ConsoleReporter):
         self.ran = 0
         self.started = time.monotonic()
         self.run_seconds = 0.0
-        self._starts: dict[str, float] = {}
 
     def initialize(self, tasks, selected_tasks):
         self.total = sum(1 for t in tasks.values() if _stage(t) in STAGES and t.actions)
@@ -49,10 +48,7 @@ class ProgressReporter(ConsoleReporter):
         self.done += 1
         if self.quiet and status in ("ok", "up to date"):
             return
-        took = time.monotonic() - self._starts.pop(task.name, time.monotonic())
         text = f"[{self.done}/{self.total}{self._eta()}] {status:10s} {task.name}"
-        if status not in ("up to date",):
-            text += f" ({took:.1f}s)"
         if self.tty and not self.quiet and status in ("ok", "up to date"):
             self.outstream.write("\r\033[K" + text[:200])
         else:
@@ -64,10 +60,9 @@ class ProgressReporter(ConsoleReporter):
 
     # doit hooks
     def execute_task(self, task):
-        self._starts[task.name] = time.monotonic()
-        if _stage(task) in ("report",) and not self.quiet:
-            if self.tty:
-                self.outstream.write("\r\033[K")
+        # doit's thread runner reports starts late; only finishes are shown.
+        if _stage(task) == "report" and self.tty:
+            self.outstream.write("\r\033[K")
 
     def add_success(self, task):
         if task.actions:

@@ -129,10 +129,13 @@ class Toolchain:
     versions: dict[str, str]
 
     @staticmethod
-    def detect() -> "Toolchain":
+    def detect(cache_dir: Path | None = None) -> "Toolchain":
+        """Versions of everything that shapes the output. ``iree-compile
+        --version`` costs ~0.4 s, so it is cached in ``cache_dir`` keyed on
+        the compiler binary's path, size and mtime."""
         from importlib.metadata import PackageNotFoundError, version
 
-        from .compile import compiler_version
+        from .compile import compiler_path, compiler_version
 
         vers = {"boo-build": __version__, "python": platform.python_version()}
         for dist in ("iree-base-compiler", "iree-base-runtime", "iree-turbine", "torch"):
@@ -140,7 +143,17 @@ class Toolchain:
                 vers[dist] = version(dist)
             except PackageNotFoundError:
                 vers[dist] = "not installed"
-        return Toolchain(compiler=compiler_version(), versions=vers)
+        path = os.path.realpath(compiler_path())
+        st = os.stat(path)
+        stamp = f"{path}:{st.st_size}:{st.st_mtime_ns}:{vers['iree-base-compiler']}"
+        cache = Path(cache_dir) / ".toolchain.json" if cache_dir else None
+        cached = read_json(cache) if cache else None
+        if cached and cached.get("stamp") == stamp:
+            return Toolchain(compiler=cached["compiler"], versions=vers)
+        comp = compiler_version(path)
+        if cache:
+            write_json(cache, {"stamp": stamp, "compiler": comp})
+        return Toolchain(compiler=comp, versions=vers)
 
 
 @dataclass(frozen=True)
@@ -302,7 +315,7 @@ def _device_map(plans: list[Plan]) -> dict[str, tuple[dict | None, str]]:
 def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[str, Callable[[], Iterator[dict]]]:
     """The graph for ``config`` as doit ``task_*`` functions."""
     plans = plan(config) if plans is None else plans
-    toolchain = Toolchain.detect()
+    toolchain = Toolchain.detect(config.out_dir)
     devices = _device_map(plans) if config.validate else {}
     run = config.run_id
 
