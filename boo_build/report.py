@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
     run = config.run_id
     stats: Counter = Counter()
     per_target: dict[str, Counter] = {t.name: Counter() for t in plan.targets}
-    kernels, missing = [], []
+    kernels, missing, failures = [], [], []
     validations: dict = {}
     benches: dict = {}
     selections: dict = {}
@@ -72,6 +73,11 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
                                "validation": _clean(val), "bench": _clean(ben)}
                 if comp and comp.get("status") == "ok":
                     compiled.append(impl)
+                elif comp and comp.get("status") == "failed":
+                    first = (comp.get("error") or "").strip().splitlines()[:1]
+                    failures.append(f"{mid.key} on {t.name}: compile failed: {first[0] if first else ''}")
+                if val and val.get("status") in ("failed", "error"):
+                    failures.append(f"{mid.key} on {t.name}: validation {val['status']}: {val.get('reason', '')}")
                 vals[impl] = ValidationResult.from_json(val) if val else None
                 bens[impl] = BenchResult.from_json(ben) if ben else None
                 if val:
@@ -83,8 +89,12 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
                 from .validate import ValidationResult as VR
 
                 vals = {i: VR(module=ModuleId(sig, i).key, target=t.name, status="not run", reason=dev_reason,
-                              outputs=(), tolerance={}) for i in compiled}
+                              outputs=(), tolerance={}) if i in compiled else None for i in req.impls}
             sel = select(sig, t.name, compiled, vals, bens)
+            # say why an implementation did not compile, not just that it did not
+            rejected = {i: (_why_not_compiled(impls[i]["compile"]) if i not in compiled else r)
+                        for i, r in sel.rejected.items()}
+            sel = replace(sel, rejected=rejected)
             selections[(sig.key, t.name)] = sel
             eager = read_json(lay.bench(t.name, f"{sig.key}-eager")) if dev and config.bench else None
             if eager:
@@ -120,11 +130,25 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
         "benchmarks": "ran" if config.bench else "skipped (--no-bench)",
         "kernels": kernels,
         "missing": missing,
+        "failures": failures,
         "per_target": {t: dict(sorted(c.items())) for t, c in per_target.items()},
     }
     rows = table_rows([r.signature for r in plan.manifest.kernels], [t.name for t in plan.targets],
                       validations, benches, selections)
     return report, {"stats": dict(stats), "rows": rows}
+
+
+def _why_not_compiled(comp: dict | None) -> str:
+    if not comp:
+        return "not compiled: no compile record"
+    if comp.get("status") == "unavailable":
+        return comp.get("reason", "unavailable")
+    first = (comp.get("error") or "").strip().splitlines()[:1]
+    return f"compile failed: {first[0] if first else comp.get('status')}"
+
+
+def failed(report: dict) -> bool:
+    return bool(report["missing"] or report["failures"])
 
 
 def summary_text(report: dict, stats: dict, bundle_path: Path, allow_missing: bool) -> str:
@@ -140,11 +164,13 @@ def summary_text(report: dict, stats: dict, bundle_path: Path, allow_missing: bo
         lines.append(f"  {t:14s} available {c.get('available', 0)}, failed {c.get('unavailable', 0)}, "
                      f"validated {c.get('validated', 0)}, not validated {c.get('not validated', 0)}"
                      + (f"  ({dev})" if dev and not c.get("validated") else ""))
+    for f in report["failures"]:
+        lines.append(f"  FAILED  {f}")
     for m in report["missing"]:
         lines.append(f"  MISSING {m}")
-    if report["missing"] and not allow_missing:
-        lines.append(f"  {len(report['missing'])} requested kernel(s) failed: no bundle written "
-                     "(pass --allow-missing to ship them as unavailable)")
+    if failed(report) and not allow_missing:
+        lines.append(f"  {len(report['failures'])} task(s) failed, {len(report['missing'])} requested kernel(s) "
+                     "missing: no bundle written (--allow-missing ships what works, failed kernels as unavailable)")
     else:
         lines.append(f"  bundle: {bundle_path}")
     return "\n".join(lines)
@@ -160,10 +186,13 @@ def report_action(plan, config, devices, toolchain):
     if not lay.report.exists() or lay.report.read_bytes() != text:
         write_atomic(lay.report, text)
     write_table(stats["rows"], lay.csv)
-    print(summary_text(report, stats, lay.bundle(plan.manifest), config.allow_missing))
-    sys.stdout.flush()
-    if report["missing"] and not config.allow_missing:
-        return TaskFailed(f"{len(report['missing'])} requested kernel(s) failed; see {lay.report}")
+    # sys.stdout may be another thread's capture buffer left behind by doit.
+    out = sys.__stdout__ or sys.stdout
+    out.write(summary_text(report, stats, lay.bundle(plan.manifest), config.allow_missing) + "\n")
+    out.flush()
+    if failed(report) and not config.allow_missing:
+        return TaskFailed(f"{len(report['failures'])} failed task(s), {len(report['missing'])} missing kernel(s); "
+                          f"see {lay.report}")
     return True
 
 
