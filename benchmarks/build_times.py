@@ -1,0 +1,103 @@
+"""Build-graph timings on a manifest (default: manifests/default.toml).
+
+Measures, each in a fresh output folder where it says so:
+  1. cold build at -j 1
+  2. cold build at -j N (N = cores)
+  3. no-op rebuild (nothing to do)
+  4. rebuild after changing one manifest entry (one dtype list shrinks by one
+     element's worth: a new eps on the last [[kernels]] entry)
+
+Runs `boo-build build ... --no-validate` (export, compile, pack: the graph
+itself; validation and benchmarks are timed by their own scripts) and writes
+benchmarks/results/build_times.md. Usage:
+
+    .venv/bin/python benchmarks/build_times.py [--manifest PATH] [--skip-j1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def build(manifest: Path, out: Path, jobs: int) -> float:
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    t0 = time.perf_counter()
+    subprocess.run([str(BIN / "boo-build"), "build", str(manifest), "--out", str(out), "--no-validate",
+                    "-j", str(jobs), "-q"], check=True, env=env, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--manifest", type=Path, default=ROOT / "manifests" / "default.toml")
+    ap.add_argument("--skip-j1", action="store_true", help="skip the -j 1 cold build")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "build_times.md")
+    ns = ap.parse_args()
+    cores = os.cpu_count() or 1
+    work = Path(tempfile.mkdtemp(prefix="boo-build-times-"))
+    manifest = work / ns.manifest.name
+    shutil.copy(ns.manifest, manifest)
+    rows = []
+    try:
+        if not ns.skip_j1:
+            rows.append(("cold build, -j 1", build(manifest, work / "j1", 1)))
+        rows.append((f"cold build, -j {cores}", build(manifest, work / "jn", cores)))
+        rows.append(("no-op rebuild", build(manifest, work / "jn", cores)))
+        text = manifest.read_text()
+        # one entry changes: the last [[kernels]] table gets a different eps
+        idx = text.rfind("[[kernels]]")
+        edited = text[:idx] + re.sub(r"eps = [0-9.e-]+", "eps = 2e-6", text[idx:], count=1) \
+            if "eps =" in text[idx:] else text + "eps = 2e-6\n"
+        manifest.write_text(edited)
+        rows.append(("rebuild after editing one entry", build(manifest, work / "jn", cores)))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    base = dict(rows)
+    lines = [
+        "# Build times",
+        "",
+        f"Manifest: `{ns.manifest.relative_to(ROOT) if ns.manifest.is_relative_to(ROOT) else ns.manifest}`; "
+        f"`boo-build build --no-validate` (export, compile, pack).",
+        f"Machine: {cpu_model()}, {cores} cores, {platform.system()} {platform.machine()}, "
+        f"Python {platform.python_version()}. Shared machine: expect noise; compare ratios.",
+        "",
+        "| step | seconds |",
+        "|---|---|",
+    ]
+    lines += [f"| {name} | {secs:.2f} |" for name, secs in rows]
+    j1 = base.get("cold build, -j 1")
+    jn = base.get(f"cold build, -j {cores}")
+    if j1 and jn:
+        lines += ["", f"Speed-up of -j {cores} over -j 1: **{j1 / jn:.2f}x**."]
+    lines += ["", f"No-op rebuild: **{base['no-op rebuild']:.2f} s** "
+              "(process start, manifest load, doit's up-to-date checks)."]
+    ns.out.parent.mkdir(parents=True, exist_ok=True)
+    ns.out.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

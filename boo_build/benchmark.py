@@ -1,0 +1,341 @@
+"""Benchmark: timing statistics, compiled kernels and torch eager, and the CSV table.
+
+* ``measure`` times a callable adaptively: a few warm-up calls, then samples
+  until the running median is stable (two medians ``rel_tol`` apart) or a
+  budget of repetitions / seconds runs out. Very short calls are batched so a
+  sample is at least ``min_sample_s`` long.
+* ``bench_kernel`` times a vmfb in-process through ``loader.invoke.KernelRunner``
+  (the loader's own call path: zero-copy DLPack in and out), inputs prepared once.
+* ``bench_eager`` times torch's eager op for the same signature on the CPU,
+  with torch's intra-op threads set to the local-task worker count (or what
+  the caller passes), so IREE and torch get the same cores.
+
+Thread count of IREE's local-task driver: fixed when the driver is created
+(once per process), from ``--task_topology_max_group_count`` (see
+``loader.invoke.set_cpu_threads``); default: one worker per physical core.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from .signature import IMPLS, INPUT_GRAD, WEIGHT_GRAD, BIAS_GRAD, KernelSignature, ModuleId
+from .targets import Target
+
+BENCH_STATUSES = ("ok", "not run", "error", "skipped")
+EAGER = "eager"
+
+
+# ----------------------------------------------------------------- stats
+@dataclass(frozen=True)
+class Stats:
+    min: float
+    median: float
+    p90: float
+    n: int
+    stable: bool = True  # False when measure() ran out of budget before the median settled
+
+
+def _percentile(sorted_times: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile (numpy's default method) of sorted data."""
+    if not sorted_times:
+        return math.nan
+    pos = (len(sorted_times) - 1) * q
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_times) - 1)
+    return sorted_times[lo] + (sorted_times[hi] - sorted_times[lo]) * (pos - lo)
+
+
+def summarize(times: Iterable[float], stable: bool = True) -> Stats:
+    t = sorted(float(x) for x in times)
+    if not t:
+        raise ValueError("no timings to summarize")
+    return Stats(min=t[0], median=statistics.median(t), p90=_percentile(t, 0.9), n=len(t), stable=stable)
+
+
+def measure(fn: Callable[[], Any], *, warmup: int = 3, min_reps: int = 10, max_reps: int = 2000,
+            max_seconds: float = 2.0, rel_tol: float = 0.05, min_sample_s: float = 20e-6,
+            clock: Callable[[], float] = time.perf_counter) -> Stats:
+    """Time ``fn()`` until the running median is stable.
+
+    After ``min_reps`` samples the median is checked every ``max(2, min_reps // 2)``
+    samples; two consecutive checks within ``rel_tol`` of each other stop the
+    loop. ``max_reps`` samples or ``max_seconds`` of sampling stop it too
+    (``Stats.stable`` is then False). A call shorter than ``min_sample_s`` is
+    repeated within a sample and the sample divided by the repeat count.
+    """
+    if min_reps < 1 or max_reps < min_reps:
+        raise ValueError(f"need 1 <= min_reps <= max_reps, got {min_reps}, {max_reps}")
+    for _ in range(warmup):
+        fn()
+    # One timed call decides the batch size.
+    t0 = clock()
+    fn()
+    first = clock() - t0
+    inner = 1 if first >= min_sample_s or first <= 0 else min(1000, math.ceil(min_sample_s / first - 1e-9))
+    times: list[float] = []
+    step = max(2, min_reps // 2)
+    previous = None
+    start = clock()
+    stable = False
+    while len(times) < max_reps:
+        t0 = clock()
+        for _ in range(inner):
+            fn()
+        times.append((clock() - t0) / inner)
+        n = len(times)
+        if n >= min_reps and (n - min_reps) % step == 0:
+            med = statistics.median(times)
+            if previous is not None and abs(med - previous) <= rel_tol * max(abs(med), 1e-30):
+                stable = True
+                break
+            previous = med
+        if clock() - start >= max_seconds and n >= min_reps:
+            break
+    return summarize(times, stable=stable)
+
+
+# --------------------------------------------------------------- records
+@dataclass(frozen=True)
+class BenchResult:
+    subject: str  # module key, or "eager"
+    signature: str  # signature key
+    target: str
+    status: str  # ok | not run | error | skipped
+    reason: str = ""
+    min_s: float | None = None
+    median_s: float | None = None
+    p90_s: float | None = None
+    reps: int = 0
+    threads: int = 0
+
+    def __post_init__(self) -> None:
+        if self.status not in BENCH_STATUSES:
+            raise ValueError(f"unknown benchmark status {self.status!r}: use one of {', '.join(BENCH_STATUSES)}")
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok" and self.median_s is not None
+
+    @property
+    def median_us(self) -> float | None:
+        return None if self.median_s is None else self.median_s * 1e6
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "subject": self.subject, "signature": self.signature, "target": self.target,
+            "status": self.status, "reason": self.reason, "min_s": self.min_s, "median_s": self.median_s,
+            "p90_s": self.p90_s, "reps": self.reps, "threads": self.threads,
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "BenchResult":
+        return cls(
+            subject=d["subject"], signature=d["signature"], target=d["target"], status=d["status"],
+            reason=d.get("reason", ""), min_s=d.get("min_s"), median_s=d.get("median_s"),
+            p90_s=d.get("p90_s"), reps=int(d.get("reps") or 0), threads=int(d.get("threads") or 0),
+        )
+
+
+def _result(subject: str, sig: KernelSignature, target: str, stats: Stats, threads: int,
+            reason: str = "") -> BenchResult:
+    if not stats.stable and not reason:
+        reason = f"median not stable within the budget ({stats.n} samples)"
+    return BenchResult(subject=subject, signature=sig.key, target=target, status="ok", reason=reason,
+                       min_s=stats.min, median_s=stats.median, p90_s=stats.p90, reps=stats.n, threads=threads)
+
+
+# --------------------------------------------------------------- kernels
+def bench_kernel(vmfb: bytes, mid: ModuleId, target: Target, device, *, seed: int = 0,
+                 **measure_kw) -> BenchResult:
+    """Time ``vmfb`` on ``device`` (``loader.devices.DeviceInfo``; None: not run)
+    through the loader's call path, with inputs prepared once."""
+    sig = mid.signature
+    base = dict(subject=mid.key, signature=sig.key, target=target.name)
+    if device is None:
+        return BenchResult(status="not run", reason=f"not run: no device ({target.arch})", **base)
+    from .loader.invoke import KernelRunner, open_device
+    from .modules import sample_args
+
+    try:
+        dev = open_device(device.uri)
+        runner = KernelRunner(dev, vmfb, mid.func_name)
+        args = sample_args(sig, seed)
+        if not dev.is_cpu:
+            from .validate import _to_numpy  # host arrays for GPUs (CPU build of torch)
+
+            args = tuple(_to_numpy(a) for a in args)
+        stats = measure(lambda: runner(*args), **measure_kw)
+    except Exception as e:  # noqa: BLE001 - a kernel that fails to run is a result, not a crash
+        return BenchResult(status="error", reason=f"{type(e).__name__}: {str(e).strip()[:500]}", **base)
+    return _result(mid.key, sig, target.name, stats, dev.threads())
+
+
+# ----------------------------------------------------------------- eager
+def eager_fn(sig: KernelSignature, seed: int = 0) -> Callable[[], Any]:
+    """A no-argument callable running torch's eager CPU op for ``sig`` on
+    prepared inputs (what a model without these kernels would run).
+
+    * layer_norm: ``aten.native_layer_norm`` / ``native_layer_norm_backward``
+      with the output mask (statistics as eager's own forward saves them).
+    * rms_norm forward: ``aten._fused_rms_norm``.
+    * rms_norm backward: torch 2.13 has no CPU kernel for
+      ``_fused_rms_norm_backward``; eager's real path is autograd through the
+      composite ``F.rms_norm``: its graph is built once and only
+      ``torch.autograd.grad(..., retain_graph=True)`` is timed.
+    """
+    import torch
+
+    from .modules import sample_args, torch_dtype
+
+    g = torch.Generator().manual_seed(seed)
+    dt = torch_dtype(sig.dtype)
+    ns = list(sig.normalized_shape)
+    fwd_args = sample_args(sig.replace(mask=1), seed)
+    x = fwd_args[0]
+    w = fwd_args[1] if sig.affine else None
+    b = fwd_args[2] if sig.bias else None
+    if sig.op == "layer_norm":
+        if sig.is_forward:
+            return lambda: torch.ops.aten.native_layer_norm(x, ns, w, b, sig.eps)
+        _, mean, rstd = torch.ops.aten.native_layer_norm(x, ns, w, b, sig.eps)
+        gy = torch.randn(sig.input_shape, generator=g).to(dt)
+        mask = [bool(sig.mask & INPUT_GRAD), bool(sig.mask & WEIGHT_GRAD), bool(sig.mask & BIAS_GRAD)]
+        return lambda: torch.ops.aten.native_layer_norm_backward(gy, x, ns, mean, rstd, w, b, mask)
+    if sig.is_forward:
+        return lambda: torch.ops.aten._fused_rms_norm(x, ns, w, sig.eps)
+    xr = x.clone().requires_grad_(bool(sig.mask & INPUT_GRAD))
+    wr = w.clone().requires_grad_(bool(sig.mask & WEIGHT_GRAD)) if w is not None else None
+    y = torch.nn.functional.rms_norm(xr, ns, wr, sig.eps)
+    gy = torch.randn(sig.input_shape, generator=g).to(dt)
+    wanted = [t for bit, t in ((INPUT_GRAD, xr), (WEIGHT_GRAD, wr)) if sig.mask & bit]
+    return lambda: torch.autograd.grad(y, wanted, gy, retain_graph=True)
+
+
+def local_task_threads() -> int:
+    """Worker threads of IREE's local-task driver in this process (opens the
+    driver if needed: its worker count is fixed from then on)."""
+    from .loader.invoke import cpu_threads, open_device
+
+    open_device("local-task")
+    return cpu_threads()
+
+
+def bench_eager(sig: KernelSignature, threads: int | None = None, *, target: str = "cpu", seed: int = 0,
+                **measure_kw) -> BenchResult:
+    """Time torch eager for ``sig`` on the CPU with ``threads`` intra-op
+    threads; None: as many as IREE's local-task driver runs workers, so both
+    get the same cores. (``os.cpu_count()`` counts SMT siblings, which
+    local-task does not use by default.)"""
+    import torch
+
+    base = dict(subject=EAGER, signature=sig.key, target=target)
+    previous = torch.get_num_threads()
+    try:
+        if threads is None:
+            threads = local_task_threads() or previous
+        if threads:
+            torch.set_num_threads(int(threads))
+        used = torch.get_num_threads()
+        with torch.inference_mode(mode=sig.op == "layer_norm" or sig.is_forward):
+            fn = eager_fn(sig, seed)
+            stats = measure(fn, **measure_kw)
+    except Exception as e:  # noqa: BLE001
+        return BenchResult(status="error", reason=f"{type(e).__name__}: {str(e).strip()[:500]}", **base)
+    finally:
+        torch.set_num_threads(previous)
+    return _result(EAGER, sig, target, stats, used)
+
+
+# ----------------------------------------------------------------- table
+COLUMNS = ("key", "op", "shape", "dtype", "mask", "target", "aten_median_us", "manual_median_us",
+           "eager_median_us", "speedup_vs_eager", "aten_max_err", "manual_max_err", "validation", "selected")
+
+
+def _eager_result(benches: Mapping, sig: KernelSignature, target: str):
+    for key in (("eager:" + sig.key, target), (f"{sig.key}-eager", target), (sig.key, EAGER)):
+        if key in benches:
+            return benches[key]
+    return None
+
+
+def _us(x: float | None) -> str:
+    return "" if x is None else f"{x * 1e6:.1f}"
+
+
+def _err(v) -> str:
+    if v is None or not v.outputs:
+        return ""
+    m = v.max_error()
+    return "" if m is None else f"{m:.3g}"
+
+
+def table_rows(signatures: Iterable[KernelSignature], targets: Iterable, validations: Mapping,
+               benches: Mapping, selections: Mapping) -> list[dict[str, str]]:
+    """One row per signature x target.
+
+    ``validations[(module key, target)]`` -> ValidationResult;
+    ``benches[(module key, target)]`` -> BenchResult, and eager under
+    ``("eager:" + signature key, target)`` (or ``(signature key + "-eager", target)``);
+    ``selections[(signature key, target)]`` -> ``selection.Selection``.
+    """
+    rows = []
+    target_names = [t.name if isinstance(t, Target) else str(t) for t in targets]
+    for sig in signatures:
+        for t in target_names:
+            row: dict[str, str] = {
+                "key": sig.key, "op": sig.op, "shape": "x".join(map(str, sig.input_shape)),
+                "dtype": sig.dtype, "mask": str(sig.mask), "target": t,
+            }
+            statuses = []
+            best = None
+            for impl in IMPLS:
+                mkey = ModuleId(sig, impl).key
+                v = validations.get((mkey, t))
+                b = benches.get((mkey, t))
+                row[f"{impl}_median_us"] = _us(b.median_s) if b is not None and b.ok else ""
+                row[f"{impl}_max_err"] = _err(v)
+                if v is not None:
+                    statuses.append(f"{impl} {v.status}" if v.status != "not run" else f"{impl} {v.reason or 'not run'}")
+                if v is not None and v.passed and b is not None and b.ok:
+                    if best is None or b.median_s < best:
+                        best = b.median_s
+            eager = _eager_result(benches, sig, t)
+            row["eager_median_us"] = _us(eager.median_s) if eager is not None and eager.ok else ""
+            row["speedup_vs_eager"] = (f"{eager.median_s / best:.2f}"
+                                       if best and eager is not None and eager.ok else "")
+            row["validation"] = "; ".join(statuses)
+            sel = selections.get((sig.key, t))
+            if sel is None or sel.impl is None:
+                row["selected"] = "" if sel is None else "none"
+            else:
+                row["selected"] = sel.impl if sel.measured else f"{sel.impl} (default)"
+            rows.append({c: row.get(c, "") for c in COLUMNS})
+    return rows
+
+
+def table_text(rows: Iterable[Mapping[str, Any]]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(COLUMNS), lineterminator="\n", extrasaction="ignore")
+    w.writeheader()
+    for r in rows:
+        w.writerow({c: r.get(c, "") for c in COLUMNS})
+    return buf.getvalue()
+
+
+def write_table(rows: Iterable[Mapping[str, Any]], path) -> None:
+    """Write the benchmark CSV (header ``COLUMNS``) atomically; unchanged content is not rewritten."""
+    from .compile import write_atomic
+
+    data = table_text(rows).encode()
+    path = Path(path)
+    if path.exists() and path.read_bytes() == data:
+        return
+    write_atomic(path, data)

@@ -1,0 +1,216 @@
+"""``boo-build info|verify|diff``: look inside bundles.
+
+Light: imports only the loader's archive reader (stdlib + zstandard), never
+torch, iree or doit. Exit status: 0 fine, 1 a problem found (``verify``: a
+checksum mismatch; ``diff``: the bundles differ, as diff(1)), 2 the bundle
+cannot be read.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from .loader.bundle import Archive, BundleFormatError, read_archive, sha256_hex
+
+EXIT_OK, EXIT_PROBLEM, EXIT_UNREADABLE = 0, 1, 2
+
+
+def _open(path, err: TextIO) -> Archive | None:
+    try:
+        return read_archive(Path(path))
+    except BundleFormatError as e:
+        print(f"boo-build: {e}", file=err)
+        return None
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def _short(text: str, n: int = 70) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+# ------------------------------------------------------------------------ info
+def cmd_info(path, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    out, err = out or sys.stdout, err or sys.stderr
+    a = _open(path, err)
+    if a is None:
+        return EXIT_UNREADABLE
+    ix = a.index
+    p = out.write
+    p(f"{ix['name']} {ix['version']}  ({a.path})\n")
+    p(f"  format {ix['format']} v{ix['format_version']}, {_size(a.compressed_size)} compressed, "
+      f"{_size(a.size)} unpacked, {len(a.members)} members\n")
+    prov = ix.get("provenance") or {}
+    versions = prov.get("versions") if isinstance(prov.get("versions"), dict) else {
+        k: v for k, v in prov.items() if isinstance(v, str)}
+    if versions:
+        p("  provenance: " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items())) + "\n")
+    counts: dict[str, dict[str, int]] = {t: {"available": 0, "unavailable": 0} for t in ix["targets"]}
+    for k in ix["kernels"].values():
+        for t, te in k["targets"].items():
+            counts[t][te["status"]] += 1
+    p("  targets:\n")
+    for t, d in sorted(ix["targets"].items()):
+        c = counts[t]
+        p(f"    {t:14s} {d['driver']:10s} {d['arch']:10s} available {c['available']}, "
+          f"unavailable {c['unavailable']}\n")
+        p(f"      flags: {' '.join(d['flags'])}\n")
+    p(f"  kernels ({len(ix['kernels'])}):\n")
+    for key, k in sorted(ix["kernels"].items()):
+        p(f"    {key}\n")
+        for t, te in sorted(k["targets"].items()):
+            if te["status"] == "available":
+                m = te["impls"][te["selected"]]
+                extra = f" (+{len(te['impls']) - 1} more)" if len(te["impls"]) > 1 else ""
+                bench = _bench_value(m.get("benchmark"))
+                btxt = f", {bench[1]} {bench[0]:.4g}" if bench else ""
+                p(f"      {t:14s} {te['selected']}{extra}  {_size(m['size'])}{btxt}"
+                  + (f"  [{_short(te['reason'], 50)}]" if te.get("reason") else "") + "\n")
+            else:
+                p(f"      {t:14s} UNAVAILABLE: {_short(te.get('reason', ''))}\n")
+    if ix.get("csv"):
+        p(f"  benchmark table: {ix['csv']}\n")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------- verify
+def cmd_verify(path, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """Check every member's sha256 against the index; non-zero on any mismatch."""
+    out, err = out or sys.stdout, err or sys.stderr
+    a = _open(path, err)
+    if a is None:
+        return EXIT_UNREADABLE
+    checked, bad = 0, []
+    referenced = {"bundle.json"} | ({a.index["csv"]} if a.index.get("csv") else set())
+    for key, k in sorted(a.index["kernels"].items()):
+        for t, te in sorted(k["targets"].items()):
+            for impl, m in sorted(te.get("impls", {}).items()):
+                referenced.add(m["member"])
+                checked += 1
+                actual = sha256_hex(a.members[m["member"]])
+                if actual != m["sha256"]:
+                    bad.append((m["member"], m["sha256"], actual))
+    for member, want, got in bad:
+        print(f"MISMATCH {member}: sha256 {got}, index says {want}", file=err)
+    extra = sorted(set(a.members) - referenced)
+    for m in extra:
+        print(f"warning: member {m} is not named by the index", file=err)
+    if bad:
+        print(f"{a.path}: {len(bad)} of {checked} kernel members FAILED verification", file=out)
+        return EXIT_PROBLEM
+    print(f"{a.path}: OK, {checked} kernel members verified (sha256)", file=out)
+    return EXIT_OK
+
+
+# ------------------------------------------------------------------------ diff
+_BENCH_KEYS = ("median_us", "median_ms", "median_s", "median", "p50_us", "p50", "mean_us", "mean_ms", "mean_s",
+               "mean", "min_us", "min")
+
+
+def _bench_value(b: Any) -> tuple[float, str] | None:
+    """(value, field) of a benchmark record's central time, whatever its schema."""
+    if not isinstance(b, dict):
+        return None
+    for key in _BENCH_KEYS:
+        v = b.get(key)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return float(v), key
+    for key, v in sorted(b.items()):
+        if ("median" in key or "mean" in key) and isinstance(v, (int, float)) and not isinstance(v, bool):
+            return float(v), key
+    return None
+
+
+def diff_indexes(old: dict[str, Any], new: dict[str, Any], bench_threshold: float = 0.05) -> dict[str, list[str]]:
+    """Differences between two indexes: added, removed, changed kernels; benchmark changes; metadata."""
+    res: dict[str, list[str]] = {"meta": [], "added": [], "removed": [], "changed": [], "bench": []}
+    for field in ("name", "version", "format_version"):
+        if old.get(field) != new.get(field):
+            res["meta"].append(f"{field}: {old.get(field)} -> {new.get(field)}")
+    for t in sorted(set(old["targets"]) | set(new["targets"])):
+        a, b = old["targets"].get(t), new["targets"].get(t)
+        if a is None:
+            res["meta"].append(f"target {t} added")
+        elif b is None:
+            res["meta"].append(f"target {t} removed")
+        elif a["flags"] != b["flags"]:
+            res["meta"].append(f"target {t} flags: {' '.join(a['flags'])} -> {' '.join(b['flags'])}")
+    po, pn = old.get("provenance") or {}, new.get("provenance") or {}
+    vo = po.get("versions", po) if isinstance(po.get("versions", po), dict) else {}
+    vn = pn.get("versions", pn) if isinstance(pn.get("versions", pn), dict) else {}
+    for k in sorted(set(vo) | set(vn)):
+        if isinstance(vo.get(k), (str, type(None))) and isinstance(vn.get(k), (str, type(None))) \
+                and vo.get(k) != vn.get(k):
+            res["meta"].append(f"provenance {k}: {vo.get(k)} -> {vn.get(k)}")
+    ok, nk = old["kernels"], new["kernels"]
+    res["added"] = sorted(set(nk) - set(ok))
+    res["removed"] = sorted(set(ok) - set(nk))
+    for key in sorted(set(ok) & set(nk)):
+        for t in sorted(set(ok[key]["targets"]) | set(nk[key]["targets"])):
+            a, b = ok[key]["targets"].get(t), nk[key]["targets"].get(t)
+            where = f"{key} on {t}"
+            if a is None or b is None:
+                res["changed"].append(f"{where}: {'added' if a is None else 'removed'}")
+                continue
+            if a["status"] != b["status"]:
+                why = b.get("reason", "") if b["status"] == "unavailable" else f"selected {b['selected']}"
+                res["changed"].append(f"{where}: {a['status']} -> {b['status']} ({_short(why, 60)})")
+                continue
+            if a["status"] != "available":
+                continue
+            if a["selected"] != b["selected"]:
+                res["changed"].append(f"{where}: selection {a['selected']} -> {b['selected']}"
+                                      + (f" ({_short(b.get('reason', ''), 60)})" if b.get("reason") else ""))
+            for impl in sorted(set(a["impls"]) & set(b["impls"])):
+                ma, mb = a["impls"][impl], b["impls"][impl]
+                if ma["sha256"] != mb["sha256"]:
+                    res["changed"].append(f"{where}: {impl} vmfb changed (sha256 {ma['sha256'][:12]} -> "
+                                          f"{mb['sha256'][:12]}, {ma['size']} -> {mb['size']} bytes)")
+            ba = _bench_value(a["impls"].get(a["selected"], {}).get("benchmark"))
+            bb = _bench_value(b["impls"].get(b["selected"], {}).get("benchmark"))
+            if ba and bb and ba[1] == bb[1] and ba[0] > 0:
+                rel = bb[0] / ba[0] - 1
+                if abs(rel) >= bench_threshold:
+                    tag = "slower" if rel > 0 else "faster"
+                    res["bench"].append(f"{where}: {bb[1]} {ba[0]:.4g} -> {bb[0]:.4g} ({rel:+.1%}, {tag})")
+            elif bool(ba) != bool(bb):
+                res["bench"].append(f"{where}: benchmark {'added' if bb else 'removed'}")
+    return res
+
+
+def cmd_diff(old, new, *, out: TextIO | None = None, err: TextIO | None = None,
+             bench_threshold: float = 0.05) -> int:
+    """Kernels added, removed, changed (sha256, status or selection) and benchmark
+    changes of at least ``bench_threshold``; exit 0 same, 1 different, 2 unreadable."""
+    out, err = out or sys.stdout, err or sys.stderr
+    a, b = _open(old, err), _open(new, err)
+    if a is None or b is None:
+        return EXIT_UNREADABLE
+    d = diff_indexes(a.index, b.index, bench_threshold)
+    p = out.write
+    p(f"--- {a.path} ({a.index['name']} {a.index['version']})\n")
+    p(f"+++ {b.path} ({b.index['name']} {b.index['version']})\n")
+    titles = (("meta", "bundle"), ("added", "kernels added"), ("removed", "kernels removed"),
+              ("changed", "kernels changed"), ("bench", f"benchmark changes (>= {bench_threshold:.0%})"))
+    for field, title in titles:
+        if d[field]:
+            p(f"{title} ({len(d[field])}):\n")
+            sign = {"added": "+ ", "removed": "- "}.get(field, "  ")
+            for line in d[field]:
+                p(f"  {sign}{line}\n")
+    differs = any(d[f] for f in ("meta", "added", "removed", "changed"))
+    if not differs and not d["bench"]:
+        p("no differences\n")
+    return EXIT_PROBLEM if differs or d["bench"] else EXIT_OK
+
+
+__all__ = ["cmd_info", "cmd_verify", "cmd_diff", "diff_indexes", "EXIT_OK", "EXIT_PROBLEM", "EXIT_UNREADABLE"]

@@ -1,0 +1,469 @@
+"""Dask distribution: compiles, validations and benchmarks on a Dask cluster.
+
+doit still drives the graph, its up-to-date checks and its database on the
+machine that started the build (the *driver*); only the work of an action
+travels. Imported only when ``--scheduler`` (or ``$DASK_SCHEDULER_ADDRESS``)
+is given: nothing else in boo_build imports Dask.
+
+    with scheduler_session("tcp://host:8786") as address:   # or "local"
+        res = remote_compile(address, mlir_text, flags, timeout)   # CompileResult
+        rec = remote_validate(address, vmfb, module_key, "gfx942", device)  # dict
+        rec = remote_bench(address, vmfb, module_key, "gfx942", device)     # dict
+
+Compiles run on any worker: the worker gets the MLIR text and the flags, runs
+the same ``compile.compile_mlir`` a local build runs and returns the
+``CompileResult`` (vmfb bytes); the driver writes the files. Validations and
+benchmarks of a target run only on workers that declared the resource named
+like the target (``dask worker ... --resources "gfx942=1"``; the CPU targets'
+resources are ``cpu`` and ``cpu-x86-64-v4``); with no such worker the record
+says ``"not run: no worker with gfx942"`` and nothing is submitted.
+
+Faults: a task whose worker dies is run again elsewhere (Dask reschedules it;
+``distributed.scheduler.allowed-failures`` bounds how many worker deaths one
+task may cause, ``RETRIES`` how many times an exception raised by the task is
+retried). A lost scheduler raises ``SchedulerLost`` from every remote call,
+so the doit tasks in flight fail and the ones already finished stay recorded:
+rerunning the build continues. Every worker's compiler (``iree-compile
+--version`` and the ``iree-base-compiler`` package version) must equal the
+driver's: ``check_workers`` refuses a mismatch with ``WorkerMismatch`` naming
+the worker before any work is sent, and every compile checks again on the
+worker that runs it, so a worker joining later with another compiler is
+refused too.
+
+doit runs actions in threads: every remote call from every thread shares
+the session's one ``Client`` (its methods are thread-safe).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shlex
+import threading
+import uuid
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, replace
+from functools import lru_cache
+from typing import Any, Iterable, Iterator
+
+import dask
+from distributed import Client, LocalCluster
+from distributed.client import FutureCancelledError
+from distributed.comm.addressing import normalize_address
+from distributed.comm.core import CommClosedError
+
+from .compile import CompileResult
+
+LOCAL = "local"
+LOCAL_WORKERS = 2
+RETRIES = 2  # an exception raised by a task: tried at most 1 + RETRIES times
+ALLOWED_FAILURES = 3  # worker deaths one task may cause (scheduler started here)
+CONNECT_TIMEOUT_S = 30.0
+WAIT_FOR_WORKERS_S = 120.0
+
+
+class DistributedError(RuntimeError):
+    """The cluster cannot do the build's work."""
+
+
+class SchedulerLost(DistributedError):
+    """The Dask scheduler went away (or could not be reached)."""
+
+
+class WorkerMismatch(DistributedError):
+    """A worker's compiler differs from the driver's (``workers`` names them)."""
+
+    def __init__(self, message: str, workers: Iterable[str] = ()):
+        super().__init__(message)
+        self.workers = tuple(workers)
+
+
+# ------------------------------------------------------------- resources
+def target_resource(target_name: str) -> str:
+    """The Dask worker resource that runs ``target_name``'s kernels: the
+    target's name itself (``cpu``, ``cpu-x86-64-v4``, ``gfx942``, ...)."""
+    return target_name
+
+
+def workers_with_resource(client: Client, name: str) -> list[str]:
+    """Addresses of the workers that declared resource ``name`` (fresh from the scheduler)."""
+    info = client.scheduler_info(n_workers=-1)
+    return sorted(addr for addr, w in info.get("workers", {}).items()
+                  if (w.get("resources") or {}).get(name, 0) > 0)
+
+
+def local_resources() -> dict[str, float]:
+    """Resources of this machine: one per catalogue target a device here can run."""
+    from .loader.devices import discover, match_target
+    from .targets import catalogue
+
+    devices = discover()
+    return {target_resource(t.name): 1 for t in catalogue().values() if match_target(t, devices)[0] is not None}
+
+
+# -------------------------------------------------------------- versions
+def toolchain_versions() -> dict[str, str]:
+    """This process's compiler: ``iree-compile --version`` and the package version,
+    what must be equal on the driver and every worker for byte-identical output."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from .compile import compiler_version
+
+    try:
+        pkg = version("iree-base-compiler")
+    except PackageNotFoundError:
+        pkg = "not installed"
+    return {"iree-compile": compiler_version(), "iree-base-compiler": pkg}
+
+
+@lru_cache(maxsize=1)
+def _worker_versions() -> dict[str, str]:
+    # Run in the worker process: its compiler does not change while it lives
+    # (a cache of a constant, not state), and --version costs ~0.4 s.
+    return toolchain_versions()
+
+
+def _expected(expected: dict[str, str] | str | None) -> dict[str, str]:
+    """The driver's versions; a string replaces the iree-compile version (tests)."""
+    if isinstance(expected, dict):
+        return dict(expected)
+    base = toolchain_versions()
+    if isinstance(expected, str):
+        base["iree-compile"] = expected
+    return base
+
+
+def _differences(have: dict[str, str], want: dict[str, str]) -> list[str]:
+    return [f"{k} {have.get(k, 'missing')!r} (driver: {want[k]!r})" for k in want if have.get(k) != want[k]]
+
+
+def check_workers(client: Client, expected: dict[str, str] | str | None = None,
+                  workers: list[str] | None = None) -> dict[str, dict[str, str]]:
+    """Every worker's compiler versions, refused with ``WorkerMismatch`` (naming
+    each bad worker) unless equal to ``expected`` (default: the driver's own;
+    a string stands for the driver's ``iree-compile --version``)."""
+    want = _expected(expected)
+    got = client.run(_worker_versions, workers=workers, on_error="return")
+    problems, bad = [], []
+    for addr in sorted(got):
+        have = got[addr]
+        if isinstance(have, BaseException):
+            problems.append(f"worker {addr} cannot report its compiler ({type(have).__name__}: {have}); "
+                            "is boo-build installed there?")
+            bad.append(addr)
+            continue
+        diffs = _differences(have, want)
+        if diffs:
+            problems.append(f"worker {addr} has {'; '.join(diffs)}")
+            bad.append(addr)
+    if problems:
+        raise WorkerMismatch("refusing to send work to a worker whose compiler differs from the driver's: "
+                             + " | ".join(problems), bad)
+    return got
+
+
+# --------------------------------------------------------------- session
+@dataclass
+class Session:
+    """One build's connection: the Client all driver threads share, and the
+    driver's versions every compile is checked against."""
+
+    address: str
+    client: Client
+    versions: dict[str, str]
+    compiler: str  # the driver's iree-compile path, for the records' command line
+    closing: bool = False
+
+
+# The open sessions by scheduler address: the one piece of module state.
+# doit hands an action only plain arguments (BuildConfig carries the address
+# as a string), so remote_compile must find the build's Client from the
+# address. distributed's default client (Client.current()) is process-global
+# as well, but it forgets a client once the connection closes, and falling
+# back to a new Client would turn "scheduler lost" into a 30-s connection
+# attempt for every remaining task instead of an immediate, clear failure.
+# Entries are added and removed only by scheduler_session.
+_SESSIONS: dict[str, Session] = {}
+_SESSIONS_LOCK = threading.Lock()
+
+
+def _norm(address: str) -> str:
+    return normalize_address(address) if "://" in address else normalize_address(f"tcp://{address}")
+
+
+def _lost_message(address: str, why: object) -> str:
+    return f"lost the Dask scheduler at {address}: {why}; finished work is kept, rerun to continue"
+
+
+def _connect(address: str) -> Client:
+    try:
+        return Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
+    except (OSError, TimeoutError) as e:
+        raise SchedulerLost(f"cannot reach the Dask scheduler at {address}: {e}") from e
+
+
+@contextmanager
+def scheduler_session(address: str, *, n_workers: int = LOCAL_WORKERS, resources: dict[str, float] | None = None,
+                      expected: dict[str, str] | str | None = None,
+                      wait_for_workers_s: float = WAIT_FOR_WORKERS_S) -> Iterator[str]:
+    """Connect to the scheduler at ``address`` (or start a loopback
+    ``LocalCluster`` of ``n_workers`` one-thread worker processes for
+    ``"local"``, whose workers declare ``resources``, default
+    ``local_resources()``), wait for a worker, check every worker's compiler,
+    and yield the scheduler's address for ``remote_*`` calls. Closes what it
+    opened on exit."""
+    with _quiet_distributed_logs(), _cluster(address, n_workers, resources) as address:
+        client = _connect(_norm(address))
+        session = None
+        try:
+            addr = _norm(client.scheduler.address)
+            try:
+                client.wait_for_workers(1, timeout=wait_for_workers_s)
+            except TimeoutError as e:
+                raise DistributedError(f"no Dask worker joined the scheduler at {addr} within "
+                                       f"{wait_for_workers_s:g} s: start one with `dask worker {addr}`") from e
+            versions = _expected(expected)
+            check_workers(client, versions)
+            from .compile import compiler_path
+
+            session = Session(addr, client, versions, compiler_path())
+            with _SESSIONS_LOCK:
+                _SESSIONS[addr] = session
+            yield addr
+        finally:
+            if session is not None:
+                session.closing = True
+                with _SESSIONS_LOCK:
+                    if _SESSIONS.get(session.address) is session:
+                        del _SESSIONS[session.address]
+            if client.status == "running":
+                client.close(timeout=10)
+            else:  # the scheduler is gone: stop reconnecting, without a traceback in the log
+                with _quiet_distributed_logs(logging.CRITICAL + 1):
+                    client.close(timeout=10)
+
+
+@contextmanager
+def _cluster(address: str, n_workers: int, resources: dict[str, float] | None) -> Iterator[str]:
+    """``address`` itself, or a loopback LocalCluster's for ``"local"``."""
+    if address != LOCAL:
+        yield address
+        return
+    with dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES}):
+        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                               dashboard_address=None, silence_logs=logging.ERROR,
+                               # no dashboard; the scheduler's bare HTTP routes on a free loopback port
+                               scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"},
+                               resources=local_resources() if resources is None else resources)
+    try:
+        yield cluster.scheduler_address
+    finally:
+        cluster.close(timeout=10)
+
+
+@contextmanager
+def _quiet_distributed_logs(level: int = logging.WARNING) -> Iterator[None]:
+    """Dask logs connections and workers at INFO; once anything configured the
+    root logger (the export does), they would fill the build's output."""
+    loggers = [logging.getLogger(n) for n in ("distributed", "distributed.client")]
+    old = [lg.level for lg in loggers]
+    for lg in loggers:
+        if lg.getEffectiveLevel() < level:
+            lg.setLevel(level)
+    try:
+        yield
+    finally:
+        for lg, lvl in zip(loggers, old):
+            lg.setLevel(lvl)
+
+
+def _session(address: str) -> Session:
+    """The open session for ``address`` (see ``scheduler_session``)."""
+    addr = _norm(address)
+    with _SESSIONS_LOCK:
+        s = _SESSIONS.get(addr)
+    if s is None or s.closing:
+        raise DistributedError(f"no open session with the Dask scheduler at {addr}: remote work runs inside "
+                               "scheduler_session (boo-build build --scheduler ADDRESS)")
+    if s.client.status != "running":
+        raise SchedulerLost(_lost_message(addr, f"the connection is down (client {s.client.status})"))
+    return s
+
+
+def _result(s: Session, fut) -> Any:
+    """``fut.result()``, a lost scheduler turned into ``SchedulerLost``."""
+    try:
+        return fut.result()
+    except (FutureCancelledError, CommClosedError, OSError) as e:
+        if s.closing:
+            raise DistributedError(f"the build's session with {s.address} closed while a task was running") from e
+        lost = isinstance(e, FutureCancelledError) and e.reason == "scheduler-connection-lost"
+        if lost or isinstance(e, CommClosedError) or s.client.status != "running":
+            raise SchedulerLost(_lost_message(s.address, f"the connection closed while {fut.key} was running")) from e
+        raise
+
+
+def _submit(s: Session, fn, *args, prefix: str, resources: dict[str, float] | None = None) -> Any:
+    try:
+        fut = s.client.submit(fn, *args, key=f"{prefix}-{uuid.uuid4().hex[:12]}", pure=False,
+                              retries=RETRIES, resources=resources)
+    except (CommClosedError, OSError) as e:
+        raise SchedulerLost(_lost_message(s.address, f"{type(e).__name__}: {e}")) from e
+    return _result(s, fut)
+
+
+# -------------------------------------------------------------- compile
+def _compile_on_worker(mlir: str, flags: tuple[str, ...], timeout: float, expected: dict[str, str]) -> CompileResult:
+    from distributed import get_worker
+
+    from .compile import compile_mlir
+
+    diffs = _differences(_worker_versions(), expected)
+    if diffs:
+        raise WorkerMismatch(f"worker {get_worker().address} has {'; '.join(diffs)}: refusing to compile",
+                             [get_worker().address])
+    return compile_mlir(mlir, tuple(flags), timeout=timeout)
+
+
+def remote_compile(address: str, mlir: str, flags: tuple[str, ...], timeout: float) -> CompileResult:
+    """Compile ``mlir`` with ``flags`` on any worker; same result as ``compile_mlir``.
+
+    The command in the result names the driver's iree-compile (the versions
+    are equal), so records do not depend on which worker compiled."""
+    s = _session(address)
+    digest = hashlib.sha256(mlir.encode()).hexdigest()[:10]
+    res: CompileResult = _submit(s, _compile_on_worker, mlir, tuple(flags), float(timeout), s.versions,
+                                 prefix=f"boo-compile-{digest}")
+    parts = shlex.split(res.command)
+    if parts:
+        res = replace(res, command=shlex.join([s.compiler, *parts[1:]]))
+    return res
+
+
+# ------------------------------------------------- validate and benchmark
+def _not_run_validation(module_key: str, target_name: str, reason: str) -> dict:
+    return {"module": module_key, "target": target_name, "status": "not run", "reason": reason, "outputs": []}
+
+
+def _not_run_bench(subject: str, target_name: str, reason: str) -> dict:
+    """A ``BenchResult.to_json()`` with status "not run" (subject as
+    ``bench_kernel``/``bench_eager`` name it: the module key, or "eager")."""
+    if subject.endswith("-eager"):
+        subject, sig = "eager", subject.removesuffix("-eager")
+    else:
+        from .signature import ModuleId
+
+        sig = ModuleId.parse(subject).signature.key
+    return {"subject": subject, "signature": sig, "target": target_name, "status": "not run", "reason": reason,
+            "min_s": None, "median_s": None, "p90_s": None, "reps": 0, "threads": 0}
+
+
+def _worker_device(target, device: dict | None):
+    """(this worker's device for ``target``, or None, and why not)."""
+    from .loader.devices import DeviceInfo, discover, match_target
+
+    devices = discover()
+    if device:
+        wanted = DeviceInfo(**device)
+        if wanted in devices:  # the very device the driver chose (same machine)
+            return wanted, ""
+    return match_target(target, devices)
+
+
+def _no_device_reason(target, why: str) -> str:
+    from distributed import get_worker
+
+    res = target_resource(target.name)
+    return f"{why} on worker {get_worker().address} (it declared resource {res})"
+
+
+def _validate_on_worker(vmfb: bytes, module_key: str, target, device: dict | None) -> dict:
+    from .signature import ModuleId
+    from .validate import validate_kernel
+
+    dev, why = _worker_device(target, device)
+    if dev is None:
+        return _not_run_validation(module_key, target.name, _no_device_reason(target, why))
+    return validate_kernel(vmfb, ModuleId.parse(module_key), target, dev).to_json()
+
+
+def _bench_on_worker(vmfb: bytes | None, subject: str, target, device: dict | None) -> dict:
+    from .benchmark import bench_eager, bench_kernel
+    from .signature import KernelSignature, ModuleId
+
+    if vmfb is None:  # torch eager for a signature, as tasks.bench_action does
+        return bench_eager(KernelSignature.parse(subject.removesuffix("-eager")), threads=os.cpu_count()).to_json()
+    dev, why = _worker_device(target, device)
+    if dev is None:
+        return _not_run_bench(subject, target.name, _no_device_reason(target, why))
+    return bench_kernel(vmfb, ModuleId.parse(subject), target, dev).to_json()
+
+
+def _target(target_name: str):
+    # The driver's catalogue entry travels: a worker of another architecture
+    # would resolve "cpu" to its own CPU target.
+    from .targets import catalogue
+
+    return catalogue()[target_name]
+
+
+def run_on_resource(address: str, resource: str, fn, *args, prefix: str = "boo-task") -> tuple[bool, Any]:
+    """``(True, fn(*args))`` run on a worker that declared ``resource``, or
+    ``(False, reason)`` without submitting anything when no worker has it."""
+    s = _session(address)
+    if not workers_with_resource(s.client, resource):
+        return False, f"not run: no worker with {resource}"
+    return True, _submit(s, fn, *args, prefix=prefix, resources={resource: 1})
+
+
+def remote_validate(address: str, vmfb: bytes, module_key: str, target_name: str, device_dict: dict | None) -> dict:
+    """``validate_kernel(...).to_json()`` on a worker with the target's
+    resource, that worker's own device; a "not run" record when no worker has it."""
+    target = _target(target_name)
+    ok, out = run_on_resource(address, target_resource(target_name), _validate_on_worker,
+                              vmfb, module_key, target, device_dict, prefix=f"boo-validate-{target_name}")
+    return out if ok else _not_run_validation(module_key, target_name, out)
+
+
+def remote_bench(address: str, vmfb: bytes | None, subject: str, target_name: str, device_dict: dict | None) -> dict:
+    """``bench_kernel(...).to_json()`` (``bench_eager`` for ``vmfb=None`` and a
+    ``<signature>-eager`` subject) on a worker with the target's resource; a
+    "not run" record when no worker has it."""
+    target = _target(target_name)
+    ok, out = run_on_resource(address, target_resource(target_name), _bench_on_worker,
+                              vmfb, subject, target, device_dict, prefix=f"boo-bench-{target_name}")
+    return out if ok else _not_run_bench(subject, target_name, out)
+
+
+def _match_on_worker(target) -> tuple[dict | None, str]:
+    dev, why = _worker_device(target, None)
+    return (asdict(dev) if dev else None), why
+
+
+def remote_device_map(address: str, target_names: Iterable[str]) -> dict[str, tuple[dict | None, str]]:
+    """target name -> (a device dict from a worker declaring the target's
+    resource, ""), or (None, why not): the distributed counterpart of
+    ``tasks._device_map``, so the graph validates a target when some worker can."""
+    s = _session(address)
+    out: dict[str, tuple[dict | None, str]] = {}
+    for name in dict.fromkeys(target_names):
+        res = target_resource(name)
+        workers = workers_with_resource(s.client, res)
+        if not workers:
+            out[name] = (None, f"not run: no worker with {res}")
+            continue
+        found = s.client.run(_match_on_worker, _target(name), workers=workers, on_error="return")
+        reasons = []
+        for w in sorted(found):
+            got = found[w]
+            if isinstance(got, BaseException):
+                reasons.append(f"{w}: {type(got).__name__}: {got}")
+            elif got[0] is not None:
+                out[name] = (got[0], "")
+                break
+            else:
+                reasons.append(f"{w}: {got[1]}")
+        else:
+            out[name] = (None, f"not run: workers with {res} have no such device ({'; '.join(reasons)})")
+    return out

@@ -1,0 +1,48 @@
+"""The small runtime that loads and runs bundled kernels.
+
+Light on purpose: importing it imports the standard library, zstandard and
+``boo_build.signature``/``targets`` only. torch is imported on the first call
+with tensors, iree.runtime on the first kernel load (or GPU discovery); the
+build side (iree.compiler, iree.turbine, doit) never.
+
+    from boo_build.loader import open_bundle
+    bundle = open_bundle("norms-1.0.0.tar.zst", fallback="eager")
+    y, mean, rstd = bundle.native_layer_norm(x, (768,), weight, bias, 1e-5)
+
+    from boo_build.loader.nn import LayerNorm, RMSNorm   # torch.nn drop-ins
+"""
+
+from .bundle import (
+    DEFAULT_MAX_SIZE,
+    FORMAT,
+    FORMAT_VERSION,
+    READABLE_VERSIONS,
+    Archive,
+    Bundle,
+    BundleError,
+    BundleFormatError,
+    BundleIntegrityError,
+    KernelNotFound,
+    NoCompatibleDevice,
+    open_bundle,
+    read_archive,
+    verify_members,
+)
+
+__all__ = [
+    "DEFAULT_MAX_SIZE", "FORMAT", "FORMAT_VERSION", "READABLE_VERSIONS",
+    "Archive", "Bundle", "BundleError", "BundleFormatError", "BundleIntegrityError",
+    "KernelNotFound", "NoCompatibleDevice", "open_bundle", "read_archive", "verify_members",
+    "LayerNorm", "RMSNorm", "set_default_bundle", "default_bundle",
+]
+
+_LAZY = {"LayerNorm", "RMSNorm", "set_default_bundle", "default_bundle"}
+
+
+def __getattr__(name: str):
+    # nn imports torch: only when asked for.
+    if name in _LAZY:
+        from . import nn
+
+        return getattr(nn, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,436 @@
+"""Run a compiled kernel (vmfb) in-process through ``iree.runtime``.
+
+Loader world: stdlib, numpy and ``iree.runtime`` (imported lazily, on the
+first ``open_device``); torch only when handed torch tensors (never imported
+here otherwise).
+
+Call path (measured on iree-base-runtime 3.13, see docs/cpu-performance.md):
+
+* inputs: ``torch.utils.dlpack.to_dlpack`` (0.3 us; ``Tensor.__dlpack__`` costs
+  3 us) -> ``HalDevice.from_dlpack_capsule``: the HAL buffer view *wraps the
+  tensor's memory* (no copy) and keeps the tensor alive until IREE releases it.
+  IREE's heap import needs 64-byte aligned host memory: torch's CPU allocator
+  aligns to 64, so ordinary tensors go through without a copy; a misaligned
+  view (``x[1:]``), a non-contiguous tensor or a numpy array that happens not
+  to be aligned is first copied into an aligned buffer (the fallback copy).
+* the synchronous export ``func_name`` is invoked (it runs ``func$async``
+  and waits on its own fence; timing both showed no difference worth the
+  fence bookkeeping).
+* outputs: ``HalDevice.create_dlpack_capsule`` -> ``torch.utils.dlpack.from_dlpack``
+  (torch) or a mapping of the HAL buffer (numpy): no copy either way.
+
+Lifetime: outputs point into memory owned by the HAL device, so the device
+must outlive them; ``open_device`` takes devices from ``iree.runtime``'s
+process-wide cache (``get_device``), which keeps them until the process ends.
+
+Threads: a VM context is thread-compatible, not thread-safe (iree-org/iree
+#12948), so a runner keeps a small pool of contexts over one shared module:
+a call takes a free context (creating one, under a lock, when all are busy)
+and returns it afterwards. Modules, the VM instance and the HAL device are
+shared; executable creation is serialized by the same lock.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+ALIGNMENT = 64  # bytes; IREE's heap buffer import rejects anything less aligned
+
+# One lock for every module load / context creation in the process: executable
+# creation touches process-wide CPU feature data without synchronization.
+_LOAD_LOCK = threading.Lock()
+
+# DLPack device type codes (dlpack.h)
+_DLPACK_CPU, _DLPACK_CUDA, _DLPACK_ROCM = 1, 2, 10
+_DLPACK_CODE = {"local-task": _DLPACK_CPU, "local-sync": _DLPACK_CPU, "cuda": _DLPACK_CUDA, "hip": _DLPACK_ROCM}
+_CPU_DRIVERS = ("local-task", "local-sync")
+
+
+class KernelError(RuntimeError):
+    """The runtime rejected or failed a kernel call; the message is IREE's."""
+
+
+def _rt():
+    import iree.runtime as rt
+
+    return rt
+
+
+# ------------------------------------------------------------ CPU threads
+def set_cpu_threads(count: int) -> bool:
+    """Ask for ``count`` local-task workers (``--task_topology_max_group_count``;
+    IREE uses at most one worker per physical core).
+
+    Only a local-task driver created afterwards sees the flag: the driver is
+    created once per process, on the first local-task ``open_device``. Returns
+    False when workers already exist (the flag is then recorded but too late).
+    """
+    if count < 1:
+        raise ValueError(f"thread count must be positive, got {count}")
+    too_late = bool(_worker_threads())
+    _rt().flags.parse_flags(f"--task_topology_max_group_count={int(count)}")
+    return not too_late
+
+
+def _worker_threads() -> list[str]:
+    names = []
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return names
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                name = f.read().strip()
+        except OSError:
+            continue
+        if name.startswith("iree-worker"):
+            names.append(name)
+    return names
+
+
+def cpu_threads(wait_s: float = 0.2) -> int:
+    """How many local-task worker threads this process runs (0 before the first
+    local-task device exists). Workers name themselves when they start, so the
+    count is read until two reads agree (at most ``wait_s``)."""
+    deadline = time.monotonic() + wait_s
+    last = len(_worker_threads())
+    while time.monotonic() < deadline:
+        time.sleep(0.005)
+        now = len(_worker_threads())
+        if now == last:
+            return now
+        last = now
+    return last
+
+
+# ---------------------------------------------------------------- devices
+@dataclass(eq=False)
+class RuntimeDevice:
+    """An opened IREE device: its HAL device, VM instance and HAL module."""
+
+    uri: str
+    driver: str
+    config: Any  # iree.runtime.Config
+    dlpack_device: tuple[int, int]  # (DLPack device type, index) of its memory
+
+    @property
+    def hal_device(self):
+        return self.config.device
+
+    @property
+    def vm_instance(self):
+        return self.config.vm_instance
+
+    @property
+    def hal_module(self):
+        return self.config.default_vm_modules[0]
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.driver in _CPU_DRIVERS
+
+    def threads(self) -> int:
+        """Worker threads running this device's work (CPU drivers; 0 for GPUs)."""
+        if self.driver == "local-sync":
+            return 1
+        return cpu_threads() if self.driver == "local-task" else 0
+
+
+def open_device(uri: str = "local-task") -> RuntimeDevice:
+    """Open the device at ``uri`` ("local-task", "hip://0", "cuda://0").
+
+    The HAL device comes from iree.runtime's process-wide cache, so every
+    RuntimeDevice for one URI shares it and it lives until the process ends
+    (outputs handed out point into its memory)."""
+    rt = _rt()
+    driver = uri.split("://", 1)[0].split("?", 1)[0]
+    with _LOAD_LOCK:
+        hal_device = rt.get_device(uri)
+        config = rt.Config(device=hal_device)
+    index = 0
+    tail = uri.split("://", 1)[1] if "://" in uri else ""
+    if tail.isdigit():
+        index = int(tail)
+    return RuntimeDevice(uri=uri, driver=driver, config=config,
+                         dlpack_device=(_DLPACK_CODE.get(driver, _DLPACK_CPU), index))
+
+
+# --------------------------------------------------------------- helpers
+def aligned_empty(shape, dtype, alignment: int = ALIGNMENT) -> np.ndarray:
+    """An uninitialized C-contiguous numpy array whose data is ``alignment``-aligned."""
+    dtype = np.dtype(dtype)
+    shape = tuple(int(d) for d in shape)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    raw = np.empty(nbytes + alignment, np.uint8)
+    offset = (-raw.ctypes.data) % alignment
+    return raw[offset:offset + nbytes].view(dtype).reshape(shape)
+
+
+def aligned_copy(array: np.ndarray) -> np.ndarray:
+    out = aligned_empty(array.shape, array.dtype)
+    out[...] = array
+    return out
+
+
+_SIGNATURE = re.compile(r"\((\d*)([a-z]*)_([a-z]*)\)")
+
+
+def _arity(fn) -> tuple[int | None, int | None]:
+    """(argument count, result count) from the VM calling convention in the
+    function's repr, e.g. ``(0rrr_rrr)``; None where it cannot be read."""
+    m = _SIGNATURE.search(repr(fn))
+    if not m:
+        return None, None
+    return len(m.group(2)), len(m.group(3))
+
+
+class _Capsule:
+    """Hands a raw DLPack capsule to ``np.from_dlpack`` (which wants an object)."""
+
+    __slots__ = ("capsule", "device")
+
+    def __init__(self, capsule, device):
+        self.capsule, self.device = capsule, device
+
+    def __dlpack__(self, **_):
+        return self.capsule
+
+    def __dlpack_device__(self):
+        return self.device
+
+
+# ----------------------------------------------------------------- runner
+class KernelRunner:
+    """One kernel function of a vmfb, callable with torch tensors or numpy arrays.
+
+    ``runner(*tensors)`` returns a tuple of outputs of the same kind (torch in,
+    torch out; numpy in, numpy out). Safe to call from several threads.
+    """
+
+    def __init__(self, device: RuntimeDevice, vmfb: bytes, func_name: str):
+        rt = _rt()
+        self.device = device
+        self.func_name = func_name
+        with _LOAD_LOCK:
+            self._module = rt.VmModule.copy_buffer(device.vm_instance, vmfb)
+        names = list(self._module.function_names)
+        if func_name not in names:
+            raise KeyError(f"vmfb has no function {func_name!r}; it has {', '.join(sorted(names))}")
+        fn = self._module.lookup_function(func_name)
+        self.num_args, self.num_results = _arity(fn)
+        self._pool: list = []  # free (context, function) pairs
+        self._pool.append(self._new_context())
+        # Bound once: attribute lookups are a measurable part of a 30 us call.
+        hal = device.hal_device
+        self._from_capsule = hal.from_dlpack_capsule
+        self._to_capsule = hal.create_dlpack_capsule
+        self._VariantList = rt.VmVariantList
+        self._BufferView = rt.HalBufferView
+        self._bf16 = int(rt.HalElementType.BFLOAT_16)
+        self._numpy_dtypes: dict[int, np.dtype] = {}
+        self._torch = None  # (torch, Tensor, to_dlpack, from_dlpack), bound on the first torch call
+        self._cpu = device.is_cpu
+        self._dl_code, self._dl_index = device.dlpack_device
+
+    def _new_context(self):
+        rt = _rt()
+        with _LOAD_LOCK:
+            ctx = rt.VmContext(self.device.vm_instance, modules=[self.device.hal_module, self._module])
+            fn = self._module.lookup_function(self.func_name)
+        return ctx, fn
+
+    # -- calling --------------------------------------------------------
+    def __call__(self, *args):
+        if self.num_args is not None and len(args) != self.num_args:
+            raise TypeError(f"{self.func_name} takes {self.num_args} arguments, got {len(args)}")
+        if args and isinstance(args[0], np.ndarray):
+            return self._call_numpy(args)
+        return self._call_torch(args)
+
+    def _invoke(self, arg_list):
+        pool = self._pool
+        try:
+            ctx, fn = pool.pop()
+        except IndexError:  # every context is busy in another thread
+            ctx, fn = self._new_context()
+        try:
+            ret_list = self._VariantList(self.num_results or 4)
+            try:
+                ctx.invoke(fn, arg_list, ret_list)
+            except Exception as e:  # noqa: BLE001 - IREE raises plain RuntimeError/ValueError
+                raise KernelError(f"{self.func_name}: {e}") from e
+            return ret_list
+        finally:
+            pool.append((ctx, fn))
+
+    def _bind_torch(self):
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return None
+        to_dlpack = torch.utils.dlpack.to_dlpack
+        # torch.utils.dlpack.from_dlpack is a Python wrapper (protocol checks)
+        # around this; calling it directly saves ~1 us per output.
+        from_dlpack = getattr(torch._C, "_from_dlpack", None) or torch.utils.dlpack.from_dlpack
+        self._torch = (torch, torch.Tensor, to_dlpack, from_dlpack)
+        return self._torch
+
+    def _call_torch(self, args):
+        bound = self._torch or self._bind_torch()
+        if bound is None:
+            raise TypeError(f"{self.func_name}: pass torch tensors or numpy arrays")
+        torch, Tensor, to_dlpack, from_dlpack = bound
+        from_capsule = self._from_capsule
+        arg_list = self._VariantList(len(args))
+        keep = []  # copies made on the fallback path live until the call returns
+        cpu = self._cpu
+        for t in args:
+            if not isinstance(t, Tensor):
+                raise TypeError(f"{self.func_name}: pass all torch tensors or all numpy arrays, "
+                                f"got {type(t).__name__} among tensors")
+            if t.requires_grad:
+                t = t.detach()
+            if not cpu and t.device.type == "cpu":
+                return self._call_torch_via_host(args, torch)
+            if cpu and (t.data_ptr() % ALIGNMENT or not t.is_contiguous()):
+                t = t.clone(memory_format=torch.contiguous_format)  # CPU allocator aligns to 64
+                keep.append(t)
+            elif not cpu and not t.is_contiguous():
+                t = t.contiguous()
+                keep.append(t)
+            try:
+                bv = from_capsule(to_dlpack(t))
+            except Exception:  # noqa: BLE001 - a layout DLPack or IREE refuses: copy
+                t = t.clone(memory_format=torch.contiguous_format)
+                keep.append(t)
+                bv = from_capsule(to_dlpack(t))
+            arg_list.push_ref(bv)
+        if not cpu and torch.cuda.is_available():
+            torch.cuda.current_stream().synchronize()  # inputs are written on torch's stream
+        rets = self._invoke(arg_list)
+        to_capsule, BV, code, index = self._to_capsule, self._BufferView, self._dl_code, self._dl_index
+        get = rets.get_as_ref
+        return tuple([from_dlpack(to_capsule(get(i).deref(BV), code, index)) for i in range(rets.size)])
+
+    def _call_numpy(self, args):
+        if not self._cpu:
+            return self._call_host(args)
+        from_capsule = self._from_capsule
+        arg_list = self._VariantList(len(args))
+        for a in args:
+            if not isinstance(a, np.ndarray):
+                raise TypeError(f"{self.func_name}: pass all torch tensors or all numpy arrays, got {type(a).__name__}")
+            if not a.flags.c_contiguous or a.ctypes.data % ALIGNMENT or not a.flags.writeable:
+                a = aligned_copy(a)  # also readonly arrays: DLPack 0.x cannot mark them
+            if a.dtype.kind == "V" or a.dtype.name == "bfloat16":
+                # numpy's DLPack refuses ml_dtypes.bfloat16: import the bits as
+                # uint16 and retype the buffer view.
+                raw = from_capsule(a.view(np.uint16).__dlpack__())
+                bv = self._BufferView(raw.get_buffer(), list(a.shape), self._bf16)
+            else:
+                bv = from_capsule(a.__dlpack__())
+            arg_list.push_ref(bv)
+        rets = self._invoke(arg_list)
+        out = []
+        BV = self._BufferView
+        for i in range(rets.size):
+            bv = rets.get_as_ref(i).deref(BV)
+            # the mapping keeps the buffer (and the device memory) alive
+            out.append(bv.map().asarray(bv.shape, self._numpy_dtype(bv.element_type)))
+        return tuple(out)
+
+    def _call_host(self, arrays):
+        """numpy arrays on a GPU: copy in (host staging), run, copy out."""
+        rt = _rt()
+        hal = self.device.hal_device
+        arg_list = self._VariantList(len(arrays))
+        for a in arrays:
+            if not isinstance(a, np.ndarray):
+                raise TypeError(f"{self.func_name}: pass all torch tensors or all numpy arrays, got {type(a).__name__}")
+            a = np.ascontiguousarray(a)
+            if a.dtype.name == "bfloat16":
+                a, et = a.view(np.uint16), self._bf16
+            else:
+                et = element_type(a.dtype)
+            bv = hal.allocator.allocate_buffer_copy(
+                memory_type=rt.MemoryType.DEVICE_LOCAL, allowed_usage=rt.BufferUsage.DEFAULT,
+                device=hal, buffer=a, element_type=et)
+            arg_list.push_ref(bv)
+        rets = self._invoke(arg_list)
+        out = []
+        for i in range(rets.size):
+            bv = rets.get_as_ref(i).deref(self._BufferView)
+            if bv.element_type == self._bf16:
+                raw = self._BufferView(bv.get_buffer(), bv.shape, int(rt.HalElementType.UINT_16))
+                host = rt.DeviceArray(hal, raw, implicit_host_transfer=True).to_host()
+                out.append(np.array(host, copy=True).view(self._numpy_dtype(self._bf16)))
+            else:
+                out.append(np.array(rt.DeviceArray(hal, bv, implicit_host_transfer=True).to_host(), copy=True))
+        return tuple(out)
+
+    def _call_torch_via_host(self, args, torch):
+        arrays = []
+        for t in args:
+            t = t.detach().contiguous()
+            if t.dtype == torch.bfloat16:
+                arrays.append(t.view(torch.int16).numpy().view(self._numpy_dtype(self._bf16)))
+            else:
+                arrays.append(t.numpy())
+        outs = self._call_host(arrays)
+        result = []
+        for a in outs:
+            if a.dtype.name == "bfloat16":
+                result.append(torch.from_numpy(a.view(np.int16)).view(torch.bfloat16))
+            else:
+                result.append(torch.from_numpy(a))
+        return tuple(result)
+
+    def _numpy_dtype(self, element_type: int) -> np.dtype:
+        dt = self._numpy_dtypes.get(element_type)
+        if dt is None:
+            dt = numpy_dtype(element_type)
+            self._numpy_dtypes[element_type] = dt
+        return dt
+
+    def __repr__(self) -> str:
+        return f"KernelRunner({self.func_name!r} on {self.device.uri})"
+
+
+_NUMPY_TO_HAL = {
+    "float32": "FLOAT_32", "float16": "FLOAT_16", "float64": "FLOAT_64", "int8": "SINT_8", "uint8": "UINT_8",
+    "int16": "SINT_16", "uint16": "UINT_16", "int32": "SINT_32", "uint32": "UINT_32", "int64": "SINT_64",
+    "uint64": "UINT_64", "bool": "BOOL_8", "bfloat16": "BFLOAT_16",
+}
+
+
+def element_type(dtype) -> int:
+    """HAL element type of a numpy dtype (ml_dtypes.bfloat16 included)."""
+    name = np.dtype(dtype).name
+    try:
+        return int(getattr(_rt().HalElementType, _NUMPY_TO_HAL[name]))
+    except KeyError:
+        raise TypeError(f"no HAL element type for numpy dtype {name}") from None
+
+
+def numpy_dtype(element_type: int) -> np.dtype:
+    """numpy dtype of a HAL element type (bfloat16 as ml_dtypes.bfloat16)."""
+    E = _rt().HalElementType
+    for name, hal in _NUMPY_TO_HAL.items():
+        if int(getattr(E, hal)) == element_type:
+            if name == "bfloat16":
+                import ml_dtypes  # ships with iree-base-runtime
+
+                return np.dtype(ml_dtypes.bfloat16)
+            return np.dtype(name)
+    if element_type in (int(E.INT_32), int(E.INT_64), int(E.INT_16), int(E.INT_8)):
+        return np.dtype({int(E.INT_32): "int32", int(E.INT_64): "int64", int(E.INT_16): "int16",
+                         int(E.INT_8): "int8"}[element_type])
+    raise TypeError(f"no numpy dtype for HAL element type {element_type:#x}")

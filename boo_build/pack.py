@@ -1,0 +1,373 @@
+"""Bundle writer: kernels, their checksums and build records -> one ``.tar.zst``.
+
+Light on purpose (stdlib, zstandard, ``boo_build.signature``/``targets``): the
+CLI's ``info``/``verify``/``diff`` and the tests import it without the build
+stack.
+
+Layout of ``<name>-<version>.tar.zst`` (a tar archive in one zstd frame that
+records its content size and a checksum):
+
+* ``bundle.json``, always the first member: the index (schema below);
+* ``kernels/<target>/<module key>.vmfb``, one per packed implementation;
+* ``bench.csv``, when given.
+
+The file is reproducible: the same inputs give the same bytes (members sorted,
+mtime 0, uid/gid 0, empty user/group names, mode 0644, a fixed zstd level, no
+timestamps in the JSON, canonical JSON with sorted keys).
+
+Index schema (``format_version`` 1)::
+
+    {
+      "format": "boo-bundle",
+      "format_version": 1,
+      "name": str, "version": str (semver),
+      "provenance": {...},                       # as given by the caller
+      "targets": {target: {"driver", "arch", "flags": [...]}},
+      "csv": "bench.csv" | null,
+      "kernels": {
+        signature key: {
+          "signature": KernelSignature.to_json(),
+          "functions": {impl: MLIR function name},   # every impl seen for it
+          "targets": {
+            target: {
+              "status": "available",
+              "selected": impl, "reason": why it was selected,
+              "impls": {impl: {"member": "kernels/<target>/<module key>.vmfb",
+                               "function": str, "sha256": hex, "size": int,
+                               "validation": dict|null, "benchmark": dict|null}},
+              "rejected": {impl: why it is not packed}
+            } | {
+              "status": "unavailable", "reason": str,
+              "rejected": {impl: why}
+            }
+          }
+        }
+      }
+    }
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import tarfile
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import zstandard
+
+from .loader.bundle import (  # one definition of the format, shared with the loader
+    FORMAT, FORMAT_VERSION, INDEX_NAME, READABLE_VERSIONS, Archive, read_archive, sha256_hex,
+)
+from .signature import IMPLS, KernelSignature, ModuleId
+from .targets import Target
+
+CSV_NAME = "bench.csv"
+ZSTD_LEVEL = 12
+SUFFIX = ".tar.zst"
+
+_SEMVER = re.compile(
+    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(?:-[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?$"
+)
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+
+
+class PackError(ValueError):
+    """Inputs that cannot make a bundle; the message says which and why."""
+
+
+# --------------------------------------------------------------------- records
+@dataclass(frozen=True)
+class ImplArtifact:
+    """One compiled implementation of a kernel for one target."""
+
+    vmfb: Path  # on disk
+    validation: Mapping[str, Any] | None = None  # ValidationResult.to_json()
+    benchmark: Mapping[str, Any] | None = None  # BenchResult.to_json()
+
+
+@dataclass(frozen=True)
+class TargetEntry:
+    """A kernel on one target: available (``selected`` set) or unavailable.
+
+    Build it with ``TargetEntry.available(...)`` or ``TargetEntry.unavailable(...)``.
+    ``rejected`` records, per implementation that is not packed, why (export
+    failed, compile failed, validation failed...).
+    """
+
+    selected: str | None
+    reason: str
+    impls: Mapping[str, ImplArtifact] = field(default_factory=dict)
+    rejected: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def available(cls, impls: Mapping[str, ImplArtifact | Path | str], selected: str, reason: str = "",
+                  rejected: Mapping[str, str] | None = None) -> "TargetEntry":
+        arts = {k: v if isinstance(v, ImplArtifact) else ImplArtifact(Path(v)) for k, v in impls.items()}
+        return cls(selected=selected, reason=reason, impls=arts, rejected=dict(rejected or {}))
+
+    @classmethod
+    def unavailable(cls, reason: str, rejected: Mapping[str, str] | None = None) -> "TargetEntry":
+        if not reason:
+            raise PackError("an unavailable target entry needs a reason")
+        return cls(selected=None, reason=reason, impls={}, rejected=dict(rejected or {}))
+
+    @property
+    def status(self) -> str:
+        return "available" if self.selected is not None else "unavailable"
+
+
+@dataclass(frozen=True)
+class KernelEntry:
+    """One kernel signature and its state on every target of the bundle."""
+
+    signature: KernelSignature
+    targets: Mapping[str, TargetEntry]
+
+    @property
+    def key(self) -> str:
+        return self.signature.key
+
+
+def member_path(target: str, module_key: str) -> str:
+    return f"kernels/{target}/{module_key}.vmfb"
+
+
+def bundle_filename(name: str, version: str) -> str:
+    return f"{name}-{version}{SUFFIX}"
+
+
+def canonical_json(obj: Any) -> bytes:
+    """Canonical JSON bytes: sorted keys, fixed separators, trailing newline."""
+    return (json.dumps(obj, sort_keys=True, indent=1, ensure_ascii=False, allow_nan=False) + "\n").encode()
+
+
+# ---------------------------------------------------------------------- writer
+def _check_entry(k: KernelEntry, target_names: set[str]) -> None:
+    for tname, te in k.targets.items():
+        where = f"kernel {k.key} target {tname}"
+        if tname not in target_names:
+            raise PackError(f"{where}: target not in the bundle's targets ({', '.join(sorted(target_names))})")
+        for impl in list(te.impls) + list(te.rejected):
+            if impl not in IMPLS:
+                raise PackError(f"{where}: unknown implementation {impl!r}")
+        if te.selected is not None:
+            if te.selected not in te.impls:
+                raise PackError(f"{where}: selected implementation {te.selected!r} is not among its impls "
+                                f"({', '.join(sorted(te.impls)) or 'none'})")
+        elif te.impls:
+            raise PackError(f"{where}: unavailable but has impls; set selected or drop them")
+        elif not te.reason:
+            raise PackError(f"{where}: unavailable without a reason")
+
+
+def build_index(*, name: str, version: str, targets: list[Target], kernels: list[KernelEntry],
+                provenance: Mapping[str, Any], csv_bytes: bytes | None
+                ) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """The index dict and the vmfb members (member path -> bytes)."""
+    if not _NAME.match(name or ""):
+        raise PackError(f"bundle name {name!r}: use letters, digits, '.', '_', '+' and '-' (no '/')")
+    if not _SEMVER.match(version or ""):
+        raise PackError(f"bundle version {version!r} is not a semantic version (MAJOR.MINOR.PATCH)")
+    tmap: dict[str, Target] = {}
+    for t in targets:
+        if t.name in tmap and tmap[t.name] != t:
+            raise PackError(f"target {t.name!r} given twice with different definitions")
+        tmap[t.name] = t
+    seen: dict[str, KernelEntry] = {}
+    for k in kernels:
+        if k.key in seen and seen[k.key] != k:
+            raise PackError(f"kernel {k.key} given twice with different entries")
+        _check_entry(k, set(tmap))
+        seen[k.key] = k
+
+    members: dict[str, bytes] = {}
+    kjson: dict[str, Any] = {}
+    for key in sorted(seen):
+        k = seen[key]
+        functions: dict[str, str] = {}
+        tjson: dict[str, Any] = {}
+        for tname in sorted(k.targets):
+            te = k.targets[tname]
+            entry: dict[str, Any] = {"status": te.status, "reason": te.reason,
+                                     "rejected": dict(sorted(te.rejected.items()))}
+            for impl in te.rejected:
+                functions[impl] = ModuleId(k.signature, impl).func_name
+            if te.selected is not None:
+                impls: dict[str, Any] = {}
+                for impl in sorted(te.impls):
+                    art = te.impls[impl]
+                    mid = ModuleId(k.signature, impl)
+                    try:
+                        data = Path(art.vmfb).read_bytes()
+                    except OSError as e:
+                        raise PackError(f"kernel {key} target {tname} impl {impl}: cannot read vmfb: {e}") from None
+                    if not data:
+                        raise PackError(f"kernel {key} target {tname} impl {impl}: vmfb {art.vmfb} is empty")
+                    mpath = member_path(tname, mid.key)
+                    members[mpath] = data
+                    functions[impl] = mid.func_name
+                    impls[impl] = {
+                        "member": mpath, "function": mid.func_name,
+                        "sha256": sha256_hex(data), "size": len(data),
+                        "validation": None if art.validation is None else dict(art.validation),
+                        "benchmark": None if art.benchmark is None else dict(art.benchmark),
+                    }
+                entry["selected"] = te.selected
+                entry["impls"] = impls
+            tjson[tname] = entry
+        kjson[key] = {"signature": k.signature.to_json(), "functions": dict(sorted(functions.items())),
+                      "targets": tjson}
+    index = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "name": name,
+        "version": version,
+        "provenance": dict(provenance),
+        "targets": {n: {"driver": t.driver, "arch": t.arch, "flags": list(t.flags)} for n, t in sorted(tmap.items())},
+        "csv": CSV_NAME if csv_bytes is not None else None,
+        "kernels": kjson,
+    }
+    return index, members
+
+
+def _tarinfo(name: str, size: int) -> tarfile.TarInfo:
+    ti = tarfile.TarInfo(name)
+    ti.size = size
+    ti.mtime = 0
+    ti.mode = 0o644
+    ti.uid = ti.gid = 0
+    ti.uname = ti.gname = ""
+    ti.type = tarfile.REGTYPE
+    return ti
+
+
+def tar_bytes(members: list[tuple[str, bytes]]) -> bytes:
+    """A deterministic tar of ``members`` in the given order."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT, encoding="utf-8") as tf:
+        for name, data in members:
+            tf.addfile(_tarinfo(name, len(data)), io.BytesIO(data))
+    return buf.getvalue()
+
+
+def compress(data: bytes, level: int = ZSTD_LEVEL) -> bytes:
+    return zstandard.ZstdCompressor(level=level, write_checksum=True, write_content_size=True,
+                                    threads=0).compress(data)
+
+
+def pack_bundle(out_path: Path, *, name: str, version: str, targets: list[Target], kernels: list[KernelEntry],
+                provenance: Mapping[str, Any], csv_bytes: bytes | None = None, level: int = ZSTD_LEVEL) -> Path:
+    """Write the bundle and return its path.
+
+    ``out_path`` is a folder (the file is ``<name>-<version>.tar.zst`` in it)
+    or a path ending in ``.tar.zst``. Written atomically (temporary name in
+    the same folder, then renamed).
+    """
+    index, vmfbs = build_index(name=name, version=version, targets=targets, kernels=kernels,
+                               provenance=provenance, csv_bytes=csv_bytes)
+    members = [(INDEX_NAME, canonical_json(index))] + sorted(vmfbs.items())
+    if csv_bytes is not None:
+        members.append((CSV_NAME, bytes(csv_bytes)))
+    blob = compress(tar_bytes(members), level)
+    out_path = Path(out_path)
+    path = out_path if out_path.name.endswith(SUFFIX) else out_path / bundle_filename(name, version)
+    _write_atomic(path, blob)
+    return path
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# ------------------------------------------------------- from a build report
+def provenance_from_report(report: Mapping[str, Any]) -> dict[str, Any]:
+    """Versions (boo-build, iree-base-compiler, iree-turbine, torch, ...) and
+    each target's flags, from a build report."""
+    tool = dict(report.get("toolchain", {}))
+    compiler = tool.pop("compiler", None)
+    return {
+        "versions": tool,
+        "iree_compile": compiler,
+        "manifest": Path(str(report.get("manifest", ""))).name,
+        "benchmarks": report.get("benchmarks"),
+        "targets": {n: {"driver": t.get("driver"), "flags": list(t.get("flags", ()))}
+                    for n, t in sorted(report.get("targets", {}).items())},
+    }
+
+
+def entries_from_report(report: Mapping[str, Any], root: Path) -> tuple[list[Target], list[KernelEntry]]:
+    """Targets and kernel entries of a build report (``boo_build.report``);
+    vmfbs are read from ``root/vmfb/<target>/<module key>.vmfb``. Only the
+    selected implementation is packed; the others are listed in ``rejected``
+    with why (their failure, or that another was selected)."""
+    from .targets import catalogue
+
+    cat = catalogue()
+    targets = []
+    for name, t in sorted(report["targets"].items()):
+        base = cat.get(name)
+        targets.append(Target(name=name, driver=t.get("driver") or (base.driver if base else "local-task"),
+                              flags=tuple(t.get("flags") or (base.flags if base else ())),
+                              arch=base.arch if base else name))
+    kernels = []
+    for k in report["kernels"]:
+        sig = KernelSignature.from_json(k["signature"])
+        tentries: dict[str, TargetEntry] = {}
+        for tname, te in k["targets"].items():
+            rejected = dict(te.get("rejected") or {})
+            if te.get("status") == "available":
+                sel = te["selected"]
+                rec = (te.get("impls") or {}).get(sel) or {}
+                art = ImplArtifact(Path(root) / "vmfb" / tname / f"{ModuleId(sig, sel).key}.vmfb",
+                                   validation=rec.get("validation"), benchmark=rec.get("bench"))
+                why = te.get("selection_reason", "")
+                for impl in te.get("impls") or {}:
+                    if impl != sel and impl not in rejected:
+                        rejected[impl] = f"not selected: {why}" if why else "not selected"
+                tentries[tname] = TargetEntry.available({sel: art}, sel, why, rejected)
+            else:
+                tentries[tname] = TargetEntry.unavailable(te.get("reason") or "unavailable", rejected)
+        kernels.append(KernelEntry(sig, tentries))
+    return targets, kernels
+
+
+def pack_from_report(report_path: Path, root: Path, bundle_path: Path, *, csv_path: Path | None = None,
+                     level: int = ZSTD_LEVEL) -> Path:
+    """Pack the bundle a build report describes (the graph's pack task)."""
+    report = json.loads(Path(report_path).read_text())
+    targets, kernels = entries_from_report(report, Path(root))
+    csv = Path(csv_path).read_bytes() if csv_path is not None and Path(csv_path).exists() else None
+    b = report["bundle"]
+    return pack_bundle(Path(bundle_path), name=b["name"], version=b["version"], targets=targets,
+                       kernels=kernels, provenance=provenance_from_report(report), csv_bytes=csv, level=level)
+
+
+# ---------------------------------------------------------------------- reader
+def read_index(path: Path | str, **kw: Any) -> dict[str, Any]:
+    """The checked ``bundle.json`` of a bundle (``read_archive`` raises
+    ``BundleFormatError`` for anything it cannot read)."""
+    return read_archive(path, **kw).index
+
+
+__all__ = [
+    "Archive", "CSV_NAME", "FORMAT", "FORMAT_VERSION", "ImplArtifact", "INDEX_NAME", "KernelEntry", "PackError",
+    "READABLE_VERSIONS", "TargetEntry", "ZSTD_LEVEL", "build_index", "bundle_filename", "canonical_json",
+    "compress", "entries_from_report", "member_path", "pack_bundle", "pack_from_report", "provenance_from_report", "read_archive", "read_index", "sha256_hex", "tar_bytes",
+]

@@ -1,0 +1,285 @@
+"""Validate: run a compiled kernel on seeded inputs and compare every output
+with the float64 reference, under the rule in ``tolerances``.
+
+Cases: each seed once as drawn (``seed0``) and once with a large mean offset
+added to the input (``seed0+offset1000``): a naive one-pass variance
+(E[x^2] - E[x]^2) in float32 loses several digits there. The offset is chosen
+per dtype so that the shifted input stays representable with a few bits of
+its deviation left (see ``OFFSETS``).
+
+Each output is checked with the tolerance of *its own* dtype: the data outputs
+with the signature's dtype, the saved statistics (float32 by default) with
+theirs. The worst element is the one closest to (or furthest past) its bound:
+``ratio = |got - ref| / (atol * scale + rtol * |ref|)``, <= 1 passes.
+
+A result is ``passed`` only when the kernel ran on a device and every output
+of every case was within tolerance; ``not run`` carries the reason there was
+no device; ``error`` carries the runtime's message.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from .signature import KernelSignature, ModuleId
+from .targets import Target
+from .tolerances import Tolerance, tolerance
+
+STATUSES = ("passed", "failed", "not run", "error")
+
+# Mean offset of the stress case, per input dtype. float32: 1000 sigma, where a
+# float32 E[x^2]-E[x]^2 is off by ~6 % of the variance. Half types keep the
+# offset where the input's spacing is 1/8 of its standard deviation (float16:
+# 128 has spacing 0.125; bfloat16: 16 has spacing 0.125) so that the shifted
+# values stay distinct rather than all rounding to the offset.
+OFFSETS = {"float32": 1000.0, "float16": 128.0, "bfloat16": 16.0}
+
+RULE = "|got - ref| <= atol * max(1, max|ref|) + rtol * |ref|, per output, tolerance of the output's dtype"
+
+
+@dataclass(frozen=True)
+class OutputCheck:
+    name: str  # output name from the signature (output, mean, rstd, grad_input, ...)
+    case: str  # "seed0", "seed0+offset1000"
+    max_abs: float  # max |got - ref|
+    max_rel: float  # max |got - ref| / max(|ref|, atol * scale)
+    worst_index: tuple[int, ...]  # element with the largest error relative to its bound
+    got: float  # kernel value there
+    expected: float  # reference value there
+    ok: bool
+    ratio: float = 0.0  # error / allowed error at the worst element (<= 1 passes)
+    dtype: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "case": self.case, "max_abs": _num(self.max_abs), "max_rel": _num(self.max_rel),
+            "worst_index": list(self.worst_index), "got": _num(self.got), "expected": _num(self.expected),
+            "ok": self.ok, "ratio": _num(self.ratio), "dtype": self.dtype,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "OutputCheck":
+        return cls(
+            name=d["name"], case=d["case"], max_abs=_unnum(d["max_abs"]), max_rel=_unnum(d["max_rel"]),
+            worst_index=tuple(d.get("worst_index", ())), got=_unnum(d["got"]), expected=_unnum(d["expected"]),
+            ok=bool(d["ok"]), ratio=_unnum(d.get("ratio", 0.0)), dtype=d.get("dtype", ""),
+        )
+
+    def describe(self) -> str:
+        idx = ",".join(map(str, self.worst_index))
+        return (f"{self.name} ({self.case}): max abs error {self.max_abs:.3g}, max rel {self.max_rel:.3g}; "
+                f"worst at [{idx}]: got {self.got:.6g}, expected {self.expected:.6g} "
+                f"({self.ratio:.3g}x the tolerance)")
+
+
+@dataclass(frozen=True)
+class ValidationResult:
+    module: str  # module key
+    target: str
+    status: str  # passed | failed | not run | error
+    reason: str = ""
+    outputs: tuple[OutputCheck, ...] = ()
+    tolerance: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"unknown validation status {self.status!r}: use one of {', '.join(STATUSES)}")
+        object.__setattr__(self, "outputs", tuple(self.outputs))
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+    def worst(self) -> OutputCheck | None:
+        """The check furthest past (or closest to) its tolerance."""
+        if not self.outputs:
+            return None
+        return max(self.outputs, key=lambda c: (not c.ok, _sort_ratio(c.ratio)))
+
+    def max_error(self) -> float | None:
+        """Largest absolute error over every output and case (None if nothing ran)."""
+        return max((c.max_abs for c in self.outputs), default=None, key=_sort_ratio)
+
+    def summary(self) -> str:
+        if self.status == "passed":
+            w = self.worst()
+            return f"passed ({w.ratio:.2g}x tolerance at worst)" if w else "passed"
+        return f"{self.status}: {self.reason}" if self.reason else self.status
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "module": self.module, "target": self.target, "status": self.status, "reason": self.reason,
+            "outputs": [c.to_json() for c in self.outputs], "tolerance": dict(self.tolerance),
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "ValidationResult":
+        return cls(
+            module=d["module"], target=d["target"], status=d["status"], reason=d.get("reason", ""),
+            outputs=tuple(OutputCheck.from_json(c) for c in d.get("outputs", ())),
+            tolerance=dict(d.get("tolerance") or {}),
+        )
+
+
+def _num(x: float):
+    """JSON has no NaN or infinity: write them as strings."""
+    x = float(x)
+    return x if math.isfinite(x) else str(x)
+
+
+def _unnum(x) -> float:
+    return float(x)
+
+
+def _sort_ratio(x: float) -> float:
+    return math.inf if math.isnan(x) else x
+
+
+def tolerance_record(sig: KernelSignature) -> dict[str, Any]:
+    dtypes = sorted({dt for _, _, dt in sig.outputs()})
+    return {
+        "rule": RULE,
+        "by_dtype": {dt: {"atol": tolerance(dt).atol, "rtol": tolerance(dt).rtol} for dt in dtypes},
+    }
+
+
+def cases(sig: KernelSignature, seeds=(0,), offset_case: bool = True) -> list[tuple[str, int, float]]:
+    """(case name, seed, offset) for each case validated."""
+    out = []
+    for s in seeds:
+        out.append((f"seed{s}", s, 0.0))
+        if offset_case:
+            off = OFFSETS[sig.dtype]
+            out.append((f"seed{s}+offset{off:g}", s, off))
+    return out
+
+
+def compare(name: str, case: str, got, expected, tol: Tolerance, dtype: str = "") -> OutputCheck:
+    """Check one output (torch tensors; ``expected`` in float64) under ``tol``."""
+    import torch
+
+    g = got.detach().to("cpu", torch.float64)
+    e = expected.detach().to("cpu", torch.float64)
+    if tuple(g.shape) != tuple(e.shape):
+        return OutputCheck(name, case, math.inf, math.inf, (), math.nan, math.nan, False, math.inf, dtype)
+    if e.numel() == 0:
+        return OutputCheck(name, case, 0.0, 0.0, (), 0.0, 0.0, True, 0.0, dtype)
+    err = (g - e).abs()
+    err = torch.where(torch.isnan(err), torch.full_like(err, math.inf), err)  # NaN counts as infinitely wrong
+    ref_abs = e.abs()
+    scale = max(1.0, float(ref_abs.max()))
+    floor = tol.atol * scale
+    bound = floor + tol.rtol * ref_abs
+    ratio = err / bound
+    flat = int(torch.argmax(ratio))
+    index = tuple(int(i) for i in _unravel(flat, tuple(e.shape)))
+    worst_ratio = float(ratio.reshape(-1)[flat])
+    rel = err / torch.clamp(ref_abs, min=floor)
+    return OutputCheck(
+        name=name, case=case, max_abs=float(err.max()), max_rel=float(rel.max()), worst_index=index,
+        got=float(g.reshape(-1)[flat]), expected=float(e.reshape(-1)[flat]),
+        ok=bool((err <= bound).all()), ratio=worst_ratio, dtype=dtype,
+    )
+
+
+def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
+    idx = []
+    for d in reversed(shape):
+        idx.append(flat % d)
+        flat //= d
+    return list(reversed(idx))
+
+
+def validate_kernel(vmfb: bytes, mid: ModuleId, target: Target, device, *, seeds=(0,),
+                    offset_case: bool = True) -> ValidationResult:
+    """Run ``vmfb`` (``mid`` compiled for ``target``) on ``device`` (a
+    ``loader.devices.DeviceInfo``, or None: not run) and compare with the reference."""
+    sig = mid.signature
+    tol_rec = tolerance_record(sig)
+    base = dict(module=mid.key, target=target.name, tolerance=tol_rec)
+    if device is None:
+        from .loader.devices import discover, match_target
+
+        _, why = match_target(target, discover(gpus=False)) if target.is_cpu else (None, "")
+        return ValidationResult(status="not run", reason=why or f"not run: no device ({target.arch})", **base)
+
+    from .loader.invoke import KernelRunner, open_device
+    from .modules import sample_args
+    from .reference import reference
+
+    try:
+        runner = KernelRunner(open_device(device.uri), vmfb, mid.func_name)
+    except Exception as e:  # noqa: BLE001 - a vmfb the runtime rejects is an error, not a crash
+        return ValidationResult(status="error", reason=f"load failed: {type(e).__name__}: {_first_line(e)}", **base)
+
+    outputs_spec = sig.outputs()
+    checks: list[OutputCheck] = []
+    for case, seed, offset in cases(sig, seeds, offset_case):
+        args = sample_args(sig, seed, offset)
+        try:
+            got = runner(*_to_device(args, device))
+        except Exception as e:  # noqa: BLE001
+            return ValidationResult(status="error", reason=f"{case}: {type(e).__name__}: {_first_line(e)}",
+                                    outputs=tuple(checks), **base)
+        if len(got) != len(outputs_spec):
+            return ValidationResult(
+                status="failed", outputs=tuple(checks),
+                reason=f"{case}: kernel returned {len(got)} outputs, the signature has {len(outputs_spec)}", **base)
+        expected = reference(sig, args)
+        for (name, shape, dtype), g, e in zip(outputs_spec, got, expected):
+            g = _to_torch(g)
+            if tuple(g.shape) != tuple(shape) or _dtype_name(g) != dtype:
+                return ValidationResult(
+                    status="failed", outputs=tuple(checks),
+                    reason=f"{case}: {name} is {_dtype_name(g)}{list(g.shape)}, expected {dtype}{list(shape)}",
+                    **base)
+            checks.append(compare(name, case, g, e, tolerance(dtype), dtype))
+    bad = [c for c in checks if not c.ok]
+    if bad:
+        worst = max(bad, key=lambda c: _sort_ratio(c.ratio))
+        more = f" (and {len(bad) - 1} more output check(s) out of tolerance)" if len(bad) > 1 else ""
+        return ValidationResult(status="failed", reason=worst.describe() + more, outputs=tuple(checks), **base)
+    return ValidationResult(status="passed", reason="", outputs=tuple(checks), **base)
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return (lines[0] if lines else type(e).__name__)[:500]
+
+
+def _dtype_name(t) -> str:
+    import torch
+
+    return {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}.get(t.dtype, str(t.dtype))
+
+
+def _to_device(args, device):
+    """Torch tensors for CPU devices (the zero-copy path the loader uses);
+    numpy arrays for GPUs (host staging, works without a GPU build of torch)."""
+    if device.is_cpu:
+        return args
+    return tuple(_to_numpy(a) for a in args)
+
+
+def _to_numpy(t):
+    import torch
+
+    if t.dtype == torch.bfloat16:
+        import ml_dtypes
+
+        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return t.numpy()
+
+
+def _to_torch(x):
+    import numpy as np
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return x
+    if x.dtype.name == "bfloat16":
+        return torch.from_numpy(np.ascontiguousarray(x).view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(np.ascontiguousarray(x))

@@ -1,0 +1,397 @@
+"""Bundle writer (pack.py), archive reader checks and the info/verify/diff CLI.
+
+Also home of the session's kernel set (``built``), shared with test_loader.py
+and test_nn.py: a handful of small kernels exported and compiled once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import tarfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import zstandard
+
+from boo_build import bundle_cli
+from boo_build.loader.bundle import BundleFormatError, read_archive
+from boo_build.pack import (
+    ImplArtifact, KernelEntry, PackError, TargetEntry, canonical_json, compress, entries_from_report,
+    pack_bundle, pack_from_report, read_index, tar_bytes,
+)
+from boo_build.signature import KernelSignature, ModuleId
+from boo_build.targets import catalogue
+
+F32_EPS = 1.1920928955078125e-07  # torch's rms_norm eps=None
+
+
+def _ln(mask, **kw):
+    return KernelSignature("layer_norm", (4, 6, 10), (10,), "float32", mask, **kw)
+
+
+def _rms16(mask):
+    return KernelSignature("rms_norm", (3, 37), (37,), "bfloat16", mask, bias=False)
+
+
+def _rms32(mask):
+    return KernelSignature("rms_norm", (4, 6, 10), (10,), "float32", mask, eps=F32_EPS, bias=False)
+
+
+# signature -> (impls to build, selected)
+KERNELS = {
+    _ln(1): (("aten", "manual"), "manual"),
+    _ln(2): (("aten",), "aten"),
+    _ln(6): (("aten",), "aten"),
+    _ln(14): (("aten",), "aten"),
+    _rms16(1): (("aten",), "aten"),
+    _rms16(6): (("manual",), "manual"),
+    _rms32(1): (("aten",), "aten"),
+    _rms32(2): (("aten",), "aten"),
+    _rms32(6): (("aten",), "aten"),
+}
+PROVENANCE = {"versions": {"boo-build": "0.1.0", "torch": "2.13.0", "iree-turbine": "3.9.0",
+                           "iree-base-compiler": "3.13.0"},
+              "targets": {"cpu": {"flags": list(catalogue()["cpu"].flags)}}}
+CSV = b"key,target,impl,median_us\nx,cpu,aten,1.0\n"
+
+
+@dataclass
+class Built:
+    root: Path
+    vmfb: dict[tuple[str, str], Path]  # (signature key, impl) -> file
+    targets: list
+    kernels: list[KernelEntry]
+    path: Path  # the main bundle: cpu + a (fake) gfx942 target
+
+    def entries(self, targets=("cpu", "gfx942"), keys=None) -> list[KernelEntry]:
+        out = []
+        for k in self.kernels:
+            if keys is None or k.key in keys:
+                out.append(KernelEntry(k.signature, {t: e for t, e in k.targets.items() if t in targets}))
+        return out
+
+
+def _compile_all(root: Path) -> dict[tuple[str, str], Path]:
+    from boo_build.compile import compile_mlir, write_atomic
+    from boo_build.export import export_mlir
+
+    flags = catalogue()["cpu"].flags
+    mids = [ModuleId(sig, impl) for sig, (impls, _) in KERNELS.items() for impl in impls]
+    texts = {mid: export_mlir(mid) for mid in mids}  # in-process: one at a time
+
+    def comp(mid):
+        res = compile_mlir(texts[mid], flags)
+        assert res.ok, f"{mid.key}: {res.error}"
+        path = root / "vmfb" / "cpu" / f"{mid.key}.vmfb"
+        write_atomic(path, res.vmfb)
+        return (mid.signature.key, mid.impl), path
+
+    with ThreadPoolExecutor(max(1, min(4, os.cpu_count() or 1))) as ex:
+        return dict(ex.map(comp, mids))
+
+
+def _entries(vmfb) -> list[KernelEntry]:
+    out = []
+    for sig, (impls, selected) in KERNELS.items():
+        arts = {i: ImplArtifact(vmfb[(sig.key, i)], validation={"status": "passed", "max_error": 1e-6},
+                                benchmark={"median_us": 10.0 + len(i)}) for i in impls}
+        cpu = TargetEntry.available(arts, selected, f"fastest validated ({selected})")
+        # gfx942: never loaded on this machine; the forward one reuses a CPU vmfb.
+        gfx = (TargetEntry.available({selected: arts[selected]}, selected, "only one")
+               if sig.key == _ln(1).key else
+               TargetEntry.unavailable("compile failed: test", {"aten": "compile failed: test"}))
+        out.append(KernelEntry(sig, {"cpu": cpu, "gfx942": gfx}))
+    return out
+
+
+_BUILT: Built | None = None
+_BUILT_LOCK = threading.Lock()
+
+
+def build_kernels(tmp_path_factory) -> Built:
+    """The session's kernels and main bundle (built once across test files)."""
+    global _BUILT
+    with _BUILT_LOCK:
+        if _BUILT is None:
+            root = tmp_path_factory.mktemp("kernels")
+            vmfb = _compile_all(root)
+            cat = catalogue()
+            targets = [cat["cpu"], cat["gfx942"]]
+            kernels = _entries(vmfb)
+            path = pack_bundle(root / "out", name="test-norms", version="1.2.3", targets=targets,
+                               kernels=kernels, provenance=PROVENANCE, csv_bytes=CSV)
+            _BUILT = Built(root, vmfb, targets, kernels, path)
+        return _BUILT
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory) -> Built:
+    return build_kernels(tmp_path_factory)
+
+
+def rewrite(src: Path, dst: Path, *, members=None, index=None, extra=()) -> Path:
+    """Copy of a bundle with members and/or the index changed (index checksums kept)."""
+    a = read_archive(src)
+    ix = json.loads(a.members["bundle.json"])
+    if index:
+        index(ix)
+    mem = dict(a.members)
+    if members:
+        members(mem)
+    mem["bundle.json"] = canonical_json(ix)
+    order = [("bundle.json", mem.pop("bundle.json"))] + sorted(mem.items())
+    raw = tar_bytes(order)
+    if extra:
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
+            for name, data in order:
+                ti = tarfile.TarInfo(name)
+                ti.size = len(data)
+                tf.addfile(ti, io.BytesIO(data))
+            for ti, data in extra:
+                tf.addfile(ti, io.BytesIO(data) if data is not None else None)
+        raw = buf.getvalue()
+    dst.write_bytes(compress(raw))
+    return dst
+
+
+def flip_byte(data: bytes, at: int | None = None) -> bytes:
+    b = bytearray(data)
+    at = len(b) // 2 if at is None else at
+    b[at] ^= 0x5A
+    return bytes(b)
+
+
+# ----------------------------------------------------------------- the writer
+def test_reproducible_bytes(built, tmp_path):
+    a = pack_bundle(tmp_path / "a", name="test-norms", version="1.2.3", targets=built.targets,
+                    kernels=built.kernels, provenance=PROVENANCE, csv_bytes=CSV)
+    # same inputs in another order, another folder, vmfbs copied elsewhere
+    copies = {}
+    for (key, impl), p in built.vmfb.items():
+        q = tmp_path / "copy" / p.name
+        q.parent.mkdir(exist_ok=True)
+        q.write_bytes(p.read_bytes())
+        copies[p] = q
+    shuffled = [KernelEntry(k.signature, {
+        t: TargetEntry(e.selected, e.reason, {i: ImplArtifact(copies[a.vmfb], a.validation, a.benchmark)
+                                              for i, a in e.impls.items()}, e.rejected)
+        for t, e in reversed(list(k.targets.items()))}) for k in reversed(built.kernels)]
+    b = pack_bundle(tmp_path / "b", name="test-norms", version="1.2.3", targets=list(reversed(built.targets)),
+                    kernels=shuffled, provenance=dict(reversed(list(PROVENANCE.items()))), csv_bytes=CSV)
+    assert a.name == "test-norms-1.2.3.tar.zst"
+    assert a.read_bytes() == b.read_bytes() == built.path.read_bytes()
+    assert not list((tmp_path / "a").glob(".*.tmp"))  # no temporary left behind
+
+    raw = zstandard.ZstdDecompressor().decompress(a.read_bytes())
+    with tarfile.open(fileobj=io.BytesIO(raw)) as tf:
+        infos = tf.getmembers()
+    names = [ti.name for ti in infos]
+    assert names[0] == "bundle.json" and names[-1] == "bench.csv"
+    assert names[1:-1] == sorted(names[1:-1]) and all(n.startswith("kernels/") for n in names[1:-1])
+    for ti in infos:
+        assert (ti.mtime, ti.mode, ti.uid, ti.gid, ti.uname, ti.gname) == (0, 0o644, 0, 0, "", "")
+        assert ti.isreg()
+
+
+def test_index_schema(built):
+    ix = read_index(built.path)
+    assert ix["format"] == "boo-bundle" and ix["format_version"] == 1
+    assert (ix["name"], ix["version"], ix["csv"]) == ("test-norms", "1.2.3", "bench.csv")
+    assert ix["provenance"] == PROVENANCE
+    assert ix["targets"]["cpu"] == {"driver": "local-task", "arch": "x86-64-v3",
+                                    "flags": list(catalogue()["cpu"].flags)}
+    assert set(ix["kernels"]) == {s.key for s in KERNELS}
+    ln1 = ix["kernels"][_ln(1).key]
+    assert ln1["signature"] == _ln(1).to_json()
+    assert ln1["functions"] == {"aten": ModuleId(_ln(1), "aten").func_name,
+                                "manual": ModuleId(_ln(1), "manual").func_name}
+    cpu = ln1["targets"]["cpu"]
+    assert cpu["status"] == "available" and cpu["selected"] == "manual"
+    m = cpu["impls"]["manual"]
+    data = built.vmfb[(_ln(1).key, "manual")].read_bytes()
+    assert m["member"] == f"kernels/cpu/{_ln(1).key}-manual.vmfb"
+    assert (m["sha256"], m["size"]) == (hashlib.sha256(data).hexdigest(), len(data))
+    assert m["validation"]["status"] == "passed" and m["benchmark"] == {"median_us": 16.0}
+    gfx = ix["kernels"][_ln(2).key]["targets"]["gfx942"]
+    assert gfx == {"status": "unavailable", "reason": "compile failed: test",
+                   "rejected": {"aten": "compile failed: test"}}
+    text = read_archive(built.path).members["bundle.json"].decode()
+    assert "mtime" not in text and "time" not in json.dumps(ix["provenance"])
+
+
+def test_pack_refuses_bad_inputs(built, tmp_path):
+    kw = dict(targets=built.targets, kernels=built.kernels, provenance={}, csv_bytes=None)
+    with pytest.raises(PackError, match="semantic version"):
+        pack_bundle(tmp_path, name="x", version="1.0", **kw)
+    with pytest.raises(PackError, match="bundle name"):
+        pack_bundle(tmp_path, name="a/b", version="1.0.0", **kw)
+    art = ImplArtifact(built.vmfb[(_ln(2).key, "aten")])
+    bad = KernelEntry(_ln(2), {"cpu": TargetEntry.available({"aten": art}, "manual")})
+    with pytest.raises(PackError, match="selected implementation 'manual'"):
+        pack_bundle(tmp_path, name="x", version="1.0.0", targets=built.targets, kernels=[bad], provenance={})
+    bad = KernelEntry(_ln(2), {"gfx90a": TargetEntry.available({"aten": art}, "aten")})
+    with pytest.raises(PackError, match="gfx90a"):
+        pack_bundle(tmp_path, name="x", version="1.0.0", targets=built.targets, kernels=[bad], provenance={})
+    with pytest.raises(PackError, match="reason"):
+        TargetEntry.unavailable("")
+    missing = KernelEntry(_ln(2), {"cpu": TargetEntry.available({"aten": tmp_path / "nope.vmfb"}, "aten")})
+    with pytest.raises(PackError, match="cannot read vmfb"):
+        pack_bundle(tmp_path, name="x", version="1.0.0", targets=built.targets, kernels=[missing], provenance={})
+    assert not list(tmp_path.glob("*.tar.zst"))
+
+
+def test_pack_from_report(built, tmp_path):
+    """The graph's entry point: a build report (boo_build.report) -> bundle."""
+    root = built.root
+    sig_ok, sig_bad = _ln(2), _ln(6)
+    report = {
+        "format": "boo-build-report", "format_version": 1, "manifest": "/somewhere/norms.toml",
+        "bundle": {"name": "norms", "version": "0.1.0", "targets": ["cpu"]},
+        "toolchain": {"compiler": "IREE compiler version 3.13.0", "boo-build": "0.1.0", "torch": "2.13.0"},
+        "targets": {"cpu": {"flags": list(catalogue()["cpu"].flags), "driver": "local-task"}},
+        "benchmarks": "ran",
+        "kernels": [
+            {"key": sig_ok.key, "signature": sig_ok.to_json(), "targets": {"cpu": {
+                "status": "available", "selected": "aten", "selection_reason": "only one passed",
+                "rejected": {"manual": "validation failed: max error 1"},
+                "impls": {"aten": {"validation": {"status": "passed"}, "bench": {"median_us": 3.0}},
+                          "manual": {"validation": {"status": "failed"}, "bench": None}}}}},
+            {"key": sig_bad.key, "signature": sig_bad.to_json(), "targets": {"cpu": {
+                "status": "unavailable", "reason": "aten: compile failed: boom"}}},
+        ],
+    }
+    rp = tmp_path / "build-report.json"
+    rp.write_text(json.dumps(report))
+    out = pack_from_report(rp, root, tmp_path / "norms-0.1.0.tar.zst", csv_path=tmp_path / "absent.csv")
+    ix = read_index(out)
+    assert ix["provenance"]["versions"] == {"boo-build": "0.1.0", "torch": "2.13.0"}
+    assert ix["provenance"]["targets"]["cpu"]["flags"] == list(catalogue()["cpu"].flags)
+    assert ix["provenance"]["manifest"] == "norms.toml"
+    t = ix["kernels"][sig_ok.key]["targets"]["cpu"]
+    assert (t["selected"], t["reason"], list(t["impls"])) == ("aten", "only one passed", ["aten"])
+    assert t["impls"]["aten"]["benchmark"] == {"median_us": 3.0}
+    assert t["rejected"] == {"manual": "validation failed: max error 1"}
+    assert ix["kernels"][sig_bad.key]["targets"]["cpu"]["status"] == "unavailable"
+    targets, _ = entries_from_report(report, root)
+    assert targets[0].arch == "x86-64-v3"
+
+
+# ----------------------------------------------------------------- the reader
+def test_truncated_bundle(built, tmp_path):
+    data = built.path.read_bytes()
+    for n in (len(data) - 7, len(data) // 2, 10, 3):
+        p = tmp_path / f"t{n}.tar.zst"
+        p.write_bytes(data[:n])
+        with pytest.raises(BundleFormatError, match="truncated|corrupt|not a zstd"):
+            read_archive(p)
+    p = tmp_path / "flip.tar.zst"
+    p.write_bytes(flip_byte(data))
+    with pytest.raises(BundleFormatError, match="corrupt"):
+        read_archive(p)
+    p.write_bytes(b"hello, not a bundle")
+    with pytest.raises(BundleFormatError, match="not a zstd file"):
+        read_archive(p)
+    with pytest.raises(BundleFormatError, match="cannot read"):
+        read_archive(tmp_path / "absent.tar.zst")
+
+
+def _ti(name, **kw):
+    ti = tarfile.TarInfo(name)
+    for k, v in kw.items():
+        setattr(ti, k, v)
+    return ti
+
+
+def test_unsafe_members_refused(built, tmp_path):
+    cases = {
+        "dotdot": ([(_ti("kernels/../../evil.vmfb", size=3), b"abc")], r"'\.\.'"),
+        "absolute": ([(_ti("/etc/evil", size=3), b"abc")], "absolute"),
+        "symlink": ([(_ti("kernels/link", type=tarfile.SYMTYPE, linkname="/etc/passwd"), None)], "is a link"),
+        "hardlink": ([(_ti("kernels/hard", type=tarfile.LNKTYPE, linkname="bundle.json"), None)], "is a link"),
+        "device": ([(_ti("kernels/dev", type=tarfile.CHRTYPE, devmajor=1, devminor=3), None)], "device"),
+    }
+    for name, (extra, pattern) in cases.items():
+        p = rewrite(built.path, tmp_path / f"{name}.tar.zst", extra=extra)
+        with pytest.raises(BundleFormatError, match=pattern):
+            read_archive(p)
+        assert bundle_cli.cmd_verify(p, out=io.StringIO(), err=io.StringIO()) == 2
+
+
+def test_format_version_and_limits(built, tmp_path):
+    p = rewrite(built.path, tmp_path / "future.tar.zst", index=lambda ix: ix.update(format_version=2))
+    with pytest.raises(BundleFormatError, match=r"format version 2 is not supported; this loader reads "
+                                                r"format version 1 \(upgrade"):
+        read_archive(p)
+    p = rewrite(built.path, tmp_path / "other.tar.zst", index=lambda ix: ix.update(format="zip"))
+    with pytest.raises(BundleFormatError, match="not a boo-bundle index"):
+        read_archive(p)
+    p = rewrite(built.path, tmp_path / "missing.tar.zst",
+                members=lambda m: m.pop(f"kernels/cpu/{_ln(2).key}-aten.vmfb"))
+    with pytest.raises(BundleFormatError, match="missing"):
+        read_archive(p)
+    with pytest.raises(BundleFormatError, match="over the limit"):
+        read_archive(built.path, max_size=4096)
+    # the index must come first
+    a = read_archive(built.path)
+    order = sorted(a.members.items())
+    (tmp_path / "order.tar.zst").write_bytes(compress(tar_bytes(order)))
+    with pytest.raises(BundleFormatError, match="first member"):
+        read_archive(tmp_path / "order.tar.zst")
+
+
+# ------------------------------------------------------------------------ CLI
+def test_cli_info_and_verify(built, tmp_path):
+    out, err = io.StringIO(), io.StringIO()
+    assert bundle_cli.cmd_info(built.path, out=out, err=err) == 0
+    text = out.getvalue()
+    assert "test-norms 1.2.3" in text and _rms16(6).key in text
+    assert "UNAVAILABLE: compile failed: test" in text and "available 9, unavailable 0" in text
+    assert bundle_cli.cmd_verify(built.path, out=out, err=err) == 0
+
+    member = f"kernels/cpu/{_ln(6).key}-aten.vmfb"
+    bad = rewrite(built.path, tmp_path / "bad.tar.zst",
+                  members=lambda m: m.__setitem__(member, flip_byte(m[member])))
+    read_archive(bad)  # opening does not hash every member
+    out, err = io.StringIO(), io.StringIO()
+    assert bundle_cli.cmd_verify(bad, out=out, err=err) == 1
+    assert f"MISMATCH {member}" in err.getvalue()
+    assert err.getvalue().count("MISMATCH") == 1 and "FAILED" in out.getvalue()
+    assert bundle_cli.cmd_info(tmp_path / "absent.tar.zst", out=out, err=err) == 2
+
+
+def test_cli_diff(built, tmp_path):
+    out = io.StringIO()
+    assert bundle_cli.cmd_diff(built.path, built.path, out=out) == 0
+    assert "no differences" in out.getvalue()
+
+    kernels = built.entries(targets=("cpu",), keys={k.key for k in built.kernels} - {_rms32(6).key})
+    changed = []
+    for k in kernels:
+        cpu = k.targets["cpu"]
+        if k.key == _ln(1).key:  # selection change and a slower benchmark
+            arts = {i: ImplArtifact(a.vmfb, a.validation, {"median_us": 100.0}) for i, a in cpu.impls.items()}
+            cpu = TargetEntry.available(arts, "aten", "manual got slower")
+        if k.key == _ln(2).key:  # different vmfb bytes
+            other = tmp_path / "other.vmfb"
+            other.write_bytes(built.vmfb[(_ln(6).key, "aten")].read_bytes())
+            cpu = TargetEntry.available({"aten": other}, "aten")
+        changed.append(KernelEntry(k.signature, {"cpu": cpu}))
+    extra = _ln(4)
+    changed.append(KernelEntry(extra, {"cpu": TargetEntry.unavailable("export failed: nope")}))
+    new = pack_bundle(tmp_path, name="test-norms", version="1.3.0", targets=[catalogue()["cpu"]],
+                      kernels=changed, provenance=PROVENANCE, csv_bytes=None)
+    out = io.StringIO()
+    assert bundle_cli.cmd_diff(built.path, new, out=out) == 1
+    text = out.getvalue()
+    assert "version: 1.2.3 -> 1.3.0" in text and "target gfx942 removed" in text
+    assert f"+ {extra.key}" in text and f"- {_rms32(6).key}" in text
+    assert f"{_ln(1).key} on cpu: selection manual -> aten" in text
+    assert f"{_ln(2).key} on cpu: aten vmfb changed" in text
+    assert f"{_ln(1).key} on cpu: median_us 16 -> 100" in text and "slower" in text

@@ -1,0 +1,93 @@
+"""Selection logic on synthetic validation and benchmark records."""
+
+from __future__ import annotations
+
+from boo_build.benchmark import BenchResult
+from boo_build.selection import Selection, select
+from boo_build.signature import KernelSignature, ModuleId
+from boo_build.validate import OutputCheck, ValidationResult
+
+SIG = KernelSignature("layer_norm", (8, 128, 768), (768,), "bfloat16", 14)
+
+
+def val(impl, status, reason=""):
+    key = ModuleId(SIG, impl).key
+    checks = ()
+    if status in ("passed", "failed"):
+        checks = (OutputCheck("grad_input", "seed0", 0.2, 0.1, (1, 2, 3), 1.2, 1.0, status == "passed", 3.0),)
+    return ValidationResult(key, "cpu", status, reason, checks, {})
+
+
+def bench(impl, us, status="ok", reason=""):
+    t = None if us is None else us * 1e-6
+    return BenchResult(ModuleId(SIG, impl).key, SIG.key, "cpu", status, reason, t, t, t, 10 if t else 0, 2)
+
+
+BOTH = ["aten", "manual"]
+
+
+def test_fastest_validated_wins():
+    s = select(SIG, "cpu", BOTH, {"aten": val("aten", "passed"), "manual": val("manual", "passed")},
+               {"aten": bench("aten", 80.0), "manual": bench("manual", 120.0)})
+    assert s.impl == "aten" and s.measured
+    assert s.rejected == {"manual": "slower: 120.0 us vs 80.0 us (aten)"}
+    assert "80.0 us" in s.reason
+
+
+def test_default_kept_within_noise_margin():
+    s = select(SIG, "cpu", BOTH, {"aten": val("aten", "passed"), "manual": val("manual", "passed")},
+               {"aten": bench("aten", 99.0), "manual": bench("manual", 100.0)})
+    assert s.impl == "manual" and s.measured
+    assert s.rejected["aten"].startswith("within 3% of manual")
+
+
+def test_failed_validation_is_rejected_with_the_worst_element():
+    why = "grad_input (seed0): max abs error 0.2, max rel 0.1; worst at [1,2,3]: got 1.2, expected 1"
+    s = select(SIG, "cpu", BOTH, {"aten": val("aten", "passed"), "manual": val("manual", "failed", why)},
+               {"aten": bench("aten", 300.0), "manual": bench("manual", 100.0)})
+    assert s.impl == "aten" and s.measured  # the faster one failed
+    assert s.rejected == {"manual": f"failed validation: {why}"}
+
+
+def test_runtime_error_and_compile_failure():
+    s = select(SIG, "cpu", ["manual"], {"aten": None, "manual": val("manual", "error", "RuntimeError: boom")},
+               {"aten": None, "manual": None})
+    assert s.impl is None and not s.measured
+    assert s.rejected == {"aten": "compile failed", "manual": "validation error: RuntimeError: boom"}
+    assert "no implementation available" in s.reason and "boom" in s.reason
+
+
+def test_nothing_ran_keeps_every_compiled_impl():
+    nr = "not run: no device (gfx942)"
+    s = select(SIG, "gfx942", BOTH, {"aten": val("aten", "not run", nr), "manual": val("manual", "not run", nr)},
+               {})
+    assert s == Selection("manual", False, f"default until measured: {nr}", {})
+    only_aten = select(SIG, "gfx942", ["aten"], {"aten": val("aten", "not run", nr), "manual": None}, {})
+    assert only_aten.impl == "aten" and not only_aten.measured
+    assert only_aten.rejected == {"manual": "compile failed"}
+    # no records at all (validation disabled): still a stated default
+    s = select(SIG, "gfx942", BOTH, {}, {})
+    assert s.impl == "manual" and not s.measured and s.reason.startswith("default until measured: not run")
+
+
+def test_validated_but_not_benchmarked():
+    v = {"aten": val("aten", "passed"), "manual": val("manual", "passed")}
+    s = select(SIG, "cpu", BOTH, v, {"aten": None, "manual": None})
+    assert s.impl == "manual" and not s.measured and s.rejected == {}
+    assert s.reason.startswith("default among validated")
+    # one timed, one whose benchmark errored: the timed one wins, the other says why
+    s = select(SIG, "cpu", BOTH, v, {"aten": bench("aten", 50.0), "manual": bench("manual", None, "error", "boom")})
+    assert s.impl == "aten" and s.measured
+    assert s.rejected == {"manual": "not benchmarked (error: boom)"}
+
+
+def test_a_validated_impl_beats_an_unvalidated_faster_one():
+    s = select(SIG, "cpu", BOTH, {"aten": val("aten", "passed"), "manual": val("manual", "not run", "not run: x")},
+               {"aten": bench("aten", 500.0), "manual": bench("manual", 1.0)})
+    assert s.impl == "aten" and s.measured
+    assert s.rejected == {"manual": "not validated (not run: x)"}
+
+
+def test_selection_json_round_trip():
+    s = Selection("aten", True, "fastest validated: 1.0 us", {"manual": "slower: 2.0 us vs 1.0 us (aten)"})
+    assert Selection.from_json(s.to_json()) == s

@@ -1,0 +1,230 @@
+"""Validation: real export, real iree-compile for the cpu target, real iree.runtime.
+
+Also home of a small kernel set (``kernel_set``) shared with test_benchmark.py
+and test_devices.py: built once per session, exports in this process and
+compiles two at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import torch
+
+from boo_build import modules
+from boo_build.compile import compile_mlir
+from boo_build.export import export_mlir
+from boo_build.loader.devices import DeviceInfo, discover
+from boo_build.reference import reference
+from boo_build.signature import KernelSignature, ModuleId
+from boo_build.targets import catalogue
+from boo_build.tolerances import tolerance
+from boo_build.validate import (
+    OFFSETS, OutputCheck, ValidationResult, cases, compare, validate_kernel,
+)
+
+CPU_TARGET = catalogue()["cpu"]
+
+
+def ln(dtype, mask, shape=(4, 6, 10), norm=(10,)):
+    return KernelSignature("layer_norm", shape, norm, dtype, mask)
+
+
+def rms(dtype, mask, shape=(3, 37), norm=(37,)):
+    return KernelSignature("rms_norm", shape, norm, dtype, mask, eps=1e-6, bias=False)
+
+
+# (module id, planted error) -> compiled for cpu
+GOOD = [
+    ModuleId(ln("float32", 1), "manual"),
+    ModuleId(ln("float16", 1), "manual"),
+    ModuleId(ln("bfloat16", 1), "manual"),
+    ModuleId(ln("float32", 14, (3, 37), (37,)), "aten"),
+    ModuleId(ln("bfloat16", 6, (3, 37), (37,)), "manual"),
+    ModuleId(rms("float16", 1), "aten"),
+    ModuleId(rms("bfloat16", 6), "manual"),
+]
+PLANTED = [
+    ModuleId(ln("float32", 1), "manual"),
+    ModuleId(rms("float16", 1), "manual"),
+]
+
+_LOCK = threading.Lock()
+_BUILT: dict[tuple[str, bool], bytes] = {}
+
+
+def kernel_set() -> dict[tuple[str, bool], bytes]:
+    """(module key, planted) -> vmfb bytes for GOOD and PLANTED, built once per process."""
+    with _LOCK:
+        if _BUILT:
+            return _BUILT
+        jobs = []
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            for mid in GOOD:
+                jobs.append(((mid.key, False), pool.submit(compile_mlir, export_mlir(mid), CPU_TARGET.flags)))
+            for mid in PLANTED:
+                with pytest.MonkeyPatch.context() as mp:
+                    mp.setenv(modules.PLANT_ERROR_ENV, "1")
+                    mlir = export_mlir(mid)
+                jobs.append(((mid.key, True), pool.submit(compile_mlir, mlir, CPU_TARGET.flags)))
+            for key, fut in jobs:
+                res = fut.result()
+                assert res.ok, f"{key}: {res.error}"
+                _BUILT[key] = res.vmfb
+        return _BUILT
+
+
+@pytest.fixture(scope="session")
+def kernels():
+    return kernel_set()
+
+
+@pytest.fixture(scope="session")
+def cpu() -> DeviceInfo:
+    dev = discover(gpus=False)[0]
+    assert dev.driver == "local-task"
+    return dev
+
+
+# ------------------------------------------------------------ good kernels
+@pytest.mark.parametrize("mid", GOOD, ids=lambda m: m.key)
+def test_good_kernels_pass(kernels, cpu, mid):
+    res = validate_kernel(kernels[(mid.key, False)], mid, CPU_TARGET, cpu, seeds=(0, 1))
+    assert res.status == "passed", res.reason
+    names = [n for n, _, _ in mid.signature.outputs()]
+    # every output of every case checked: 2 seeds x (plain, offset)
+    assert [c.name for c in res.outputs] == names * 4
+    assert {c.case for c in res.outputs} == {"seed0", "seed1", f"seed0+offset{OFFSETS[mid.signature.dtype]:g}",
+                                             f"seed1+offset{OFFSETS[mid.signature.dtype]:g}"}
+    for c in res.outputs:
+        assert c.ok and 0 <= c.ratio <= 1 and c.max_abs >= 0
+        assert c.dtype == dict((n, dt) for n, _, dt in mid.signature.outputs())[c.name]
+    # tolerances recorded for the output dtypes
+    assert mid.signature.dtype in res.tolerance["by_dtype"]
+    assert res.tolerance["by_dtype"][mid.signature.dtype]["atol"] == tolerance(mid.signature.dtype).atol
+
+
+def test_tolerances_have_margin_but_are_not_loose(kernels, cpu):
+    """Correct kernels use a fraction of the tolerance for each dtype, yet an
+    output moved past its bound by a couple of tolerance units fails, at the
+    element that was moved."""
+    for dtype in ("float32", "float16", "bfloat16"):
+        mid = ModuleId(ln(dtype, 1), "manual")
+        res = validate_kernel(kernels[(mid.key, False)], mid, CPU_TARGET, cpu)
+        assert res.passed, res.reason
+        assert max(c.ratio for c in res.outputs) < 0.75, res.outputs  # margin left for other shapes
+
+        from boo_build.loader.invoke import KernelRunner, open_device
+
+        args = modules.sample_args(mid.signature, 0)
+        got = KernelRunner(open_device(cpu.uri), kernels[(mid.key, False)], mid.func_name)(*args)
+        y, ref = got[0], reference(mid.signature, args)[0]
+        tol = tolerance(dtype)
+        assert compare("output", "seed0", y, ref, tol).ok
+        scale = max(1.0, float(ref.abs().max()))
+        for k in (0, 17, y.numel() - 1):
+            bound = tol.atol * scale + tol.rtol * abs(float(ref.reshape(-1)[k]))
+            bad = ref.clone().reshape(-1)
+            bad[k] += 2 * bound
+            check = compare("output", "seed0", bad.reshape(ref.shape), ref, tol)
+            assert not check.ok
+            assert check.worst_index == tuple(int(i) for i in torch.unravel_index(torch.tensor(k), ref.shape))
+            assert check.ratio == pytest.approx(2.0, rel=1e-6)
+        # A uniform relative error fails once it passes atol + rtol at the
+        # largest element (about 8 units of roundoff each for the half types):
+        # float32 and float16 catch 1 %, bfloat16 catches 10 % but lets 5 % pass.
+        limit = tol.atol + tol.rtol
+        assert not compare("output", "seed0", ref * (1 + 1.2 * limit), ref, tol).ok
+        assert compare("output", "seed0", ref * (1 + 0.8 * limit), ref, tol).ok
+        assert compare("output", "seed0", ref * 1.01, ref, tol).ok == (dtype == "bfloat16")
+        assert not compare("output", "seed0", ref * 1.10, ref, tol).ok
+
+
+# ------------------------------------------------------------ wrong kernels
+@pytest.mark.parametrize("mid", PLANTED, ids=lambda m: m.key)
+def test_planted_error_fails_and_names_the_worst_element(kernels, cpu, mid):
+    vmfb = kernels[(mid.key, True)]
+    assert vmfb != kernels.get((mid.key, False), b"")
+    res = validate_kernel(vmfb, mid, CPU_TARGET, cpu)
+    assert res.status == "failed"
+    bad = [c for c in res.outputs if not c.ok]
+    assert bad and all(c.name == "output" for c in bad)  # the statistics are still right
+    worst = res.worst()
+    assert worst.name == "output" and not worst.ok and worst.ratio > 1
+    # the reason names the element and both values
+    idx = ",".join(map(str, worst.worst_index))
+    assert f"[{idx}]" in res.reason and "got" in res.reason and "expected" in res.reason
+    # and that element really is the worst one, relative to its bound
+    args = modules.sample_args(mid.signature, 0, 0.0 if worst.case == "seed0" else OFFSETS[mid.signature.dtype])
+    ref = reference(mid.signature, args)[0]
+    assert worst.expected == pytest.approx(float(ref[worst.worst_index]), rel=1e-12)
+    assert worst.got == pytest.approx(worst.expected * 1.01, rel=5e-3, abs=1e-2)
+
+
+def test_runtime_error_is_error_not_failed(kernels, cpu):
+    mid = GOOD[0]
+    junk = validate_kernel(b"not a vmfb" * 10, mid, CPU_TARGET, cpu)
+    assert junk.status == "error" and "load failed" in junk.reason
+    # a vmfb for a different signature: the runtime rejects the call
+    other = ModuleId(rms("float16", 1), "aten")
+    wrong = validate_kernel(kernels[(other.key, False)], mid, CPU_TARGET, cpu)
+    assert wrong.status == "error", wrong.reason
+
+
+# ------------------------------------------------------------ not run
+def test_no_device_is_not_run_never_passed(kernels):
+    mid = GOOD[0]
+    for name in ("gfx942", "gfx90a", "gfx1100"):
+        res = validate_kernel(kernels[(mid.key, False)], mid, catalogue()[name], None)
+        assert res.status == "not run" and not res.passed
+        assert res.reason == f"not run: no device ({name})"
+        assert res.outputs == ()
+    v4 = validate_kernel(kernels[(mid.key, False)], mid, catalogue()["cpu-x86-64-v4"], None)
+    assert v4.status == "not run" and v4.reason.startswith("not run: ")
+    # even the cpu target, when the caller has no device for it
+    assert validate_kernel(kernels[(mid.key, False)], mid, CPU_TARGET, None).status == "not run"
+
+
+# ------------------------------------------------------------ records
+def test_cases_and_offsets():
+    assert cases(ln("float32", 1), seeds=(0, 3)) == [
+        ("seed0", 0, 0.0), ("seed0+offset1000", 0, 1000.0), ("seed3", 3, 0.0), ("seed3+offset1000", 3, 1000.0)]
+    assert cases(ln("float16", 1), offset_case=False) == [("seed0", 0, 0.0)]
+    # half-precision offsets keep a spacing of sigma/8 around the offset
+    for dt, tdt in (("float16", torch.float16), ("bfloat16", torch.bfloat16)):
+        off = OFFSETS[dt]
+        assert float(torch.tensor(off + 0.125, dtype=tdt)) == off + 0.125
+        assert float(torch.tensor(off + 0.0625, dtype=tdt)) in (off, off + 0.125)  # rounds: spacing is 1/8
+
+
+def test_validation_result_json_round_trip():
+    checks = (
+        OutputCheck("output", "seed0", 1e-3, 2e-3, (1, 2, 3), 0.5, 0.499, False, 3.5, "float32"),
+        OutputCheck("rstd", "seed0", float("nan"), float("inf"), (0,), float("nan"), 1.0, False, float("inf")),
+    )
+    res = ValidationResult("k-manual", "cpu", "failed", "why", checks, {"rule": "r"})
+    text = json.dumps(res.to_json(), allow_nan=False)  # strict JSON
+    back = ValidationResult.from_json(json.loads(text))
+    assert back.module == "k-manual" and back.status == "failed" and back.tolerance == {"rule": "r"}
+    assert back.outputs[0] == checks[0]
+    assert math.isnan(back.outputs[1].max_abs) and back.outputs[1].max_rel == math.inf
+    with pytest.raises(ValueError):
+        ValidationResult("k", "cpu", "ok")
+    # records the build writes for targets without a device
+    nr = ValidationResult(module="k", target="gfx942", status="not run", reason="not run: no device (gfx942)",
+                          outputs=(), tolerance={})
+    assert ValidationResult.from_json(nr.to_json()) == nr
+
+
+def test_compare_nan_and_shape():
+    ref = torch.zeros(2, 3, dtype=torch.float64)
+    got = ref.clone()
+    got[1, 2] = float("nan")
+    c = compare("output", "seed0", got, ref, tolerance("float32"))
+    assert not c.ok and c.worst_index == (1, 2) and c.ratio == math.inf
+    c = compare("output", "seed0", torch.zeros(3, 2), ref, tolerance("float32"))
+    assert not c.ok
