@@ -314,9 +314,10 @@ def provenance_from_report(report: Mapping[str, Any]) -> dict[str, Any]:
 
 def entries_from_report(report: Mapping[str, Any], root: Path) -> tuple[list[Target], list[KernelEntry]]:
     """Targets and kernel entries of a build report (``boo_build.report``);
-    vmfbs are read from ``root/vmfb/<target>/<module key>.vmfb``. Only the
-    selected implementation is packed; the others are listed in ``rejected``
-    with why (their failure, or that another was selected)."""
+    vmfbs are read from ``root/vmfb/<target>/<module key>.vmfb``. Where the
+    selection was measured only the selected implementation is packed; where
+    not (no device), every compiled one is. The rest are listed in
+    ``rejected`` with why."""
     from .targets import catalogue
 
     cat = catalogue()
@@ -334,14 +335,20 @@ def entries_from_report(report: Mapping[str, Any], root: Path) -> tuple[list[Tar
             rejected = dict(te.get("rejected") or {})
             if te.get("status") == "available":
                 sel = te["selected"]
-                rec = (te.get("impls") or {}).get(sel) or {}
-                art = ImplArtifact(Path(root) / "vmfb" / tname / f"{ModuleId(sig, sel).key}.vmfb",
-                                   validation=rec.get("validation"), benchmark=rec.get("bench"))
                 why = te.get("selection_reason", "")
-                for impl in te.get("impls") or {}:
-                    if impl != sel and impl not in rejected:
+                recs = te.get("impls") or {}
+                # Unmeasured (no device here): ship every implementation that
+                # compiled, so a later `boo-build bench` on that device can choose.
+                keep = [sel] if te.get("measured", True) else [
+                    i for i, r in recs.items()
+                    if i == sel or (i not in rejected and ((r or {}).get("compile") or {}).get("status") == "ok")]
+                arts = {i: ImplArtifact(Path(root) / "vmfb" / tname / f"{ModuleId(sig, i).key}.vmfb",
+                                        validation=(recs.get(i) or {}).get("validation"),
+                                        benchmark=(recs.get(i) or {}).get("bench")) for i in keep}
+                for impl in recs:
+                    if impl not in keep and impl not in rejected:
                         rejected[impl] = f"not selected: {why}" if why else "not selected"
-                tentries[tname] = TargetEntry.available({sel: art}, sel, why, rejected)
+                tentries[tname] = TargetEntry.available(arts, sel, why, rejected)
             else:
                 tentries[tname] = TargetEntry.unavailable(te.get("reason") or "unavailable", rejected)
         kernels.append(KernelEntry(sig, tentries))

@@ -446,7 +446,7 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
                 "name": b,
                 "actions": [(pack_action, [p, config, toolchain])],
                 "task_dep": [f"report:{b}"],
-                "file_dep": [str(p.layout.report)],
+                "file_dep": [str(p.layout.report), str(PKG_DIR / "pack.py")],
                 "targets": [str(out)],
                 "clean": [_rm(out)],
                 "doc": f"pack {out.name}",
