@@ -61,6 +61,21 @@ def vmfbs(out: Path) -> dict[str, bytes]:
     return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*.vmfb"))}
 
 
+def differences(a: dict[str, bytes], b: dict[str, bytes], out_a: Path, out_b: Path) -> list[str]:
+    """What differs between two builds' vmfb sets, with each side's compile record status."""
+    import hashlib
+
+    def desc(files: dict[str, bytes], out: Path, rel: str) -> str:
+        rec = json.loads((out / rel.replace(".vmfb", ".compile.json")).read_text() or "{}") \
+            if (out / rel.replace(".vmfb", ".compile.json")).exists() else {}
+        data = files.get(rel)
+        body = f"{len(data)} B sha256 {hashlib.sha256(data).hexdigest()[:12]}" if data is not None else "absent"
+        return f"{body}, record {rec.get('status', 'absent')} {rec.get('error', '')[:80]!r}"
+
+    return [f"`{rel}`: local {desc(a, out_a, rel)}; dask {desc(b, out_b, rel)}"
+            for rel in sorted(set(a) | set(b)) if a.get(rel) != b.get(rel)]
+
+
 def count_compiles(out: Path) -> tuple[int, int]:
     """(compile records, of which failed)."""
     recs = [json.loads(p.read_text()) for p in out.rglob("*.compile.json")]
@@ -164,10 +179,11 @@ def main() -> int:
     try:
         t_local = build(manifest, work / "local", ns.local_jobs)
         a = vmfbs(work / "local")
-        t_dask, identical = {}, True
+        t_dask, diffs = {}, {}
         for j in (int(x) for x in ns.dask_jobs.split(",")):
             t_dask[j] = build(manifest, work / f"dask-j{j}", j, "--scheduler", "local")
-            identical &= vmfbs(work / f"dask-j{j}") == a
+            diffs[j] = differences(a, vmfbs(work / f"dask-j{j}"), work / "local", work / f"dask-j{j}")
+        identical = not any(diffs.values())
         compiles, failed = count_compiles(work / "local")
         over = overheads(ns.reps)
     finally:
@@ -201,6 +217,7 @@ def main() -> int:
         *(f"| `--scheduler local -j {j}` (2 workers) | {t:.1f} | {t / t_local:.2f} |" for j, t in t_dask.items()),
         "",
         f"vmfb files byte-identical between the local and the Dask builds: **{'yes' if identical else 'NO'}**.",
+        *(f"\n- `-j {j}` differs: " + "; ".join(d[:10]) for j, d in diffs.items() if d),
         "",
         "## Per-task cost of Dask",
         "",

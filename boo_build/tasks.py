@@ -279,7 +279,7 @@ def bench_action(subject: str, target_name: str, vmfb_path: str | None, validati
 
     dev = DeviceInfo(**device) if device else None
     if vmfb_path is None:  # torch eager for a signature
-        res = bench_eager(KernelSignature.parse(subject.removesuffix("-eager")), threads=os.cpu_count())
+        res = bench_eager(KernelSignature.parse(subject.removesuffix("-eager")), threads=None)
     else:
         mid = ModuleId.parse(subject)
         val = read_json(Path(validation_record)) or {}

@@ -23,10 +23,9 @@ from boo_build.loader.invoke import (
     ALIGNMENT, KernelError, KernelRunner, aligned_empty, cpu_threads, open_device,
 )
 from boo_build.modules import sample_args
-from boo_build.signature import ModuleId
 from boo_build.targets import Target, catalogue
 
-from test_validate import GOOD, ln, rms, kernel_set
+from test_validate import GOOD, kernel_set
 
 REPO = Path(__file__).resolve().parents[1]
 

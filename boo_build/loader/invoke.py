@@ -16,8 +16,17 @@ Call path (measured on iree-base-runtime 3.13, see docs/cpu-performance.md):
 * the synchronous export ``func_name`` is invoked (it runs ``func$async``
   and waits on its own fence; timing both showed no difference worth the
   fence bookkeeping).
-* outputs: ``HalDevice.create_dlpack_capsule`` -> ``torch.utils.dlpack.from_dlpack``
-  (torch) or a mapping of the HAL buffer (numpy): no copy either way.
+* outputs: ``HalDevice.create_dlpack_capsule`` -> ``torch._C._from_dlpack``
+  (torch; the public wrapper adds ~1 us of protocol checks) or a mapping of
+  the HAL buffer (numpy): no copy either way.
+* numpy ``ml_dtypes.bfloat16`` (numpy's DLPack refuses it) is imported as
+  uint16 and the buffer view retyped; outputs map back to ``ml_dtypes.bfloat16``.
+* GPU devices (hip, cuda; not exercised on the CPU-only build machine):
+  device tensors go through DLPack as above; CPU tensors and numpy arrays
+  are staged (copied in, results copied out).
+
+Per-call overhead over a bare ``VmContext.invoke`` with pre-imported
+arguments: ~3 us per input, ~3 us per output, ~4 us fixed (CPU time).
 
 Lifetime: outputs point into memory owned by the HAL device, so the device
 must outlive them; ``open_device`` takes devices from ``iree.runtime``'s
@@ -191,21 +200,6 @@ def _arity(fn) -> tuple[int | None, int | None]:
     if not m:
         return None, None
     return len(m.group(2)), len(m.group(3))
-
-
-class _Capsule:
-    """Hands a raw DLPack capsule to ``np.from_dlpack`` (which wants an object)."""
-
-    __slots__ = ("capsule", "device")
-
-    def __init__(self, capsule, device):
-        self.capsule, self.device = capsule, device
-
-    def __dlpack__(self, **_):
-        return self.capsule
-
-    def __dlpack_device__(self):
-        return self.device
 
 
 # ----------------------------------------------------------------- runner
