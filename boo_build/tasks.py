@@ -254,7 +254,7 @@ def compile_action(mid_key: str, target: str, flags: list[str], mlir_path: str, 
 
 
 def validate_action(mid_key: str, target_name: str, vmfb_path: str, compile_record: str,
-                    record_path: str, device: dict | None, run_id: str) -> dict:
+                    record_path: str, device: dict | None, run_id: str, scheduler: str | None = None) -> dict:
     from .loader.devices import DeviceInfo
     from .validate import validate_kernel
 
@@ -263,6 +263,10 @@ def validate_action(mid_key: str, target_name: str, vmfb_path: str, compile_reco
     if comp.get("status") != "ok":
         rec = {"module": mid_key, "target": target_name, "status": "not run",
                "reason": f"not compiled: {comp.get('status', 'no record')}", "outputs": []}
+    elif scheduler:
+        from .distributed import remote_validate
+
+        rec = remote_validate(scheduler, Path(vmfb_path).read_bytes(), mid_key, target_name, device)
     else:
         target = catalogue()[target_name]
         dev = DeviceInfo(**device) if device else None
@@ -273,16 +277,24 @@ def validate_action(mid_key: str, target_name: str, vmfb_path: str, compile_reco
 
 
 def bench_action(subject: str, target_name: str, vmfb_path: str | None, validation_record: str | None,
-                 record_path: str, device: dict | None, run_id: str) -> dict:
+                 record_path: str, device: dict | None, run_id: str, scheduler: str | None = None) -> dict:
     from .benchmark import BenchResult, bench_eager, bench_kernel
     from .loader.devices import DeviceInfo
 
     dev = DeviceInfo(**device) if device else None
+    val = read_json(Path(validation_record)) if validation_record else None
+    if scheduler and (vmfb_path is None or (val or {}).get("status") == "passed"):
+        from .distributed import remote_bench
+
+        vmfb = Path(vmfb_path).read_bytes() if vmfb_path else None
+        rec = {**remote_bench(scheduler, vmfb, subject, target_name, device), "run_id": run_id}
+        write_json(Path(record_path), rec)
+        return {"status": rec["status"]}
     if vmfb_path is None:  # torch eager for a signature
         res = bench_eager(KernelSignature.parse(subject.removesuffix("-eager")), threads=None)
     else:
         mid = ModuleId.parse(subject)
-        val = read_json(Path(validation_record)) or {}
+        val = val or {}
         if val.get("status") != "passed":
             res = BenchResult(subject=subject, signature=mid.signature.key, target=target_name,
                               status="skipped", reason=f"not validated: {val.get('status', 'no record')}",
@@ -296,9 +308,15 @@ def bench_action(subject: str, target_name: str, vmfb_path: str | None, validati
 
 
 # ------------------------------------------------------------ generators
-def _device_map(plans: list[Plan]) -> dict[str, tuple[dict | None, str]]:
-    """target name -> (device as a dict, or None, and the reason)."""
+def _device_map(plans: list[Plan], scheduler: str | None = None) -> dict[str, tuple[dict | None, str]]:
+    """target name -> (device as a dict, or None, and the reason). With a
+    scheduler, the devices of the workers that declared each target."""
     from dataclasses import asdict
+
+    if scheduler:
+        from .distributed import remote_device_map
+
+        return remote_device_map(scheduler, [t.name for p in plans for t in p.targets])
 
     from .loader.devices import discover, match_target
 
@@ -316,7 +334,7 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
     """The graph for ``config`` as doit ``task_*`` functions."""
     plans = plan(config) if plans is None else plans
     toolchain = Toolchain.detect(config.out_dir)
-    devices = _device_map(plans) if config.validate else {}
+    devices = _device_map(plans, config.scheduler) if config.validate else {}
     run = config.run_id
 
     def task_export():
@@ -374,7 +392,8 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
                         "name": f"{p.manifest.bundle.name}/{t.name}/{mid.key}",
                         "actions": [(validate_action, [mid.key, t.name, str(lay.vmfb(t.name, mid)),
                                                        str(lay.compile_record(t.name, mid)),
-                                                       str(lay.validation(t.name, mid)), dev, run])],
+                                                       str(lay.validation(t.name, mid)), dev, run,
+                                                       config.scheduler])],
                         "file_dep": [str(lay.compile_record(t.name, mid)), str(PKG_DIR / "tolerances.py"),
                                      str(PKG_DIR / "reference.py")],
                         "targets": [str(lay.validation(t.name, mid))],
@@ -402,7 +421,7 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
                     out = p.layout.bench(t.name, subject)
                     yield {
                         "name": name,
-                        "actions": [(bench_action, [subject, t.name, vmfb, val, str(out), dev, run])],
+                        "actions": [(bench_action, [subject, t.name, vmfb, val, str(out), dev, run, config.scheduler])],
                         "file_dep": deps,
                         "targets": [str(out)],
                         # Timing shares the machine with nothing: after all compiles, one at a time.
