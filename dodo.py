@@ -7,14 +7,15 @@ with options (targets, --allow-missing, --no-bench, ...).
 import sys
 from pathlib import Path
 
-from boo_build.cli import DEFAULT_OUT, default_manifests, doit_config
-from boo_build.tasks import BuildConfig, BuildError, interrupt_on_sigterm, task_creators
+from boo_build import cli as _cli
+from boo_build import tasks as _tasks
 
 _ROOT = Path(__file__).resolve().parent
-_config = BuildConfig(manifests=default_manifests(_ROOT / "manifests"), out_dir=_ROOT / DEFAULT_OUT)
+_config = _tasks.BuildConfig(manifests=_cli.default_manifests(_ROOT / "manifests"),
+                             out_dir=_ROOT / _cli.DEFAULT_OUT)
 try:
-    globals().update(task_creators(_config))
-except BuildError as e:
+    globals().update(_tasks.task_creators(_config))
+except _tasks.BuildError as e:
     sys.exit(f"boo-build: {e}")
-interrupt_on_sigterm()
-DOIT_CONFIG = doit_config(_config.out_dir, None, quiet=False)
+_tasks.interrupt_on_sigterm()
+DOIT_CONFIG = _cli.doit_config(_config.out_dir, None, quiet=False)

@@ -210,3 +210,13 @@ def test_sigterm_keeps_progress(tmp_path):
     # at most the task in flight when the signal came is redone
     redone = [k for k in first if second[k] != first[k]]
     assert len(redone) <= 1, redone
+
+
+def test_dodo_loads_the_same_graph():
+    """`doit list` at the repo root sees the graph (dodo.py loads boo_build.tasks)."""
+    proc = subprocess.run([str(BIN / "doit"), "list", "--all"], cwd=ROOT, env=env(), capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    names = proc.stdout.split()
+    for stage in ("export", "compile", "validate", "bench", "report", "pack", "build"):
+        assert stage in names
