@@ -174,7 +174,7 @@ def main() -> int:
     if ns.targets:
         BUILD_ARGS.extend(["--targets", ns.targets])
     load_before = os.getloadavg()
-    work = Path(tempfile.mkdtemp(prefix="boo-dask-build-"))
+    work = Path(tempfile.mkdtemp(prefix="boo-build-cluster-bench-"))
     manifest = work / ns.manifest.name
     shutil.copy(ns.manifest, manifest)
     try:

@@ -388,12 +388,19 @@ def _validate_on_worker(vmfb: bytes, module_key: str, target, device: dict | Non
     return validate_kernel(vmfb, ModuleId.parse(module_key), target, dev).to_json()
 
 
+def _eager_threads() -> int | None:
+    """torch's own thread count (None), as in a local build; but Dask's nanny
+    starts workers with OMP_NUM_THREADS=1, which would time eager on one
+    thread: then every core this worker may use (benchmarks run one at a time)."""
+    return len(os.sched_getaffinity(0)) if os.environ.get("OMP_NUM_THREADS") == "1" else None
+
+
 def _bench_on_worker(vmfb: bytes | None, subject: str, target, device: dict | None) -> dict:
     from .benchmark import bench_eager, bench_kernel
     from .signature import KernelSignature, ModuleId
 
     if vmfb is None:  # torch eager for a signature, as tasks.bench_action does
-        return bench_eager(KernelSignature.parse(subject.removesuffix("-eager")), threads=os.cpu_count()).to_json()
+        return bench_eager(KernelSignature.parse(subject.removesuffix("-eager")), threads=_eager_threads()).to_json()
     dev, why = _worker_device(target, device)
     if dev is None:
         return _not_run_bench(subject, target.name, _no_device_reason(target, why))

@@ -148,7 +148,8 @@ def _why_not_compiled(comp: dict | None) -> str:
 
 
 def failed(report: dict) -> bool:
-    return bool(report["missing"] or report["failures"])
+    """A requested kernel (signature x target) with no working implementation."""
+    return bool(report["missing"])
 
 
 def summary_text(report: dict, stats: dict, bundle_path: Path, allow_missing: bool) -> str:
@@ -166,11 +167,14 @@ def summary_text(report: dict, stats: dict, bundle_path: Path, allow_missing: bo
                      + (f"  ({dev})" if dev and not c.get("validated") else ""))
     for f in report["failures"]:
         lines.append(f"  FAILED  {f}")
+    if report["failures"]:
+        lines.append("  (a failed implementation is not shipped; its kernel stays available where the other "
+                     "implementation works)")
     for m in report["missing"]:
         lines.append(f"  MISSING {m}")
     if failed(report) and not allow_missing:
-        lines.append(f"  {len(report['failures'])} task(s) failed, {len(report['missing'])} requested kernel(s) "
-                     "missing: no bundle written (--allow-missing ships what works, failed kernels as unavailable)")
+        lines.append(f"  {len(report['missing'])} requested kernel(s) missing: no bundle written "
+                     "(--allow-missing ships them as unavailable)")
     else:
         lines.append(f"  bundle: {bundle_path}")
     return "\n".join(lines)
@@ -191,8 +195,7 @@ def report_action(plan, config, devices, toolchain):
     out.write(summary_text(report, stats, lay.bundle(plan.manifest), config.allow_missing) + "\n")
     out.flush()
     if failed(report) and not config.allow_missing:
-        return TaskFailed(f"{len(report['failures'])} failed task(s), {len(report['missing'])} missing kernel(s); "
-                          f"see {lay.report}")
+        return TaskFailed(f"{len(report['missing'])} requested kernel(s) missing; see {lay.report}")
     return True
 
 

@@ -29,12 +29,15 @@ from .tolerances import Tolerance, tolerance
 
 STATUSES = ("passed", "failed", "not run", "error")
 
-# Mean offset of the stress case, per input dtype. float32: 1000 sigma, where a
-# float32 E[x^2]-E[x]^2 is off by ~6 % of the variance. Half types keep the
+# Mean offset of the stress case, per input dtype. float32: 100 sigma, where a
+# float32 E[x^2]-E[x]^2 is off by ~0.5 % of the variance (far past the
+# tolerance) while a two-pass variance stays within it; at 1000 sigma even
+# the float32 sum of the mean over a 1344-wide row is off by 1e-4 (seen on
+# the default manifest), which no float32 kernel, eager ATen's included, meets. Half types keep the
 # offset where the input's spacing is 1/8 of its standard deviation (float16:
 # 128 has spacing 0.125; bfloat16: 16 has spacing 0.125) so that the shifted
 # values stay distinct rather than all rounding to the offset.
-OFFSETS = {"float32": 1000.0, "float16": 128.0, "bfloat16": 16.0}
+OFFSETS = {"float32": 100.0, "float16": 128.0, "bfloat16": 16.0}
 
 RULE = "|got - ref| <= atol * max(1, max|ref|) + rtol * |ref|, per output, tolerance of the output's dtype"
 

@@ -42,9 +42,9 @@ def env() -> dict:
     return e
 
 
-def boo(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run([str(BIN / "boo-build"), *args], cwd=cwd, env=env(), capture_output=True,
-                          text=True, timeout=900)
+def boo(*args: str, cwd: Path, check: bool = True, extra_env: dict | None = None) -> subprocess.CompletedProcess:
+    proc = subprocess.run([str(BIN / "boo-build"), *args], cwd=cwd, env={**env(), **(extra_env or {})},
+                          capture_output=True, text=True, timeout=900)
     if check and proc.returncode != 0:
         raise AssertionError(f"boo-build {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc
@@ -147,21 +147,29 @@ def test_broken_mlir_fails_alone_and_sets_exit_status(tmp_path):
     victim = next((tmp_path / "out/small/mlir").glob("rms_norm-*-manual.mlir"))
     victim.write_text("module { func.func @broken( }\n")
     before = run_ids(tmp_path / "out", "compile")
-    proc = boo("build", "small.toml", "--out", "out", "--no-validate", cwd=tmp_path, check=False)
-    assert proc.returncode != 0
+    proc = boo("build", "small.toml", "--out", "out", "--no-validate", cwd=tmp_path)
     comp = records(tmp_path / "out", "compile")
     failed = {k for k, r in comp.items() if r["status"] == "failed"}
     assert failed == {f"vmfb/{t}/{victim.stem}.compile.json" for t in ("cpu", "gfx942")}
     assert all("error" in comp[k]["error"] for k in failed)
     # the others were neither rebuilt nor lost
     assert all(comp[k]["run_id"] == before[k] for k in comp if k not in failed)
-    # only one impl of that signature failed: the kernel is still available (aten)
+    # only one impl of that signature failed: the kernel is still available (aten),
+    # and the summary and report say why manual is not shipped
     report = json.loads((tmp_path / "out/small/build-report.json").read_text())
     rms = next(k for k in report["kernels"] if k["key"].startswith("rms_norm"))
     assert rms["targets"]["cpu"]["status"] == "available" and rms["targets"]["cpu"]["selected"] == "aten"
-    assert "compile" in rms["targets"]["cpu"]["rejected"]["manual"]
-    # exit status: the failed compile is reported even though the kernel survives
-    assert "FAILED" in proc.stdout or "failed" in proc.stdout
+    assert "compile failed" in rms["targets"]["cpu"]["rejected"]["manual"]
+    assert f"FAILED  {victim.stem} on cpu: compile failed" in proc.stdout
+    # both implementations broken: the kernel is missing and the exit status says so
+    aten = victim.with_name(victim.name.replace("-manual", "-aten"))
+    aten.write_text("module { func.func @broken( }\n")
+    proc = boo("build", "small.toml", "--out", "out", "--no-validate", cwd=tmp_path, check=False)
+    assert proc.returncode != 0
+    assert f"MISSING {victim.stem.removesuffix('-manual')} on cpu" in proc.stdout
+    comp = records(tmp_path / "out", "compile")
+    assert {k for k, r in comp.items() if r["status"] == "failed"} == failed | {
+        f"vmfb/{t}/{aten.stem}.compile.json" for t in ("cpu", "gfx942")}
 
 
 def test_failed_kernel_without_alternative_fails_build_unless_allow_missing(tmp_path):
@@ -220,3 +228,27 @@ def test_dodo_loads_the_same_graph():
     names = proc.stdout.split()
     for stage in ("export", "compile", "validate", "bench", "report", "pack", "build"):
         assert stage in names
+
+
+def test_planted_error_fails_validation_and_the_build(tmp_path):
+    """The manual implementation with a planted error (test-only switch) is
+    the only one requested: validation fails and so does the build."""
+    from boo_build.modules import PLANT_ERROR_ENV
+
+    (tmp_path / "wrong.toml").write_text(SMALL.split("[[kernels]]")[0] + """
+[[kernels]]
+op = "layer_norm"
+input_shape = [4, 6, 10]
+dtype = "float32"
+masks = [1]
+impls = ["manual"]
+""")
+    proc = boo("build", "wrong.toml", "--out", "out", "--no-bench", "--targets", "cpu", cwd=tmp_path,
+               check=False, extra_env={PLANT_ERROR_ENV: "1"})
+    assert proc.returncode != 0
+    assert "validation failed" in proc.stdout and "worst at" in proc.stdout
+    assert not (tmp_path / "out/small-0.1.0.tar.zst").exists()
+    report = json.loads((tmp_path / "out/small/build-report.json").read_text())
+    (k,) = report["kernels"]
+    assert k["targets"]["cpu"]["status"] == "unavailable"
+    assert "worst at" in k["targets"]["cpu"]["impls"]["manual"]["validation"]["reason"]
