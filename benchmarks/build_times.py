@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from machine import cpu_model  # benchmarks/ is on sys.path when run as a script
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
@@ -37,16 +39,6 @@ def build(manifest: Path, out: Path, jobs: int) -> float:
     subprocess.run([str(BIN / "boo-build"), "build", str(manifest), "--out", str(out), "--no-validate",
                     "-j", str(jobs), "-q"], check=True, env=env, stdout=subprocess.DEVNULL)
     return time.perf_counter() - t0
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def main() -> int:

@@ -32,6 +32,8 @@ from concurrent.futures import ThreadPoolExecutor
 from importlib.metadata import version
 from pathlib import Path
 
+from machine import cpu_model  # benchmarks/ is on sys.path when run as a script
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 BUILD_ARGS: list[str] = []  # --targets, when given
@@ -80,16 +82,6 @@ def count_compiles(out: Path) -> tuple[int, int]:
     """(compile records, of which failed)."""
     recs = [json.loads(p.read_text()) for p in out.rglob("*.compile.json")]
     return len(recs), sum(r.get("status") == "failed" for r in recs)
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def mem_gib() -> str:

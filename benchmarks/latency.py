@@ -33,21 +33,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from machine import cpu_model  # benchmarks/ is on sys.path when run as a script
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 sys.path.insert(0, str(ROOT))
 
 SHAPE, NORM, EPS = (8, 128, 768), (768,), 1e-5
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def env() -> dict[str, str]:
