@@ -14,7 +14,7 @@ from typing import Any
 
 from doit.exceptions import TaskFailed
 
-from .signature import IMPLS, ModuleId, dumps
+from .signature import ModuleId, dumps
 
 _RUN_FIELDS = ("run_id", "seconds")
 
