@@ -8,8 +8,10 @@ looks finished.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
+import signal
 import shutil
 import subprocess
 import sys
@@ -31,6 +33,17 @@ class CompileResult:
 
 
 def compiler_path() -> str:
+    """The iree-compile binary itself: the venv's ``bin/iree-compile`` is a
+    Python wrapper that costs a start-up per compile and, killed on a
+    timeout, leaves the real compiler running."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("iree.compiler")
+    if spec and spec.submodule_search_locations:
+        for loc in spec.submodule_search_locations:
+            real = Path(loc) / "_mlir_libs" / "iree-compile"
+            if real.exists():
+                return str(real)
     beside = Path(sys.executable).with_name("iree-compile")
     if beside.exists():
         return str(beside)
@@ -66,16 +79,23 @@ def compile_mlir(mlir: str, flags: tuple[str, ...] | list[str], *, timeout: floa
     cmd = [compiler or compiler_path(), "-", *flags, "-o", "-"]
     shown = shlex.join(cmd[:1] + ["<module.mlir>"] + cmd[2:])
     t0 = time.monotonic()
+    # Own process group, so a timeout kills the compiler and anything it started.
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            cwd=tempfile.gettempdir(), start_new_session=True)
     try:
-        proc = subprocess.run(cmd, input=mlir.encode(), capture_output=True, timeout=timeout,
-                              cwd=tempfile.gettempdir())
-    except subprocess.TimeoutExpired:
-        return CompileResult(False, shown, time.monotonic() - t0, error=f"timed out after {timeout:g} s")
+        out, err_bytes = proc.communicate(mlir.encode(), timeout=timeout)
+    except BaseException as e:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        if isinstance(e, subprocess.TimeoutExpired):
+            return CompileResult(False, shown, time.monotonic() - t0, error=f"timed out after {timeout:g} s")
+        raise
     dt = time.monotonic() - t0
-    if proc.returncode != 0 or not proc.stdout:
-        err = useful_stderr(proc.stderr.decode(errors="replace")) or f"exit status {proc.returncode}"
+    if proc.returncode != 0 or not out:
+        err = useful_stderr(err_bytes.decode(errors="replace")) or f"exit status {proc.returncode}"
         return CompileResult(False, shown, dt, error=err)
-    return CompileResult(True, shown, dt, vmfb=proc.stdout)
+    return CompileResult(True, shown, dt, vmfb=out)
 
 
 def write_atomic(path: Path, data: bytes) -> None:
