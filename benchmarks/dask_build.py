@@ -63,19 +63,37 @@ def vmfbs(out: Path) -> dict[str, bytes]:
     return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*.vmfb"))}
 
 
-def differences(a: dict[str, bytes], b: dict[str, bytes], out_a: Path, out_b: Path) -> list[str]:
-    """What differs between two builds' vmfb sets, with each side's compile record status."""
+KILLED = ("exit status -15", "exit status -9")  # iree-compile ended by a signal from outside the build
+
+
+def records(out: Path) -> dict[str, dict]:
+    """compile records by the vmfb path they describe (relative to ``out``)."""
+    return {str(p.relative_to(out)).replace(".compile.json", ".vmfb"): json.loads(p.read_text())
+            for p in sorted(out.rglob("*.compile.json"))}
+
+
+def compare(base: Path, other: Path) -> tuple[list[str], list[str]]:
+    """(vmfb files that differ, compiles not comparable because a signal from
+    outside the build killed iree-compile in either build)."""
     import hashlib
 
-    def desc(files: dict[str, bytes], out: Path, rel: str) -> str:
-        rec = json.loads((out / rel.replace(".vmfb", ".compile.json")).read_text() or "{}") \
-            if (out / rel.replace(".vmfb", ".compile.json")).exists() else {}
-        data = files.get(rel)
-        body = f"{len(data)} B sha256 {hashlib.sha256(data).hexdigest()[:12]}" if data is not None else "absent"
-        return f"{body}, record {rec.get('status', 'absent')} {rec.get('error', '')[:80]!r}"
+    ra, rb = records(base), records(other)
+    differ, killed = [], []
+    for rel in sorted(set(ra) | set(rb)):
+        errs = (ra.get(rel, {}).get("error", ""), rb.get(rel, {}).get("error", ""))
+        if any(e in KILLED for e in errs):
+            killed.append(f"`{rel}`")
+            continue
+        fa, fb = base / rel, other / rel
+        da = fa.read_bytes() if fa.exists() else None
+        db = fb.read_bytes() if fb.exists() else None
+        if da != db:
+            def desc(data, rec):
+                body = f"{len(data)} B sha256 {hashlib.sha256(data).hexdigest()[:12]}" if data is not None else "absent"
+                return f"{body} ({rec.get('status', 'no record')})"
 
-    return [f"`{rel}`: local {desc(a, out_a, rel)}; dask {desc(b, out_b, rel)}"
-            for rel in sorted(set(a) | set(b)) if a.get(rel) != b.get(rel)]
+            differ.append(f"`{rel}`: {desc(da, ra.get(rel, {}))} vs. {desc(db, rb.get(rel, {}))}")
+    return differ, killed
 
 
 def count_compiles(out: Path) -> tuple[int, int]:
@@ -179,10 +197,11 @@ def main() -> int:
         t_dask, diffs = {}, {}
         for j in (int(x) for x in ns.dask_jobs.split(",")):
             t_dask[j] = build(manifest, work / f"dask-j{j}", j, "--scheduler", "local")
-            diffs[j] = differences(a, vmfbs(work / f"dask-j{j}"), local_dir, work / f"dask-j{j}")
+            diffs[f"--scheduler local -j {j}"] = compare(local_dir, work / f"dask-j{j}")
         for j in list(t_locals)[1:]:
-            diffs[f"local {j}"] = differences(a, vmfbs(work / f"local-j{j}"), local_dir, work / f"local-j{j}")
-        identical = not any(diffs.values())
+            diffs[f"local -j {j}"] = compare(local_dir, work / f"local-j{j}")
+        identical = not any(d for d, _ in diffs.values())
+        killed = sorted({k for _, ks in diffs.values() for k in ks})
         compiles, failed = count_compiles(local_dir)
         over = overheads(ns.reps)
     finally:
@@ -216,8 +235,11 @@ def main() -> int:
         *(f"| local, `-j {j}` | {t:.1f} | {t / t_local:.2f} |" for j, t in t_locals.items()),
         *(f"| `--scheduler local -j {j}` (2 workers) | {t:.1f} | {t / t_local:.2f} |" for j, t in t_dask.items()),
         "",
-        f"vmfb files byte-identical across all these builds: **{'yes' if identical else 'NO'}**.",
-        *(f"\n- `{j}` differs from local -j {base_j}: " + "; ".join(d[:10]) for j, d in diffs.items() if d),
+        f"vmfb files byte-identical across all these builds: **{'yes' if identical else 'NO'}**"
+        + (f" (of the compiles that completed in every build; {len(killed)} iree-compile runs were killed "
+           "by a signal from outside the build (exit status -15/-9: other work on this machine), which also "
+           "shortens that build's time)" if killed else "") + ".",
+        *(f"\n- `{name}` differs from local -j {base_j}: " + "; ".join(d[:10]) for name, (d, _) in diffs.items() if d),
         "",
         "## Per-task cost of Dask",
         "",
