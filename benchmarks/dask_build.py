@@ -264,9 +264,11 @@ def main() -> int:
         f"{over['local_compile_wall_s']:.1f}-s compile), plus {over['session_start_s'] + over['session_close_s']:.1f} s "
         "per build to start and stop the LocalCluster. iree-compile itself takes as long in a worker as here; "
         "differences between the two compile rows are the machine's load.",
-        "- A LocalCluster adds no cores: its workers, the scheduler and the driver's exports share this "
-        "machine's, so the ratio above is the cost of the machinery, not a speed-up. The cluster pays off "
-        "with worker machines: each adds its cores to the compiles, while exports stay on the driver.",
+        "- A LocalCluster adds no cores: its two workers, its scheduler (inside the driver process, where "
+        "it and the client share the GIL with the exports) and the driver's exports share this machine's, so "
+        "the ratios above are the machinery's cost, not a speed-up; the exports, one at a time on the driver, "
+        "are much of the critical path. The cluster pays off with worker machines: each adds its cores to "
+        "the compiles, while exports stay on the driver.",
     ]
     ns.out.parent.mkdir(parents=True, exist_ok=True)
     ns.out.write_text("\n".join(lines) + "\n")

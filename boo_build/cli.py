@@ -150,18 +150,26 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     interrupt_on_sigterm()
     jobs = ns.jobs
+    if ns.cmd in ("list", "clean", "forget"):  # nothing runs: no cluster needed
+        from dataclasses import replace
+
+        config = replace(config, scheduler=None)
     if ns.cmd == "list":
         return run_doit(config, plans, ["list", "--all"], jobs, ns.quiet)
     if ns.cmd in ("clean", "forget"):
         return run_doit(config, plans, [ns.cmd, "build"] if ns.cmd == "clean" else ["forget"], jobs, ns.quiet)
     if config.scheduler:
-        from .distributed import scheduler_session
+        from .distributed import DistributedError, scheduler_session
 
-        with scheduler_session(config.scheduler) as address:
-            from dataclasses import replace
+        try:
+            with scheduler_session(config.scheduler) as address:
+                from dataclasses import replace
 
-            config = replace(config, scheduler=address)
-            rc = _build(config, plans, ns, jobs)
+                config = replace(config, scheduler=address)
+                rc = _build(config, plans, ns, jobs)
+        except DistributedError as e:  # unreachable scheduler, no worker, compiler mismatch
+            print(f"boo-build: {e}", file=sys.stderr)
+            return 2
     else:
         rc = _build(config, plans, ns, jobs)
     return rc
