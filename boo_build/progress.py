@@ -7,7 +7,6 @@ must not print: stage outcomes come back as the action's returned dict.
 
 from __future__ import annotations
 
-import sys
 import time
 
 from doit.reporter import ConsoleReporter
@@ -29,7 +28,6 @@ class ProgressReporter(ConsoleReporter):
         self.done = 0
         self.ran = 0
         self.started = time.monotonic()
-        self.run_seconds = 0.0
 
     def initialize(self, tasks, selected_tasks):
         self.total = sum(1 for t in tasks.values() if _stage(t) in STAGES and t.actions)
@@ -89,6 +87,3 @@ class ProgressReporter(ConsoleReporter):
 class QuietReporter(ProgressReporter):
     quiet = True
 
-
-def is_tty() -> bool:
-    return sys.stdout.isatty()

@@ -86,9 +86,7 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
                     benches[(mid.key, t.name)] = bens[impl]
             if dev is None:
                 # Nothing ran: say why instead of leaving validation empty.
-                from .validate import ValidationResult as VR
-
-                vals = {i: VR(module=ModuleId(sig, i).key, target=t.name, status="not run", reason=dev_reason,
+                vals = {i: ValidationResult(module=ModuleId(sig, i).key, target=t.name, status="not run", reason=dev_reason,
                               outputs=(), tolerance={}) if i in compiled else None for i in req.impls}
             sel = select(sig, t.name, compiled, vals, bens)
             # say why an implementation did not compile, not just that it did not

@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterator
 from doit.tools import config_changed
 
 from . import __version__
+from .compile import write_atomic  # stdlib only: cheap at graph load
 from .manifest import Manifest, load_manifest
 from .signature import KernelSignature, ModuleId, dumps
 from .targets import Target, catalogue, resolve
@@ -106,8 +107,6 @@ def read_json(path: Path) -> dict[str, Any] | None:
 
 
 def write_json(path: Path, data: Any) -> None:
-    from .compile import write_atomic
-
     write_atomic(Path(path), (dumps(data) + "\n").encode())
 
 
@@ -210,16 +209,12 @@ def export_action(mid_key: str, mlir_path: str, record_path: str, run_id: str) -
     res = export_module(mid)
     rec = {"module": mid_key, "status": res.status, "reason": res.reason, "run_id": run_id,
            "seconds": round(time.monotonic() - t0, 3), "func_name": mid.func_name}
+    # An unavailable export leaves an empty file (the compile task's file_dep
+    # stays valid); the record says why.
+    text = res.mlir.encode() if res.ok else b""
+    write_atomic(Path(mlir_path), text)
     if res.ok:
-        from .compile import write_atomic
-
-        write_atomic(Path(mlir_path), res.mlir.encode())
-        rec["mlir_sha256"] = hashlib.sha256(res.mlir.encode()).hexdigest()
-    else:
-        # An empty file keeps the compile task's file_dep valid; the record says why.
-        from .compile import write_atomic
-
-        write_atomic(Path(mlir_path), b"")
+        rec["mlir_sha256"] = hashlib.sha256(text).hexdigest()
     write_json(Path(record_path), rec)
     return {"status": res.status}
 
@@ -227,7 +222,7 @@ def export_action(mid_key: str, mlir_path: str, record_path: str, run_id: str) -
 def compile_action(mid_key: str, target: str, flags: list[str], mlir_path: str, export_record: str,
                    vmfb_path: str, record_path: str, timeout: float, run_id: str,
                    scheduler: str | None = None) -> bool:
-    from .compile import compile_mlir, write_atomic
+    from .compile import compile_mlir
 
     exp = read_json(Path(export_record)) or {}
     base = {"module": mid_key, "target": target, "flags": list(flags), "run_id": run_id}
