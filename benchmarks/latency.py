@@ -91,7 +91,8 @@ y = bundle.native_layer_norm(x, (768,), w, b, 1e-5)[0]
 float(y[0, 0, 0])
 t["first call"] = time.time()
 ref = torch.nn.functional.layer_norm(x, (768,), w, b, 1e-5)
-print(json.dumps({"start": t_start, "marks": t, "err": float((y - ref).abs().max())}))
+heavy = [m for m in ("ml_dtypes", "iree.runtime", "iree.compiler", "iree.turbine") if m in sys.modules]
+print(json.dumps({"start": t_start, "marks": t, "err": float((y - ref).abs().max()), "heavy": heavy}))
 '''
 
 JIT_CHILD = _COMMON + '''
@@ -129,7 +130,7 @@ def cold(script: str, args: list[str], extra_env: dict[str, str] | None = None) 
     for name, at in marks.items():
         steps[name] = at - prev
         prev = at
-    return {"total": prev - t0, "steps": steps, "err": rec["err"]}
+    return {"total": prev - t0, "steps": steps, "err": rec["err"], "heavy": rec.get("heavy", [])}
 
 
 def runtime_import_cost(n: int = 3) -> tuple[float, float]:
@@ -269,11 +270,13 @@ def report(loader, jit, steady_us, versions, load, steady_rounds, imports) -> st
                  "are in both totals.")
     lines.append("")
     ml, rest = imports
-    lines.append(f"The loader's first call includes `import iree.runtime` (first use of the runtime): "
-                 f"{ml + rest:.2f} s in a fresh process after torch, of which {ml:.2f} s is `import ml_dtypes` "
-                 "(iree/runtime/dtypes.py imports it unconditionally; importing the native "
-                 "`iree._runtime_libs._runtime` alone costs about 0.01 s after torch). Device creation, "
-                 "checksum, module load and the call itself take the remaining few tens of milliseconds.")
+    heavy = sorted({m for r in loader for m in r["heavy"]})
+    lines.append(f"The loader never runs `import iree.runtime`: in a fresh process after torch that import costs "
+                 f"{ml + rest:.2f} s, of which {ml:.2f} s is `import ml_dtypes` (iree/runtime/dtypes.py imports it "
+                 "unconditionally). The loader reaches the native extension directly "
+                 "(`boo_build/loader/native.py`), so its first call is device creation, checksum, module load "
+                 "and the call itself. Modules present in the loader's process after its first call, of "
+                 f"ml_dtypes, iree.runtime, iree.compiler, iree.turbine: {', '.join(heavy) if heavy else 'none'}.")
     lines.append("")
     lines.append(f"## Steady state: one call ({steady_rounds} rounds of 100 calls per path, paths interleaved "
                  "round-robin, after 30 warm-up calls)")

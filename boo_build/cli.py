@@ -184,7 +184,9 @@ def _build(config, plans, ns, jobs) -> int:
         return 130
     if ns.cmd == "build" and rc == 0:
         for p in plans:
-            print(p.layout.bundle(p.manifest))
+            path = p.layout.bundle(p.manifest)
+            rel = os.path.relpath(path)
+            print(path if rel.startswith("..") else rel)
     return rc
 
 

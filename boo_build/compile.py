@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,11 +33,22 @@ class CompileResult:
     error: str = ""  # the useful part of stderr, or the timeout
 
 
+COMPILER_ENV = "BOO_BUILD_IREE_COMPILE"  # another iree-compile binary (a local build, a nightly)
+
+
 def compiler_path() -> str:
-    """The iree-compile binary itself: the venv's ``bin/iree-compile`` is a
-    Python wrapper that costs a start-up per compile and, killed on a
-    timeout, leaves the real compiler running."""
+    """``$BOO_BUILD_IREE_COMPILE`` if set, else the iree-compile binary of
+    iree-base-compiler itself: the venv's ``bin/iree-compile`` is a Python
+    wrapper that costs a start-up per compile and, killed on a timeout,
+    leaves the real compiler running."""
     import importlib.util
+
+    chosen = os.environ.get(COMPILER_ENV)
+    if chosen:
+        if not (os.path.isfile(chosen) and os.access(chosen, os.X_OK)):
+            raise FileNotFoundError(f"{COMPILER_ENV}={chosen} is not an executable file; "
+                                    "point it at an iree-compile binary or unset it")
+        return chosen
 
     spec = importlib.util.find_spec("iree.compiler")
     if spec and spec.submodule_search_locations:
@@ -74,6 +86,31 @@ def useful_stderr(stderr: str, limit: int = 4000) -> str:
     return text[-limit:]
 
 
+# Compilers now running in this process's threads. Each runs in its own session
+# (so a timeout can kill its whole group), which also puts it out of reach of a
+# terminal's Ctrl-C and of a SIGTERM sent to the build: an interrupted build
+# kills them itself (kill_running).
+_RUNNING: set[subprocess.Popen] = set()
+_KILLED: set[int] = set()  # pids kill_running stopped: their compiles did not fail
+_RUNNING_LOCK = threading.RLock()  # re-entrant: kill_running runs in signal handlers
+
+
+class CompileInterrupted(RuntimeError):
+    """The build was interrupted while this compile ran: nothing to record."""
+
+
+def kill_running() -> int:
+    """Kill every compiler started by compile_mlir that is still running;
+    returns how many. Their compile_mlir calls raise CompileInterrupted."""
+    with _RUNNING_LOCK:
+        procs = list(_RUNNING)
+        _KILLED.update(p.pid for p in procs)
+    for proc in procs:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    return len(procs)
+
+
 def compile_mlir(mlir: str, flags: tuple[str, ...] | list[str], *, timeout: float = DEFAULT_TIMEOUT_S,
                  compiler: str | None = None) -> CompileResult:
     cmd = [compiler or compiler_path(), "-", *flags, "-o", "-"]
@@ -82,6 +119,8 @@ def compile_mlir(mlir: str, flags: tuple[str, ...] | list[str], *, timeout: floa
     # Own process group, so a timeout kills the compiler and anything it started.
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             cwd=tempfile.gettempdir(), start_new_session=True)
+    with _RUNNING_LOCK:
+        _RUNNING.add(proc)
     try:
         out, err_bytes = proc.communicate(mlir.encode(), timeout=timeout)
     except BaseException as e:
@@ -91,6 +130,13 @@ def compile_mlir(mlir: str, flags: tuple[str, ...] | list[str], *, timeout: floa
         if isinstance(e, subprocess.TimeoutExpired):
             return CompileResult(False, shown, time.monotonic() - t0, error=f"timed out after {timeout:g} s")
         raise
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING.discard(proc)
+            killed = proc.pid in _KILLED
+            _KILLED.discard(proc.pid)
+    if killed:
+        raise CompileInterrupted(f"compile stopped by an interrupted build: {shown}")
     dt = time.monotonic() - t0
     if proc.returncode != 0 or not out:
         err = useful_stderr(err_bytes.decode(errors="replace")) or f"exit status {proc.returncode}"

@@ -35,6 +35,7 @@ dim (ATen's layout), in ``stats_dtype``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -226,7 +227,7 @@ class KernelSignature:
         return tuple(out)
 
     # -- text forms ---------------------------------------------------------
-    @property
+    @functools.cached_property  # the build graph asks thousands of times
     def key(self) -> str:
         parts = [
             self.op,
@@ -329,7 +330,7 @@ class ModuleId:
         if self.impl not in IMPLS:
             raise SignatureError(f"unknown implementation {self.impl!r}: use one of {', '.join(IMPLS)}")
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
         return f"{self.signature.key}-{self.impl}"
 

@@ -4,13 +4,19 @@
 ``BuildConfig``; the root ``dodo.py`` and the ``boo-build`` CLI both load
 them, so there is one graph. Task names:
 
-    export:<module key>                    one per (signature, impl)
-    compile:<target>:<module key>          one per module x target
-    validate:<target>:<module key>         one per module x target with a device
-    bench:<target>:<module key | sig-eager>  serial, after every compile/validate
-    report:<bundle>                        always runs: summary, build report, CSV
-    pack:<bundle>                          the bundle file
-    build                                  everything
+    export:<bundle>/<module key>                     one per (signature, impl)
+    compile:<bundle>/<target>/<module key>           one per module x target
+    validate:<bundle>/<target>/<module key>          one per module x target with a device
+    bench:<bundle>/<target>/<module key | sig-eager> serial, after every compile/validate
+    ready:<bundle>                                   barrier before the benchmarks
+    report:<bundle>                                  always runs: summary, build report, CSV
+    pack:<bundle>                                    the bundle file
+    build                                            everything
+
+A stage depends on the *content* of the previous stage's output
+(``inputs_unchanged``): the MLIR text, and records minus their run id and
+timings. Re-exporting an identical module therefore recompiles nothing, and
+recompiling an identical vmfb revalidates nothing.
 
 Stage records are JSON files beside the artifacts (see docs/ARCHITECTURE.md).
 A failed export/compile/validation is recorded, not raised, so other tasks
@@ -56,6 +62,12 @@ class BuildConfig:
     compile_timeout: float = 300.0
     run_id: str = field(default_factory=lambda: f"{time.time_ns():x}-{os.getpid()}")
     scheduler: str | None = None  # Dask scheduler address, "local", or None
+
+    def __post_init__(self):
+        # Absolute paths: doit keys its dependency state by path string, so
+        # `doit build` (absolute) and `boo-build build` (relative) share it.
+        object.__setattr__(self, "manifests", tuple(Path(m).resolve() for m in self.manifests))
+        object.__setattr__(self, "out_dir", Path(self.out_dir).resolve())
 
     def flags_for(self, target: Target) -> tuple[str, ...]:
         extra = tuple(f for name, fl in self.extra_flags if name == target.name for f in fl)
@@ -120,6 +132,41 @@ def record_ok(path: Path) -> Callable[..., bool]:
         return bool(rec) and "status" in rec
 
     check.__name__ = f"record_ok({Path(path).name})"
+    return check
+
+
+VOLATILE_FIELDS = ("run_id", "seconds")  # differ between runs that produced the same result
+
+
+def content_digest(path: Path) -> str | None:
+    """sha256 of what a file means to the next stage: a JSON record without
+    its volatile fields, any other file byte for byte; None when missing."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if path.suffix == ".json":
+        try:
+            rec = json.loads(data)
+        except ValueError:
+            return None
+        if isinstance(rec, dict):
+            data = dumps({k: v for k, v in rec.items() if k not in VOLATILE_FIELDS}).encode()
+    return hashlib.sha256(data).hexdigest()
+
+
+def inputs_unchanged(*paths: Path) -> Callable[..., bool]:
+    """uptodate check on the content of another task's outputs (doit checks
+    it once the producing task has run); the digests are saved on success."""
+    names = [str(p) for p in paths]
+
+    def check(task, values) -> bool:
+        now = {n: content_digest(Path(n)) for n in names}
+        task.value_savers.append(lambda: {"inputs": now})
+        return None not in now.values() and values.get("inputs") == now
+
+    check.__name__ = f"inputs_unchanged({', '.join(Path(n).name for n in names)})"
     return check
 
 
@@ -355,21 +402,21 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
     def task_compile():
         """Compile each exported module for each target with iree-compile."""
         for p in plans:
+            lay = p.layout
             for t in p.targets:
-                flags = config.flags_for(t)
+                flags = list(config.flags_for(t))
                 for mid in p.manifest.module_ids:
-                    lay = p.layout
+                    mlir, export_rec = str(lay.mlir(mid)), str(lay.export_record(mid))
+                    vmfb, rec = lay.vmfb(t.name, mid), lay.compile_record(t.name, mid)
                     yield {
                         "name": f"{p.manifest.bundle.name}/{t.name}/{mid.key}",
-                        "actions": [(compile_action, [mid.key, t.name, list(flags), str(lay.mlir(mid)),
-                                                      str(lay.export_record(mid)), str(lay.vmfb(t.name, mid)),
-                                                      str(lay.compile_record(t.name, mid)),
-                                                      config.compile_timeout, run, config.scheduler])],
-                        "file_dep": [str(lay.export_record(mid)), str(lay.mlir(mid))],
-                        "targets": [str(lay.compile_record(t.name, mid))],
-                        "uptodate": [config_changed({"flags": list(flags), "compiler": toolchain.compiler}),
-                                     record_ok(lay.compile_record(t.name, mid))],
-                        "clean": [_rm(lay.vmfb(t.name, mid)), _rm(lay.compile_record(t.name, mid))],
+                        "actions": [(compile_action, [mid.key, t.name, flags, mlir, export_rec, str(vmfb),
+                                                      str(rec), config.compile_timeout, run, config.scheduler])],
+                        "task_dep": [f"export:{p.manifest.bundle.name}/{mid.key}"],
+                        "targets": [str(rec)],
+                        "uptodate": [config_changed({"flags": flags, "compiler": toolchain.compiler}),
+                                     inputs_unchanged(export_rec, mlir), record_ok(rec)],
+                        "clean": [_rm(vmfb), _rm(rec)],
                         "doc": f"compile {mid.key} for {t.name}",
                     }
 
@@ -391,10 +438,12 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
                                                        str(lay.compile_record(t.name, mid)),
                                                        str(lay.validation(t.name, mid)), dev, run,
                                                        config.scheduler])],
-                        "file_dep": [str(lay.compile_record(t.name, mid)),
-                                     *(str(PKG_DIR / f) for f in ("tolerances.py", "reference.py", "validate.py"))],
+                        "file_dep": [str(PKG_DIR / f) for f in ("tolerances.py", "reference.py", "validate.py")],
+                        "task_dep": [f"compile:{p.manifest.bundle.name}/{t.name}/{mid.key}"],
                         "targets": [str(lay.validation(t.name, mid))],
-                        "uptodate": [config_changed({"device": dev}), record_ok(lay.validation(t.name, mid))],
+                        "uptodate": [config_changed({"device": dev}),
+                                     inputs_unchanged(lay.compile_record(t.name, mid)),
+                                     record_ok(lay.validation(t.name, mid))],
                         "clean": [_rm(lay.validation(t.name, mid))],
                         "doc": f"validate {mid.key} on {t.name}",
                     }
@@ -409,8 +458,8 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
             for t, dev in _runnable(p):
                 subjects = []
                 for mid in p.manifest.module_ids:
-                    subjects.append((mid.key, str(p.layout.vmfb(t.name, mid)),
-                                     str(p.layout.validation(t.name, mid)), [str(p.layout.validation(t.name, mid))]))
+                    subjects.append((mid.key, str(p.layout.vmfb(t.name, mid)), str(p.layout.validation(t.name, mid)),
+                                     [p.layout.compile_record(t.name, mid), p.layout.validation(t.name, mid)]))
                 for req in p.manifest.kernels:
                     subjects.append((f"{req.signature.key}-eager", None, None, []))
                 for subject, vmfb, val, deps in subjects:
@@ -419,11 +468,10 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
                     yield {
                         "name": name,
                         "actions": [(bench_action, [subject, t.name, vmfb, val, str(out), dev, run, config.scheduler])],
-                        "file_dep": deps,
                         "targets": [str(out)],
                         # Timing shares the machine with nothing: after all compiles, one at a time.
                         "task_dep": [f"ready:{b}"] + ([f"bench:{previous}"] if previous else []),
-                        "uptodate": [config_changed({"device": dev}), record_ok(out)],
+                        "uptodate": [config_changed({"device": dev}), inputs_unchanged(*deps), record_ok(out)],
                         "clean": [_rm(out)],
                         "doc": f"benchmark {subject} on {t.name}",
                     }
@@ -516,9 +564,14 @@ def _rm(path: Path) -> Callable[[], None]:
 
 def interrupt_on_sigterm() -> None:
     """SIGTERM behaves like Ctrl-C: doit then writes its database for the
-    tasks already finished, so a restarted build redoes only the rest."""
+    tasks already finished, so a restarted build redoes only the rest. Either
+    signal first kills the compilers in flight (they run in their own
+    sessions, so neither signal reaches them)."""
+    from .compile import kill_running
 
     def handler(signum, frame):  # noqa: ARG001
+        kill_running()
         raise KeyboardInterrupt(f"signal {signum}")
 
     signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from boo_build.compile import COMPILER_ENV, compiler_path
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
@@ -52,7 +54,8 @@ def boo(*args: str, cwd: Path, check: bool = True, extra_env: dict | None = None
 
 def records(out: Path, kind: str) -> dict[str, dict]:
     """stage records by path relative to the bundle folder."""
-    pattern = {"export": "mlir/*.export.json", "compile": "vmfb/*/*.compile.json"}[kind]
+    pattern = {"export": "mlir/*.export.json", "compile": "vmfb/*/*.compile.json",
+               "validate": "validate/*/*.json"}[kind]
     return {str(p.relative_to(out / "small")): json.loads(p.read_text()) for p in (out / "small").glob(pattern)}
 
 
@@ -102,10 +105,27 @@ def test_cpu_vmfbs_load_and_run(built):
 def test_noop_rebuild_runs_nothing(built):
     d, _ = built
     before = {**run_ids(d / "out", "export"), **run_ids(d / "out", "compile")}
-    proc = boo("build", "small.toml", "--out", "out", "--no-bench", cwd=d)
+    # the same build named by absolute paths from another folder (as the
+    # dodo.py does) shares the up-to-date state of the relative one
+    proc = boo("build", str(d / "small.toml"), "--out", str(d / "out"), "--no-bench", cwd=d.parent)
     after = {**run_ids(d / "out", "export"), **run_ids(d / "out", "compile")}
     assert before == after
     assert "export   built 0" in proc.stdout and "compile  built 0" in proc.stdout
+
+
+def test_identical_reexport_recompiles_nothing(built):
+    # later stages depend on content, not on the run that wrote it
+    d, _ = built
+    out = d / "out"
+    exports, compiles, validations = (run_ids(out, k) for k in ("export", "compile", "validate"))
+    assert validations
+    for rec in (out / "small" / "mlir").glob("*.export.json"):
+        rec.unlink()
+    proc = boo("build", "small.toml", "--out", "out", "--no-bench", cwd=d)
+    again = run_ids(out, "export")
+    assert again.keys() == exports.keys() and all(again[k] != exports[k] for k in exports)
+    assert run_ids(out, "compile") == compiles and run_ids(out, "validate") == validations
+    assert f"export   built {len(exports)}" in proc.stdout and "compile  built 0" in proc.stdout
 
 
 def test_vmfbs_are_byte_identical_across_builds(built, tmp_path):
@@ -198,6 +218,19 @@ def test_unknown_target_refused_up_front(tmp_path):
     assert not (tmp_path / "out" / "small").exists()
 
 
+def marked_processes(marker: str) -> list[int]:
+    """pids of live processes whose environment holds ``marker``."""
+    found = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if marker.encode() in (d / "environ").read_bytes().split(b"\0"):
+                    found.append(int(d.name))
+            except OSError:
+                continue
+    return found
+
+
 def test_sigterm_keeps_progress(tmp_path):
     big = SMALL.replace("masks = [1, 14]", "masks = [1, 2, 4, 6, 8, 10, 12, 14]")
     (tmp_path / "small.toml").write_text(big)
@@ -212,12 +245,40 @@ def test_sigterm_keeps_progress(tmp_path):
     first = {**run_ids(tmp_path / "out", "export"), **run_ids(tmp_path / "out", "compile")}
     total = 2 * (8 + 1) + 2 * 2 * (8 + 1)  # exports + compiles
     assert 4 <= len(first) < total
+    assert all(r["status"] == "ok" for r in records(tmp_path / "out", "compile").values())
     boo("build", "small.toml", "--out", "out", "--no-validate", cwd=tmp_path)
     second = {**run_ids(tmp_path / "out", "export"), **run_ids(tmp_path / "out", "compile")}
     assert len(second) == total
     # at most the task in flight when the signal came is redone
     redone = [k for k in first if second[k] != first[k]]
     assert len(redone) <= 1, redone
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_interrupt_stops_the_compilers_in_flight(tmp_path, sig):
+    """Compilers run in their own sessions, out of reach of the signal: the
+    build kills them, records nothing for them, and a rerun compiles them."""
+    slow = tmp_path / "slow-iree-compile"
+    slow.write_text(f"#!/bin/sh\n[ \"$1\" = --version ] || sleep 120\nexec {compiler_path()} \"$@\"\n")
+    slow.chmod(0o755)
+    (tmp_path / "small.toml").write_text(SMALL)
+    mark = f"BOO_TEST_MARK={tmp_path.name}"  # inherited by everything the build starts
+    cmd = [str(BIN / "boo-build"), "build", "small.toml", "--out", "out", "--no-validate", "--targets", "cpu",
+           "-j", "2", "-q"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**env(), "BOO_TEST_MARK": tmp_path.name, COMPILER_ENV: str(slow)})
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and len(marked_processes(mark)) < 3:  # the build + a compile (sh, sleep)
+        time.sleep(0.1)
+    assert len(marked_processes(mark)) >= 3, "no compile started"
+    proc.send_signal(sig)
+    proc.wait(timeout=60)  # well inside the 120 s the stuck compiles would take
+    assert proc.returncode != 0
+    time.sleep(0.5)
+    assert marked_processes(mark) == [], "a compiler outlived the interrupted build"
+    assert records(tmp_path / "out", "compile") == {}  # killed compiles are not failures
+    boo("build", "small.toml", "--out", "out", "--no-validate", "--targets", "cpu", cwd=tmp_path)
+    assert all(r["status"] == "ok" for r in records(tmp_path / "out", "compile").values())
 
 
 def test_dodo_loads_the_same_graph():

@@ -369,3 +369,33 @@ def test_import_is_light():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_first_call_skips_ml_dtypes(built, tmp_path):
+    # import iree.runtime would pull in ml_dtypes (the bulk of the loader's
+    # cold-start budget); the loader uses the native module, and the process
+    # must still exit cleanly with kernel outputs alive (device lifetime).
+    key = next(s.key for s in KERNELS if s.dtype == "bfloat16")
+    code = textwrap.dedent(f'''
+        import sys, torch
+        from boo_build.loader import open_bundle
+        from boo_build.signature import KernelSignature
+        b = open_bundle(sys.argv[1])
+        sig = KernelSignature.parse({key!r})
+        args = [torch.ones(s, dtype=getattr(torch, dt)) for (_, s, dt) in sig.inputs()]
+        outs = b.run({key!r}, *args)
+        assert all(torch.isfinite(o.float()).all() for o in outs)
+        print(sorted(m for m in ("ml_dtypes", "iree.runtime") if m in sys.modules))
+    ''')
+    proc = subprocess.run([sys.executable, "-c", code, str(built.path)], capture_output=True, text=True,
+                          cwd=REPO, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == "[]"
+
+
+def test_device_shared_with_iree_runtime():
+    import iree.runtime as rt
+
+    from boo_build.loader.invoke import open_device
+
+    assert open_device("local-task").hal_device is rt.get_device("local-task")

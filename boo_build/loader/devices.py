@@ -1,12 +1,12 @@
 """Which devices this machine has, and which bundle targets they can run.
 
-Loader world: stdlib only here (``iree.runtime`` is imported lazily, and only
+Loader world: stdlib only here (IREE's runtime is imported lazily, and only
 when a GPU might exist), plus the pure-Python ``boo_build.targets``.
 
 ``discover()`` is cheap and keeps no state: the CPU comes from
 ``/proc/cpuinfo``; GPUs come from IREE's ``hip`` and ``cuda`` drivers, probed
 only when the device nodes they need exist (``/dev/kfd``, ``/dev/nvidia*``) so
-a CPU-only machine never pays for importing ``iree.runtime``. Every GPU probe
+a CPU-only machine never pays for importing IREE's runtime. Every GPU probe
 is guarded: a driver that fails to load means "no such GPU", never an error.
 Callers keep the result.
 """
@@ -124,9 +124,9 @@ def gpu_devices(driver_name: str) -> tuple[DeviceInfo, ...]:
     """GPUs of one IREE driver (``hip`` or ``cuda``); empty when the driver
     cannot load or finds nothing. Never raises."""
     try:
-        import iree.runtime as rt
+        from .native import runtime
 
-        driver = rt.get_driver(driver_name)
+        driver = runtime().get_cached_hal_driver(driver_name)
         infos = driver.query_available_devices()
     except Exception:  # noqa: BLE001 - no library, no device, no permission: no GPU
         return ()

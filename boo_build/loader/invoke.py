@@ -1,8 +1,8 @@
-"""Run a compiled kernel (vmfb) in-process through ``iree.runtime``.
+"""Run a compiled kernel (vmfb) in-process through IREE's runtime.
 
-Loader world: stdlib, numpy and ``iree.runtime`` (imported lazily, on the
-first ``open_device``); torch only when handed torch tensors (never imported
-here otherwise).
+Loader world: stdlib, numpy and iree-base-runtime's native module (imported
+lazily, on the first ``open_device``); torch only when handed torch tensors
+(never imported here otherwise).
 
 Call path (measured on iree-base-runtime 3.13, see docs/cpu-performance.md):
 
@@ -28,9 +28,15 @@ Call path (measured on iree-base-runtime 3.13, see docs/cpu-performance.md):
 Per-call overhead over a bare ``VmContext.invoke`` with pre-imported
 arguments: ~3 us per input, ~3 us per output, ~4 us fixed (CPU time).
 
+Import cost: the loader talks to the native extension (``native.py``), not
+``import iree.runtime``, which imports ``ml_dtypes`` (0.6-1.5 s here).
+``ml_dtypes`` is imported only for numpy bfloat16 arrays, and the full
+``iree.runtime`` only on the GPU staging path.
+
 Lifetime: outputs point into memory owned by the HAL device, so the device
-must outlive them; ``open_device`` takes devices from ``iree.runtime``'s
-process-wide cache (``get_device``), which keeps them until the process ends.
+must outlive them; ``open_device`` keeps one device per URI until the process
+ends (iree.runtime's own ``get_device`` cache does the same; when iree.runtime
+is already imported, its cache is used so the process has one device per URI).
 
 Threads: a VM context is thread-compatible, not thread-safe (iree-org/iree
 #12948), so a runner keeps a small pool of contexts over one shared module:
@@ -51,6 +57,8 @@ from typing import Any
 
 import numpy as np
 
+from .native import runtime as _rt
+
 ALIGNMENT = 64  # bytes; IREE's heap buffer import rejects anything less aligned
 
 # One lock for every module load / context creation in the process: executable
@@ -67,10 +75,26 @@ class KernelError(RuntimeError):
     """The runtime rejected or failed a kernel call; the message is IREE's."""
 
 
-def _rt():
+def _full_rt():
     import iree.runtime as rt
 
     return rt
+
+
+# One HAL device per URI for the life of the process: outputs handed out point
+# into device memory, and destroying a device under them crashes at exit.
+_DEVICES: dict[str, Any] = {}
+
+
+def _hal_device(uri: str):
+    full = sys.modules.get("iree.runtime")
+    if full is not None:  # share iree.runtime's cache when the app uses it too
+        return full.get_device(uri)
+    device = _DEVICES.get(uri)
+    if device is None:
+        device = _rt().get_cached_hal_driver(uri).create_device_by_uri(uri)
+        _DEVICES[uri] = device
+    return device
 
 
 # ------------------------------------------------------------ CPU threads
@@ -85,7 +109,7 @@ def set_cpu_threads(count: int) -> bool:
     if count < 1:
         raise ValueError(f"thread count must be positive, got {count}")
     too_late = bool(_worker_threads())
-    _rt().flags.parse_flags(f"--task_topology_max_group_count={int(count)}")
+    _rt().parse_flags(f"--task_topology_max_group_count={int(count)}")
     return not too_late
 
 
@@ -128,20 +152,10 @@ class RuntimeDevice:
 
     uri: str
     driver: str
-    config: Any  # iree.runtime.Config
+    hal_device: Any  # HalDevice
+    vm_instance: Any  # VmInstance
+    hal_module: Any  # the HAL VmModule every context links
     dlpack_device: tuple[int, int]  # (DLPack device type, index) of its memory
-
-    @property
-    def hal_device(self):
-        return self.config.device
-
-    @property
-    def vm_instance(self):
-        return self.config.vm_instance
-
-    @property
-    def hal_module(self):
-        return self.config.default_vm_modules[0]
 
     @property
     def is_cpu(self) -> bool:
@@ -157,20 +171,20 @@ class RuntimeDevice:
 def open_device(uri: str = "local-task") -> RuntimeDevice:
     """Open the device at ``uri`` ("local-task", "hip://0", "cuda://0").
 
-    The HAL device comes from iree.runtime's process-wide cache, so every
-    RuntimeDevice for one URI shares it and it lives until the process ends
-    (outputs handed out point into its memory)."""
+    Every RuntimeDevice for one URI shares one HAL device, which lives until
+    the process ends (outputs handed out point into its memory)."""
     rt = _rt()
     driver = uri.split("://", 1)[0].split("?", 1)[0]
     with _LOAD_LOCK:
-        hal_device = rt.get_device(uri)
-        config = rt.Config(device=hal_device)
+        hal_device = _hal_device(uri)
+        instance = rt.VmInstance()
+        hal_module = rt.create_hal_module(instance, hal_device)
     index = 0
     tail = uri.split("://", 1)[1] if "://" in uri else ""
     if tail.isdigit():
         index = int(tail)
-    return RuntimeDevice(uri=uri, driver=driver, config=config,
-                         dlpack_device=(_DLPACK_CODE.get(driver, _DLPACK_CPU), index))
+    return RuntimeDevice(uri=uri, driver=driver, hal_device=hal_device, vm_instance=instance,
+                         hal_module=hal_module, dlpack_device=(_DLPACK_CODE.get(driver, _DLPACK_CPU), index))
 
 
 # --------------------------------------------------------------- helpers
@@ -343,7 +357,7 @@ class KernelRunner:
 
     def _call_host(self, arrays):
         """numpy arrays on a GPU: copy in (host staging), run, copy out."""
-        rt = _rt()
+        rt = _full_rt()
         hal = self.device.hal_device
         arg_list = self._VariantList(len(arrays))
         for a in arrays:
