@@ -16,6 +16,8 @@ import os
 import sys
 from pathlib import Path
 
+from .compile import DEFAULT_TIMEOUT_S  # stdlib only
+
 DEFAULT_MANIFEST_DIR = Path("manifests")
 DEFAULT_OUT = Path("artifacts")
 DEP_FILE = ".doit.db"
@@ -87,7 +89,8 @@ def _add_graph_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-validate", action="store_true", help="skip validation and benchmarks")
     p.add_argument("--flag", action="append", metavar="TARGET=FLAG",
                    help="append an iree-compile flag for one target (repeatable)")
-    p.add_argument("--timeout", type=float, default=300.0, help="per-compile timeout in seconds")
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
+                   help=f"per-compile timeout in seconds (default {DEFAULT_TIMEOUT_S:g})")
     p.add_argument("--version", dest="bundle_version", help=argparse.SUPPRESS)
     p.add_argument("--scheduler", default=os.environ.get("DASK_SCHEDULER_ADDRESS"),
                    help="Dask scheduler address, or 'local' for a LocalCluster (default: $DASK_SCHEDULER_ADDRESS)")

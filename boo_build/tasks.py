@@ -40,7 +40,7 @@ from typing import Any, Callable, Iterator
 from doit.tools import config_changed
 
 from . import __version__
-from .compile import write_atomic  # stdlib only: cheap at graph load
+from .compile import DEFAULT_TIMEOUT_S, write_atomic  # stdlib only: cheap at graph load
 from .manifest import Manifest, load_manifest
 from .signature import KernelSignature, ModuleId, dumps
 from .targets import Target, catalogue, resolve
@@ -59,7 +59,7 @@ class BuildConfig:
     bench: bool = True
     validate: bool = True
     extra_flags: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (target, flags) appended
-    compile_timeout: float = 300.0
+    compile_timeout: float = DEFAULT_TIMEOUT_S
     run_id: str = field(default_factory=lambda: f"{time.time_ns():x}-{os.getpid()}")
     scheduler: str | None = None  # Dask scheduler address, "local", or None
 
