@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from .compile import DEFAULT_TIMEOUT_S  # stdlib only
@@ -154,8 +155,6 @@ def main(argv: list[str] | None = None) -> int:
     interrupt_on_sigterm()
     jobs = ns.jobs
     if ns.cmd in ("list", "clean", "forget"):  # nothing runs: no cluster needed
-        from dataclasses import replace
-
         config = replace(config, scheduler=None)
     if ns.cmd == "list":
         return run_doit(config, plans, ["list", "--all"], jobs, ns.quiet)
@@ -166,8 +165,6 @@ def main(argv: list[str] | None = None) -> int:
 
         try:
             with scheduler_session(config.scheduler) as address:
-                from dataclasses import replace
-
                 config = replace(config, scheduler=address)
                 rc = _build(config, plans, ns, jobs)
         except DistributedError as e:  # unreachable scheduler, no worker, compiler mismatch

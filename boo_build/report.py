@@ -15,21 +15,13 @@ from typing import Any
 from doit.exceptions import TaskFailed
 
 from .signature import ModuleId, dumps
-
-_RUN_FIELDS = ("run_id", "seconds")
-
-
-def _clean(rec: dict | None) -> dict | None:
-    if rec is None:
-        return None
-    return {k: v for k, v in rec.items() if k not in _RUN_FIELDS}
+from .tasks import read_json, stable_record
 
 
 def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict[str, Any]]:
     """(report, run statistics) for one plan, from the records on disk."""
     from .benchmark import BenchResult, table_rows
     from .selection import select
-    from .tasks import read_json
     from .validate import ValidationResult
 
     lay = plan.layout
@@ -69,8 +61,8 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
                 if dev:
                     note("validate", val)
                 ben = read_json(lay.bench(t.name, mid.key)) if dev and config.bench else None
-                impls[impl] = {"export": _clean(exports.get(mid.key)), "compile": _clean(comp),
-                               "validation": _clean(val), "bench": _clean(ben)}
+                impls[impl] = {"export": stable_record(exports.get(mid.key)), "compile": stable_record(comp),
+                               "validation": stable_record(val), "bench": stable_record(ben)}
                 if comp and comp.get("status") == "ok":
                     compiled.append(impl)
                 elif comp and comp.get("status") == "failed":
@@ -111,7 +103,7 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
                           "rejected": dict(sorted(sel.rejected.items()))}
                 per_target[t.name]["available"] += 1
                 per_target[t.name]["validated" if vstatus == "passed" else "not validated"] += 1
-            entry["targets"][t.name] = {**status, "impls": impls, "eager": _clean(eager)}
+            entry["targets"][t.name] = {**status, "impls": impls, "eager": stable_record(eager)}
         kernels.append(entry)
 
     report = {

@@ -138,6 +138,13 @@ def record_ok(path: Path) -> Callable[..., bool]:
 VOLATILE_FIELDS = ("run_id", "seconds")  # differ between runs that produced the same result
 
 
+def stable_record(rec: dict | None) -> dict | None:
+    """A stage record without its volatile fields: what the result is."""
+    if rec is None:
+        return None
+    return {k: v for k, v in rec.items() if k not in VOLATILE_FIELDS}
+
+
 def content_digest(path: Path) -> str | None:
     """sha256 of what a file means to the next stage: a JSON record without
     its volatile fields, any other file byte for byte; None when missing."""
@@ -152,7 +159,7 @@ def content_digest(path: Path) -> str | None:
         except ValueError:
             return None
         if isinstance(rec, dict):
-            data = dumps({k: v for k, v in rec.items() if k not in VOLATILE_FIELDS}).encode()
+            data = dumps(stable_record(rec)).encode()
     return hashlib.sha256(data).hexdigest()
 
 
@@ -256,8 +263,8 @@ def export_action(mid_key: str, mlir_path: str, record_path: str, run_id: str) -
     res = export_module(mid)
     rec = {"module": mid_key, "status": res.status, "reason": res.reason, "run_id": run_id,
            "seconds": round(time.monotonic() - t0, 3), "func_name": mid.func_name}
-    # An unavailable export leaves an empty file (the compile task's file_dep
-    # stays valid); the record says why.
+    # An unavailable export leaves an empty file (a missing input would make
+    # the compile task's content check fail on every build); the record says why.
     text = res.mlir.encode() if res.ok else b""
     write_atomic(Path(mlir_path), text)
     if res.ok:
