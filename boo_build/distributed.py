@@ -86,10 +86,17 @@ def target_resource(target_name: str) -> str:
     return target_name
 
 
+def scheduler_workers(client: Client) -> dict[str, dict]:
+    """Worker address -> the scheduler's view of it, fresh from the scheduler."""
+    # Not client.scheduler_info(): it refreshes a cache shared by all threads
+    # and then returns that cache, which the client's periodic update
+    # (n_workers=0, so no "workers") may overwrite in between.
+    return client.sync(client.scheduler.identity, n_workers=-1).get("workers", {})
+
+
 def workers_with_resource(client: Client, name: str) -> list[str]:
-    """Addresses of the workers that declared resource ``name`` (fresh from the scheduler)."""
-    info = client.scheduler_info(n_workers=-1)
-    return sorted(addr for addr, w in info.get("workers", {}).items()
+    """Addresses of the workers that declared resource ``name``."""
+    return sorted(addr for addr, w in scheduler_workers(client).items()
                   if (w.get("resources") or {}).get(name, 0) > 0)
 
 

@@ -22,6 +22,7 @@ import pytest
 
 pytest.importorskip("distributed")
 
+import dask  # noqa: E402
 from distributed import Client, get_task_stream  # noqa: E402
 
 from boo_build import distributed as bd  # noqa: E402
@@ -114,7 +115,7 @@ def mixed():
         address, _ = start_cluster(procs, ["cpu=1", None])
         with bd.scheduler_session(address) as addr:
             client = bd._session(addr).client
-            info = client.scheduler_info(n_workers=-1)["workers"]
+            info = bd.scheduler_workers(client)
             cpu_w = [w for w, i in info.items() if (i.get("resources") or {}).get("cpu")]
             plain = [w for w in info if w not in cpu_w]
             assert len(cpu_w) == 1 and len(plain) == 1
@@ -159,6 +160,18 @@ def test_resource_task_runs_only_on_a_worker_declaring_it(mixed):
     with ThreadPoolExecutor(4) as pool:
         got = list(pool.map(lambda i: bd.run_on_resource(addr, "cpu", _where_am_i, f"t{i}"), range(6)))
     assert got == [(True, (f"t{i}", cpu_w)) for i in range(6)]
+
+
+def test_resource_lookup_is_race_free_under_the_clients_periodic_update(mixed):
+    """The client's own periodic scheduler-info refresh (here every 1 ms)
+    stores an identity without workers; concurrent lookups must still see
+    the cpu worker every time (they used to read that shared cache)."""
+    addr, cpu_w, _ = mixed
+    with dask.config.set({"distributed.client.scheduler-info-interval": "1ms"}), \
+            Client(addr, timeout=30, set_as_default=False) as client:
+        with ThreadPoolExecutor(6) as pool:
+            got = list(pool.map(lambda _: bd.workers_with_resource(client, "cpu"), range(600)))
+    assert got.count([cpu_w]) == len(got), f"{len(got) - got.count([cpu_w])} of {len(got)} lookups missed it"
 
 
 def test_target_without_a_worker_is_not_run_and_nothing_is_submitted(mixed, local_vmfb):
@@ -236,7 +249,7 @@ def test_killed_worker_loses_no_work(mlir, local_vmfb):
     are in flight; its tasks run again elsewhere and every result arrives."""
     with bd.scheduler_session("local", resources={"cpu": 1}) as addr:
         client = bd._session(addr).client
-        info = client.scheduler_info(n_workers=-1)["workers"]
+        info = bd.scheduler_workers(client)
         assert len(info) == 2 and all(w.startswith("tcp://127.0.0.1:") for w in info)
         assert all(i["nthreads"] == 1 and i["resources"] == {"cpu": 1} for i in info.values())
         pids = client.run(os.getpid)
@@ -257,7 +270,7 @@ def test_killed_worker_loses_no_work(mlir, local_vmfb):
         assert all(r.ok and r.vmfb == local_vmfb for r in results)
         rerun = client.run_on_scheduler(_compile_keys_processed_twice)
         assert rerun, "a task of the killed worker was run again"
-        assert victim not in client.scheduler_info(n_workers=-1)["workers"]
+        assert victim not in bd.scheduler_workers(client)
 
 
 def _compile_keys_processed_twice(dask_scheduler) -> list[str]:
