@@ -12,6 +12,7 @@ Two formats, chosen by the file's suffix:
         name = "boo-norms"
         version = "0.1.0"          # MAJOR.MINOR.PATCH[-prerelease]
         targets = ["cpu", "gfx942"]
+        max_elements = 2147483648  # optional: the most elements of one tensor (default 2^31)
 
         [[kernels]]
         op = "layer_norm"          # or rms_norm                      (required)
@@ -52,31 +53,44 @@ driver inverts ``-m`` and always adds a bias; this follows MIOpen.)
 
 Every error in a file is reported at once in one ``ManifestError``, each line
 prefixed with the file and the entry (``kernels[2]``, ``commands[0]``) or line
-number (``cmds.txt:4``).
+number (``cmds.txt:4``); every problem of one entry is reported, not only the first.
+
+Shapes are bounded before anything is exported (an unbounded one would make
+export allocate the tensor or overflow): at most ``MAX_RANK`` dims, each at
+most ``MAX_DIM``, and at most ``max_elements`` elements per tensor
+(``DEFAULT_MAX_ELEMENTS`` unless the ``[bundle]`` table raises it).
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import re
 import shlex
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from .signature import (
     ALL_MASKS,
     BIAS_GRAD,
     DEFAULT_EPS,
+    DTYPES,
     IMPLS,
     OPS,
     WEIGHT_GRAD,
     KernelSignature,
     ModuleId,
     SignatureError,
+    affine_problem,
+    canonical_dtype,
+    eps_problem,
+    mask_problem,
+    suffix_problem,
 )
+from .targets import Target, UnknownTarget, resolve
 
 __all__ = [
     "BundleSpec",
@@ -88,11 +102,20 @@ __all__ = [
     "parse_commands",
     "parse_command",
     "DEFAULT_TARGETS",
+    "DEFAULT_MAX_ELEMENTS",
     "ENTRY_KEYS",
+    "MAX_DIM",
+    "MAX_RANK",
 ]
 
 DEFAULT_TARGETS = ("cpu",)
 DEFAULT_TXT_VERSION = "0.0.0"
+
+# Shape bounds: torch allows 64 dims and export allocates real tensors, so an
+# unbounded shape fails late (or overflows); these fail it in the manifest.
+MAX_RANK = 8
+MAX_DIM = 2**31 - 1
+DEFAULT_MAX_ELEMENTS = 2**31  # per tensor; [bundle] max_elements raises it
 
 _SEMVER = re.compile(
     r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
@@ -102,7 +125,7 @@ _SEMVER = re.compile(
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 TOP_LEVEL_KEYS = ("bundle", "kernels", "commands")
-BUNDLE_KEYS = ("name", "version", "targets")
+BUNDLE_KEYS = ("name", "version", "targets", "max_elements")
 ENTRY_KEYS = (
     "op", "input_shape", "input_shapes", "normalized_shape", "dtype",
     "stats_dtype", "eps", "affine", "bias", "masks", "impls",
@@ -237,6 +260,32 @@ class Manifest:
         return tuple(sorted(ids, key=lambda m: m.key))
 
 
+# -- shape bounds ---------------------------------------------------------------
+
+
+def _limit_problem(name: str, dims: Sequence[int], max_elements: int | None) -> str | None:
+    """Rank, each dim and (unless ``max_elements`` is None) the element count
+    of one shape; positivity is checked elsewhere."""
+    if len(dims) > MAX_RANK:
+        return f"{name} has {len(dims)} dimensions: at most {MAX_RANK} are supported"
+    for i, d in enumerate(dims):
+        if d > MAX_DIM:
+            return f"{name} dimension {i} is {d}: at most {MAX_DIM} (2^31-1) is supported"
+    n = math.prod(dims)
+    if max_elements is not None and n > max_elements:
+        return (f"{name} {list(dims)} has {n} elements, more than max_elements = {max_elements} "
+                "per tensor: use a smaller shape, or raise max_elements in the [bundle] table "
+                "of a TOML manifest")
+    return None
+
+
+def _max_elements_problem(value: Any) -> str | None:
+    if _is_int(value) and value > 0:
+        return None
+    return (f"max_elements must be a positive integer (elements per tensor, default "
+            f"{DEFAULT_MAX_ELEMENTS}), got {value!r}")
+
+
 # -- MIOpen driver commands ---------------------------------------------------
 
 # command -> (op, dtype)
@@ -274,10 +323,11 @@ def _parse_int(text: str, what: str) -> int:
         raise SignatureError(f"{what} must be an integer, got {text!r}") from None
 
 
-def parse_command(text: str) -> KernelRequest | None:
+def parse_command(text: str, max_elements: int | None = DEFAULT_MAX_ELEMENTS) -> KernelRequest | None:
     """One MIOpen driver command -> a request for every implementation, or
     None for a blank / comment-only line.  Raises ``SignatureError`` (any
-    problem, message without location)."""
+    problem, message without location).  The input shape is bounded as in
+    the module docstring (``max_elements`` None: no element bound)."""
     try:
         tokens = shlex.split(text, comments=True)
     except ValueError as e:
@@ -324,6 +374,9 @@ def parse_command(text: str) -> KernelRequest | None:
         raise SignatureError(
             f"bad -X/--input {text_shape!r}: expected dims joined by 'x', e.g. 10x32x42x32"
         ) from None
+    problem = _limit_problem("-X/--input", shape, max_elements)
+    if problem:
+        raise SignatureError(problem)
 
     mask = _parse_int(values["forw"][1], "-F/--forw") if "forw" in values else 1
     mode = _parse_int(values["mode"][1], "-m/--mode") if "mode" in values else 0
@@ -363,14 +416,15 @@ def parse_command(text: str) -> KernelRequest | None:
     return KernelRequest(sig, IMPLS)
 
 
-def _commands(items: Iterable[tuple[str, Any]], errors: list[str]) -> list[KernelRequest]:
+def _commands(items: Iterable[tuple[str, Any]], errors: list[str],
+              max_elements: int | None = DEFAULT_MAX_ELEMENTS) -> list[KernelRequest]:
     out = []
     for where, text in items:
         if not isinstance(text, str):
             errors.append(f"{where}: a command must be a string, got {text!r}")
             continue
         try:
-            req = parse_command(text)
+            req = parse_command(text, max_elements)
         except SignatureError as e:
             errors.append(f"{where}: {e}")
             continue
@@ -399,8 +453,9 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _shape(name: str, value: Any) -> tuple[int, ...]:
-    """A shape from TOML: a list of positive ints (or "8x128x768")."""
+def _shape(name: str, value: Any, max_elements: int | None = None) -> tuple[int, ...]:
+    """A shape from TOML: a list of positive ints (or "8x128x768"), bounded
+    (``max_elements`` None: no element bound)."""
     if isinstance(value, str):
         try:
             value = [int(d, 10) for d in value.lower().split("x")]
@@ -412,6 +467,9 @@ def _shape(name: str, value: Any) -> tuple[int, ...]:
         raise SignatureError(f"{name} must be a list of positive integers, got {value!r}")
     if not value or not all(_is_int(d) and d > 0 for d in value):
         raise SignatureError(f"{name} must be a non-empty list of positive integers, got {list(value)}")
+    problem = _limit_problem(name, value, max_elements)
+    if problem:
+        raise SignatureError(problem)
     return tuple(value)
 
 
@@ -423,8 +481,12 @@ def _str_list(name: str, value: Any) -> list[str]:
     raise SignatureError(f"{name} must be a string or a non-empty list of strings, got {value!r}")
 
 
-def _entry(entry: Any) -> tuple[list[KernelRequest], list[str]]:
-    """One ``[[kernels]]`` table -> its requests and its problems (unprefixed)."""
+def _entry(entry: Any, max_elements: int | None = DEFAULT_MAX_ELEMENTS) -> tuple[list[KernelRequest], list[str]]:
+    """One ``[[kernels]]`` table -> its requests and its problems (unprefixed).
+
+    Each field is checked on its own, then every check across fields whose
+    values are valid, so all of an entry's problems come back together (a
+    bad dtype does not hide a bad mask)."""
     if not isinstance(entry, dict):
         return [], [f"each kernels entry must be a table, got {entry!r}"]
     errors: list[str] = []
@@ -439,6 +501,10 @@ def _entry(entry: Any) -> tuple[list[KernelRequest], list[str]]:
             errors.append(str(e))
             return None
 
+    def check(problem: str | None) -> None:
+        if problem:
+            errors.append(problem)
+
     # op
     op = entry.get("op")
     if op is None:
@@ -447,39 +513,39 @@ def _entry(entry: Any) -> tuple[list[KernelRequest], list[str]]:
         errors.append(f"unknown op {op!r}: use one of {', '.join(OPS)}")
         op = None
 
-    # shapes
-    shapes: list[tuple[int, ...]] | None = None
+    # shapes (None where invalid)
+    shapes: list[tuple[int, ...] | None] = []
     if "input_shape" in entry and "input_shapes" in entry:
         errors.append("give input_shape or input_shapes, not both")
     elif "input_shape" in entry:
-        s = attempt(_shape, "input_shape", entry["input_shape"])
-        shapes = [s] if s is not None else None
+        shapes = [attempt(_shape, "input_shape", entry["input_shape"], max_elements)]
     elif "input_shapes" in entry:
         value = entry["input_shapes"]
         if not isinstance(value, list) or not value:
             errors.append(f"input_shapes must be a non-empty list of shapes, got {value!r}")
         else:
-            got = [attempt(_shape, f"input_shapes[{i}]", v) for i, v in enumerate(value)]
-            shapes = got if all(s is not None for s in got) else None
+            shapes = [attempt(_shape, f"input_shapes[{i}]", v, max_elements) for i, v in enumerate(value)]
     else:
         errors.append("missing key 'input_shape' (or 'input_shapes', a list of shapes)")
 
     normalized = None
     if "normalized_shape" in entry:
         normalized = attempt(_shape, "normalized_shape", entry["normalized_shape"])
-        if normalized is None:
-            shapes = None
 
     dtypes = attempt(_str_list, "dtype", entry.get("dtype", "float32"))
+    if dtypes is not None:
+        dtypes = [attempt(canonical_dtype, d) for d in dtypes]  # each unknown one reported
     stats_dtype = entry.get("stats_dtype")
     if stats_dtype is not None and not isinstance(stats_dtype, str):
         errors.append(f"stats_dtype must be a string, got {stats_dtype!r}")
-        stats_dtype = None
+    elif stats_dtype is not None:
+        try:
+            canonical_dtype(stats_dtype)
+        except SignatureError:
+            errors.append(f"unknown stats_dtype {stats_dtype!r}: use one of {', '.join(DTYPES)}")
 
     eps = entry.get("eps", DEFAULT_EPS)
-    if not (isinstance(eps, (int, float)) and not isinstance(eps, bool)):
-        errors.append(f"eps must be a number, got {eps!r}")
-        eps = None
+    check(eps_problem(eps))
 
     affine = entry.get("affine", True)
     if not isinstance(affine, bool):
@@ -506,16 +572,24 @@ def _entry(entry: Any) -> tuple[list[KernelRequest], list[str]]:
     impls = entry.get("impls", list(IMPLS))
     if isinstance(impls, str):
         impls = [impls]
-    impl_errors = _impls_problems(impls)
-    errors += impl_errors
+    errors += _impls_problems(impls)
 
-    if None in (op, shapes, dtypes, eps, affine, bias, masks) or impl_errors:
+    # across fields, where the fields involved are valid
+    if op is not None and affine is not None and bias is not None:
+        check(affine_problem(op, affine, bias))
+        for m in masks or ():
+            check(mask_problem(op, m, affine, bias))
+    if normalized is not None:
+        for shape in shapes:
+            if shape is not None:
+                check(suffix_problem(shape, normalized))
+
+    if errors:
         return [], list(_dedupe(errors))
 
     reqs = []
-    sig_errors = []
     for shape, dtype, mask in itertools.product(shapes, dtypes, masks):
-        try:
+        try:  # every field was checked above; this is a backstop
             sig = KernelSignature(
                 op=op, input_shape=shape,
                 normalized_shape=normalized if normalized is not None else shape[-1:],
@@ -523,23 +597,25 @@ def _entry(entry: Any) -> tuple[list[KernelRequest], list[str]]:
                 stats_dtype=stats_dtype,
             )
         except SignatureError as e:
-            sig_errors.append(str(e))
+            errors.append(str(e))
             continue
         reqs.append(KernelRequest(sig, tuple(impls)))
-    errors += sig_errors
-    return reqs, list(_dedupe(errors))
+    return (reqs if not errors else []), list(_dedupe(errors))
 
 
-def _bundle(data: dict, path: str, targets: Sequence[str] | None,
-            version: str | None, errors: list[str]) -> BundleSpec | None:
+def _bundle(data: dict, path: str, targets: Sequence[str] | None, version: str | None,
+            errors: list[str], catalogue: Mapping[str, Target] | None = None
+            ) -> tuple[BundleSpec | None, int | None]:
+    """The bundle and its max_elements (None when that is invalid: entries
+    are then not checked against a bound the author did not mean)."""
     where = f"{path}: bundle"
     table = data.get("bundle")
     if table is None:
         errors.append(f"{path}: missing [bundle] table (name, version, targets)")
-        return None
+        return None, DEFAULT_MAX_ELEMENTS
     if not isinstance(table, dict):
         errors.append(f"{where}: must be a table: write [bundle]")
-        return None
+        return None, DEFAULT_MAX_ELEMENTS
     problems = [f"unknown key {k!r}: valid keys are {', '.join(BUNDLE_KEYS)}"
                 for k in table if k not in BUNDLE_KEYS]
     name = table.get("name")
@@ -552,35 +628,60 @@ def _bundle(data: dict, path: str, targets: Sequence[str] | None,
     elif version is None:
         problems.append("missing key 'version' (semver, e.g. \"0.1.0\")")
     if "targets" in table:
-        problems += _targets_problems(table["targets"])
+        target_problems = _targets_problems(table["targets"])
+        # checked even when an override replaces them: a manifest naming an
+        # unknown target is wrong whatever --targets says
+        problems += target_problems or _unknown_targets(table["targets"], catalogue)
     elif targets is None:
         problems.append("missing key 'targets' (e.g. [\"cpu\", \"gfx942\"])")
+    max_elements = table.get("max_elements", DEFAULT_MAX_ELEMENTS)
+    bad_max = _max_elements_problem(max_elements)
+    if bad_max:
+        problems.append(bad_max)
+        max_elements = None
     errors += [f"{where}: {p}" for p in problems]
-    override = _override_problems(path, targets, version)
+    override = _override_problems(path, targets, version, catalogue=catalogue)
     errors += override
     if problems or override:
-        return None
-    return BundleSpec(
+        return None, max_elements
+    spec = BundleSpec(
         name=name,
         version=version if version is not None else table["version"],
         targets=tuple(targets if targets is not None else table["targets"]),
     )
+    return spec, max_elements
+
+
+def _unknown_targets(names: Sequence[str], catalogue: Mapping[str, Target] | None) -> list[str]:
+    """The catalogue's refusal of unknown names ([] without a catalogue)."""
+    if catalogue is None:
+        return []
+    try:
+        resolve(names, catalogue)
+    except UnknownTarget as e:
+        return [str(e)]
+    return []
 
 
 def _override_problems(path: str, targets: Sequence[str] | None, version: str | None,
-                       label: str = "override: ") -> list[str]:
+                       label: str = "override: ",
+                       catalogue: Mapping[str, Target] | None = None) -> list[str]:
     problems = []
     if version is not None:
         problems += _version_problems(version)
     if targets is not None:
-        problems += _targets_problems(list(targets) if not isinstance(targets, str) else targets)
+        names = list(targets) if not isinstance(targets, str) else targets
+        problems += _targets_problems(names) or _unknown_targets(names, catalogue)
     return [f"{path}: {label}{p}" for p in problems]
 
 
 def parse_toml(text: str, path: str | os.PathLike = "<manifest>", *,
-               targets: Sequence[str] | None = None, version: str | None = None) -> Manifest:
+               targets: Sequence[str] | None = None, version: str | None = None,
+               catalogue: Mapping[str, Target] | None = None) -> Manifest:
     """A TOML manifest's text -> ``Manifest``; raises ``ManifestError`` with
-    every problem.  ``targets`` / ``version`` replace the file's."""
+    every problem.  ``targets`` / ``version`` replace the file's; with a
+    ``catalogue`` (``targets.catalogue()``), every target named in the file
+    or the override must be in it."""
     path = str(path)
     try:
         data = tomllib.loads(text)
@@ -591,7 +692,7 @@ def parse_toml(text: str, path: str | os.PathLike = "<manifest>", *,
         if k not in TOP_LEVEL_KEYS:
             errors.append(f"{path}: unknown top-level key {k!r}: valid keys are "
                           f"{', '.join(TOP_LEVEL_KEYS)} ([bundle], [[kernels]], commands = [...])")
-    bundle = _bundle(data, path, targets, version, errors)
+    bundle, max_elements = _bundle(data, path, targets, version, errors, catalogue)
 
     requests: list[KernelRequest] = []
     before = len(errors)
@@ -600,7 +701,7 @@ def parse_toml(text: str, path: str | os.PathLike = "<manifest>", *,
         errors.append(f"{path}: kernels must be an array of tables: write [[kernels]]")
         kernels = []
     for i, entry in enumerate(kernels):
-        reqs, problems = _entry(entry)
+        reqs, problems = _entry(entry, max_elements)
         requests += reqs
         errors += [f"{path}: kernels[{i}]: {p}" for p in problems]
 
@@ -608,7 +709,8 @@ def parse_toml(text: str, path: str | os.PathLike = "<manifest>", *,
     if not isinstance(commands, list):
         errors.append(f"{path}: commands must be an array of strings")
         commands = []
-    requests += _commands(((f"{path}: commands[{i}]", c) for i, c in enumerate(commands)), errors)
+    requests += _commands(((f"{path}: commands[{i}]", c) for i, c in enumerate(commands)), errors,
+                          max_elements)
 
     if not requests and len(errors) == before:  # nothing asked for, nothing wrong with it
         errors.append(f"{path}: no kernels: add [[kernels]] entries or a commands array")
@@ -618,13 +720,14 @@ def parse_toml(text: str, path: str | os.PathLike = "<manifest>", *,
     return Manifest(path=path, bundle=bundle, kernels=tuple(requests))
 
 
-def _parse_txt(text: str, path: str, targets: Sequence[str] | None, version: str | None) -> Manifest:
+def _parse_txt(text: str, path: str, targets: Sequence[str] | None, version: str | None,
+               catalogue: Mapping[str, Target] | None = None) -> Manifest:
     errors: list[str] = []
     name = Path(path).stem
     version = DEFAULT_TXT_VERSION if version is None else version
     targets = DEFAULT_TARGETS if targets is None else targets
     errors += [f"{path}: {p}" for p in _name_problems(name)]
-    errors += _override_problems(path, targets, version, label="")
+    errors += _override_problems(path, targets, version, label="", catalogue=catalogue)
     try:
         requests = parse_commands(text, path)
     except ManifestError as e:
@@ -638,8 +741,9 @@ def _parse_txt(text: str, path: str, targets: Sequence[str] | None, version: str
 
 
 def load_manifest(path: str | os.PathLike, *, targets: Sequence[str] | None = None,
-                  version: str | None = None) -> Manifest:
-    """Read a ``.toml`` or ``.txt`` manifest; raises ``ManifestError``."""
+                  version: str | None = None, catalogue: Mapping[str, Target] | None = None) -> Manifest:
+    """Read a ``.toml`` or ``.txt`` manifest; raises ``ManifestError``.
+    ``targets``, ``version`` and ``catalogue`` as in ``parse_toml``."""
     spath = str(path)
     suffix = Path(spath).suffix.lower()
     if suffix not in (".toml", ".txt"):
@@ -649,5 +753,5 @@ def load_manifest(path: str | os.PathLike, *, targets: Sequence[str] | None = No
     except (OSError, UnicodeDecodeError) as e:
         raise ManifestError([f"{spath}: cannot read: {e}"]) from None
     if suffix == ".toml":
-        return parse_toml(text, spath, targets=targets, version=version)
-    return _parse_txt(text, spath, targets, version)
+        return parse_toml(text, spath, targets=targets, version=version, catalogue=catalogue)
+    return _parse_txt(text, spath, targets, version, catalogue)

@@ -39,6 +39,7 @@ import functools
 import hashlib
 import json
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -131,43 +132,13 @@ class KernelSignature:
              else default_stats_dtype(self.op, self.dtype))
         set_("affine", bool(self.affine))
         set_("bias", bool(self.bias))
-        try:
-            set_("eps", float(self.eps))
-        except (TypeError, ValueError):
-            raise SignatureError(f"eps must be a number, got {self.eps!r}") from None
-        if not (self.eps > 0 and math.isfinite(self.eps)):
-            raise SignatureError(f"eps must be a positive finite number, got {self.eps!r}")
-        n = len(self.normalized_shape)
-        if n > len(self.input_shape) or self.input_shape[-n:] != self.normalized_shape:
-            raise SignatureError(
-                f"normalized_shape {list(self.normalized_shape)} is not a suffix of "
-                f"input_shape {list(self.input_shape)}"
-            )
-        if self.op == "rms_norm" and self.bias:
-            raise SignatureError("rms_norm has no bias: set bias = false")
-        if self.bias and not self.affine:
-            raise SignatureError("bias requires affine = true (a bias without a weight is not a norm ATen has)")
-        if not isinstance(self.mask, int) or isinstance(self.mask, bool):
-            raise SignatureError(f"mask must be an integer, got {self.mask!r}")
-        self._check_mask()
-
-    def _check_mask(self) -> None:
-        m = self.mask
-        valid = ALL_MASKS[self.op]
-        if m not in valid:
-            why = (
-                "0 selects nothing" if m == 0
-                else "forward (1) cannot be combined with gradients" if m & FORWARD and m != FORWARD
-                else "rms_norm has no bias gradient (8)" if self.op == "rms_norm" and m & BIAS_GRAD
-                else "only bits 1, 2, 4, 8 exist"
-            )
-            raise SignatureError(
-                f"mask {m} is invalid for {self.op}: {why}; valid masks: {', '.join(map(str, valid))}"
-            )
-        if m & WEIGHT_GRAD and not self.affine:
-            raise SignatureError(f"mask {m} asks for a weight gradient but affine = false")
-        if m & BIAS_GRAD and not self.bias:
-            raise SignatureError(f"mask {m} asks for a bias gradient but bias = false")
+        problem = (eps_problem(self.eps)
+                   or suffix_problem(self.input_shape, self.normalized_shape)
+                   or affine_problem(self.op, self.affine, self.bias)
+                   or mask_problem(self.op, self.mask, self.affine, self.bias))
+        if problem:
+            raise SignatureError(problem)
+        set_("eps", float(self.eps))
 
     # -- derived -----------------------------------------------------------
     @property
@@ -305,6 +276,53 @@ class KernelSignature:
 
     def __str__(self) -> str:
         return self.key
+
+
+# Field checks, one problem (or None) each: KernelSignature raises the first;
+# the manifest calls them separately to report every problem of an entry.
+
+def eps_problem(eps: Any) -> str | None:
+    """eps is a real number (not a bool or a string, which torch refuses too), positive and finite."""
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
+        return f"eps must be a number (int or float), got {eps!r}"
+    if not (eps > 0 and math.isfinite(eps)):
+        return f"eps must be a positive finite number, got {eps!r}"
+    return None
+
+
+def suffix_problem(input_shape: tuple[int, ...], normalized_shape: tuple[int, ...]) -> str | None:
+    n = len(normalized_shape)
+    if n > len(input_shape) or tuple(input_shape[-n:]) != tuple(normalized_shape):
+        return (f"normalized_shape {list(normalized_shape)} is not a suffix of "
+                f"input_shape {list(input_shape)}")
+    return None
+
+
+def affine_problem(op: str, affine: bool, bias: bool) -> str | None:
+    if op == "rms_norm" and bias:
+        return "rms_norm has no bias: set bias = false"
+    if bias and not affine:
+        return "bias requires affine = true (a bias without a weight is not a norm ATen has)"
+    return None
+
+
+def mask_problem(op: str, mask: Any, affine: bool, bias: bool) -> str | None:
+    if not isinstance(mask, int) or isinstance(mask, bool):
+        return f"mask must be an integer, got {mask!r}"
+    valid = ALL_MASKS[op]
+    if mask not in valid:
+        why = (
+            "0 selects nothing" if mask == 0
+            else "forward (1) cannot be combined with gradients" if mask & FORWARD and mask != FORWARD
+            else "rms_norm has no bias gradient (8)" if op == "rms_norm" and mask & BIAS_GRAD
+            else "only bits 1, 2, 4, 8 exist"
+        )
+        return f"mask {mask} is invalid for {op}: {why}; valid masks: {', '.join(map(str, valid))}"
+    if mask & WEIGHT_GRAD and not affine:
+        return f"mask {mask} asks for a weight gradient but affine = false"
+    if mask & BIAS_GRAD and not bias:
+        return f"mask {mask} asks for a bias gradient but bias = false"
+    return None
 
 
 def _as_dims(name: str, value: Any) -> tuple[int, ...]:

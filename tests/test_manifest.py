@@ -295,7 +295,7 @@ ENTRY = 'op = "layer_norm"\ninput_shape = [8, 128, 768]\n'
     ('op = "layer_norm"\ninput_shape = [8, 128, 768]\nnormalized_shape = [8, 8, 128, 768]\n',
      "is not a suffix"),
     (ENTRY + 'dtype = "float8"\n', "kernels[0]: unknown dtype 'float8'"),
-    (ENTRY + 'stats_dtype = "int8"\n', "kernels[0]: unknown dtype 'int8'"),
+    (ENTRY + 'stats_dtype = "int8"\n', "kernels[0]: unknown stats_dtype 'int8'"),
     ('op = "group_norm"\ninput_shape = [8, 128, 768]\n',
      "kernels[0]: unknown op 'group_norm': use one of layer_norm, rms_norm"),
     (ENTRY + "masks = [0]\n", "kernels[0]: mask 0 is invalid for layer_norm: 0 selects nothing"),
