@@ -18,6 +18,7 @@ Thread count of IREE's local-task driver: fixed when the driver is created
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import math
 import statistics
@@ -26,11 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from .signature import IMPLS, INPUT_GRAD, WEIGHT_GRAD, BIAS_GRAD, KernelSignature, ModuleId
+from .signature import IMPLS, INPUT_GRAD, WEIGHT_GRAD, BIAS_GRAD, KernelSignature, ModuleId, shape_text
 from .targets import Target
 
 BENCH_STATUSES = ("ok", "not run", "error", "skipped")
 EAGER = "eager"
+COMPILED = "torch.compile"
 
 
 # ----------------------------------------------------------------- stats
@@ -115,8 +117,13 @@ class BenchResult:
     p90_s: float | None = None
     reps: int = 0
     threads: int = 0
+    # A dynamic signature, timed at several input shapes (``bench_at``): per
+    # shape {"shape", "status", "reason", "min_s", "median_s", "p90_s", "reps"};
+    # the fields above are the first shape's.
+    sizes: tuple = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "sizes", tuple(dict(x) for x in self.sizes))
         if self.status not in BENCH_STATUSES:
             raise ValueError(f"unknown benchmark status {self.status!r}: use one of {', '.join(BENCH_STATUSES)}")
 
@@ -133,6 +140,7 @@ class BenchResult:
             "subject": self.subject, "signature": self.signature, "target": self.target,
             "status": self.status, "reason": self.reason, "min_s": self.min_s, "median_s": self.median_s,
             "p90_s": self.p90_s, "reps": self.reps, "threads": self.threads,
+            **({"sizes": [dict(x) for x in self.sizes]} if self.sizes else {}),
         }
 
     @classmethod
@@ -141,6 +149,7 @@ class BenchResult:
             subject=d["subject"], signature=d["signature"], target=d["target"], status=d["status"],
             reason=d.get("reason", ""), min_s=d.get("min_s"), median_s=d.get("median_s"),
             p90_s=d.get("p90_s"), reps=int(d.get("reps") or 0), threads=int(d.get("threads") or 0),
+            sizes=tuple(d.get("sizes") or ()),
         )
 
 
@@ -154,9 +163,11 @@ def _result(subject: str, sig: KernelSignature, target: str, stats: Stats, threa
 
 # --------------------------------------------------------------- kernels
 def bench_kernel(vmfb: bytes, mid: ModuleId, target: Target, device, *, seed: int = 0,
+                 torch_device: str | None = None, shape: tuple[int, ...] | None = None,
                  **measure_kw) -> BenchResult:
     """Time ``vmfb`` on ``device`` (``loader.devices.DeviceInfo``; None: not run)
-    through the loader's call path, with inputs prepared once."""
+    through the loader's call path, with inputs prepared once (on a GPU: torch
+    tensors on ``torch_device`` when given, else host arrays, staged)."""
     sig = mid.signature
     base = dict(subject=mid.key, signature=sig.key, target=target.name)
     if device is None:
@@ -167,8 +178,10 @@ def bench_kernel(vmfb: bytes, mid: ModuleId, target: Target, device, *, seed: in
     try:
         dev = open_device(device.uri)
         runner = KernelRunner(dev, vmfb, mid.func_name)
-        args = sample_args(sig, seed)
-        if not dev.is_cpu:
+        args = sample_args(sig if shape is None else sig.bind(shape), seed)  # shape: a dynamic kernel's
+        if not dev.is_cpu and torch_device is not None:
+            args = tuple(a.to(torch_device) for a in args)
+        elif not dev.is_cpu:
             from .validate import _to_numpy  # host arrays for GPUs (CPU build of torch)
 
             args = tuple(_to_numpy(a) for a in args)
@@ -178,10 +191,34 @@ def bench_kernel(vmfb: bytes, mid: ModuleId, target: Target, device, *, seed: in
     return _result(mid.key, sig, target.name, stats, dev.threads())
 
 
+def bench_at(sig: KernelSignature, shapes, run_one: Callable[[tuple[int, ...]], BenchResult]) -> BenchResult:
+    """One result for a dynamic signature timed at each of ``shapes``
+    (``run_one(shape)``): the first shape's timing, every shape in ``sizes``."""
+    results = [run_one(tuple(shape)) for shape in shapes]
+    sizes = tuple({"shape": list(shape), "status": r.status, "reason": r.reason, "min_s": r.min_s,
+                   "median_s": r.median_s, "p90_s": r.p90_s, "reps": r.reps} for shape, r in zip(shapes, results))
+    return dataclasses.replace(results[0], signature=sig.key, sizes=sizes)
+
+
+def bench_kernel_at(vmfb: bytes, mid: ModuleId, target: Target, device, shapes=(), **kw) -> BenchResult:
+    """``bench_kernel``, at each of ``shapes`` for a dynamic kernel (``bench_at``)."""
+    if not mid.signature.is_dynamic or not shapes or device is None:
+        return bench_kernel(vmfb, mid, target, device, **kw)
+    return bench_at(mid.signature, shapes, lambda s: bench_kernel(vmfb, mid, target, device, shape=s, **kw))
+
+
+def bench_eager_at(sig: KernelSignature, shapes=(), **kw) -> BenchResult:
+    """``bench_eager``, at each of ``shapes`` for a dynamic signature (``bench_at``;
+    without shapes, at its export sizes)."""
+    if not sig.is_dynamic:
+        return bench_eager(sig, **kw)
+    return bench_at(sig, shapes or (sig.example().input_shape,), lambda s: bench_eager(sig.bind(s), **kw))
+
+
 # ----------------------------------------------------------------- eager
-def eager_fn(sig: KernelSignature, seed: int = 0) -> Callable[[], Any]:
-    """A no-argument callable running torch's eager CPU op for ``sig`` on
-    prepared inputs (what a model without these kernels would run).
+def eager_fn(sig: KernelSignature, seed: int = 0, device: str = "cpu") -> Callable[[], Any]:
+    """A no-argument callable running torch's eager op for ``sig`` on
+    prepared inputs on ``device`` (what a model without these kernels would run).
 
     * layer_norm: ``aten.native_layer_norm`` / ``native_layer_norm_backward``
       with the output mask (statistics as eager's own forward saves them).
@@ -191,32 +228,61 @@ def eager_fn(sig: KernelSignature, seed: int = 0) -> Callable[[], Any]:
       composite ``F.rms_norm``: its graph is built once and only
       ``torch.autograd.grad(..., retain_graph=True)`` is timed.
     """
+    return _norm_call(sig, seed, device, compiled=False)
+
+
+def compiled_fn(sig: KernelSignature, seed: int = 0, device: str = "cpu") -> Callable[[], Any]:
+    """Like ``eager_fn``, with the op compiled by ``torch.compile`` (Inductor,
+    default mode, static shapes, one graph); an RMS-norm backward compiles
+    ``aten._fused_rms_norm_backward`` (Inductor decomposes it). The first
+    call compiles."""
+    return _norm_call(sig, seed, device, compiled=True)
+
+
+def _norm_call(sig: KernelSignature, seed: int, device: str, *, compiled: bool) -> Callable[[], Any]:
     import torch
 
     from .modules import sample_args, torch_dtype
 
+    aten = torch.ops.aten
     g = torch.Generator().manual_seed(seed)
     dt = torch_dtype(sig.dtype)
     ns = list(sig.normalized_shape)
-    fwd_args = sample_args(sig.replace(mask=1), seed)
+    fwd_args = [a.to(device) for a in sample_args(sig.replace(mask=1), seed)]
     x = fwd_args[0]
     w = fwd_args[1] if sig.affine else None
     b = fwd_args[2] if sig.bias else None
     if sig.op == "layer_norm":
         if sig.is_forward:
-            return lambda: torch.ops.aten.native_layer_norm(x, ns, w, b, sig.eps)
-        _, mean, rstd = torch.ops.aten.native_layer_norm(x, ns, w, b, sig.eps)
-        gy = torch.randn(sig.input_shape, generator=g).to(dt)
-        mask = [bool(sig.mask & INPUT_GRAD), bool(sig.mask & WEIGHT_GRAD), bool(sig.mask & BIAS_GRAD)]
-        return lambda: torch.ops.aten.native_layer_norm_backward(gy, x, ns, mean, rstd, w, b, mask)
-    if sig.is_forward:
-        return lambda: torch.ops.aten._fused_rms_norm(x, ns, w, sig.eps)
-    xr = x.clone().requires_grad_(bool(sig.mask & INPUT_GRAD))
-    wr = w.clone().requires_grad_(bool(sig.mask & WEIGHT_GRAD)) if w is not None else None
-    y = torch.nn.functional.rms_norm(xr, ns, wr, sig.eps)
-    gy = torch.randn(sig.input_shape, generator=g).to(dt)
-    wanted = [t for bit, t in ((INPUT_GRAD, xr), (WEIGHT_GRAD, wr)) if sig.mask & bit]
-    return lambda: torch.autograd.grad(y, wanted, gy, retain_graph=True)
+            op, args = (lambda x, w, b: aten.native_layer_norm(x, ns, w, b, sig.eps)), (x, w, b)
+        else:
+            _, mean, rstd = aten.native_layer_norm(x, ns, w, b, sig.eps)
+            gy = torch.randn(sig.input_shape, generator=g).to(dt).to(device)
+            mask = [bool(sig.mask & INPUT_GRAD), bool(sig.mask & WEIGHT_GRAD), bool(sig.mask & BIAS_GRAD)]
+            op = lambda gy, x, mean, rstd, w, b: aten.native_layer_norm_backward(  # noqa: E731
+                gy, x, ns, mean, rstd, w, b, mask)
+            args = (gy, x, mean, rstd, w, b)
+    elif sig.is_forward:
+        op, args = (lambda x, w: aten._fused_rms_norm(x, ns, w, sig.eps)), (x, w)
+    elif compiled:
+        _, rstd = aten._fused_rms_norm(x, ns, w, sig.eps)
+        gy = torch.randn(sig.input_shape, generator=g).to(dt).to(device)
+        mask = [bool(sig.mask & INPUT_GRAD), bool(sig.mask & WEIGHT_GRAD)]
+        op = lambda gy, x, rstd, w: aten._fused_rms_norm_backward(gy, x, ns, rstd, w, mask)  # noqa: E731
+        args = (gy, x, rstd, w)
+    else:
+        xr = x.clone().requires_grad_(bool(sig.mask & INPUT_GRAD))
+        wr = w.clone().requires_grad_(bool(sig.mask & WEIGHT_GRAD)) if w is not None else None
+        y = torch.nn.functional.rms_norm(xr, ns, wr, sig.eps)
+        gy = torch.randn(sig.input_shape, generator=g).to(dt).to(device)
+        wanted = [t for bit, t in ((INPUT_GRAD, xr), (WEIGHT_GRAD, wr)) if sig.mask & bit]
+        return lambda: torch.autograd.grad(y, wanted, gy, retain_graph=True)
+    if compiled:
+        # Signatures share these lambdas' code: start afresh so that no
+        # earlier compile's guards or recompile limit get in the way.
+        torch._dynamo.reset()
+        op = torch.compile(op, dynamic=False, fullgraph=True)
+    return lambda: op(*args)
 
 
 def local_task_threads() -> int:
@@ -229,29 +295,37 @@ def local_task_threads() -> int:
 
 
 def bench_eager(sig: KernelSignature, threads: int | None = None, *, target: str = "cpu", seed: int = 0,
-                **measure_kw) -> BenchResult:
-    """Time torch eager for ``sig`` on the CPU with ``threads`` intra-op
-    threads; None: as many as IREE's local-task driver runs workers, so both
-    get the same cores. (``os.cpu_count()`` counts SMT siblings, which
+                torch_device: str = "cpu", compiled: bool = False, **measure_kw) -> BenchResult:
+    """Time torch eager (``compiled``: ``torch.compile``, compiled in the
+    warm-up) for ``sig`` on ``torch_device``. On the CPU with ``threads``
+    intra-op threads; None: as many as IREE's local-task driver runs workers,
+    so both get the same cores. (``os.cpu_count()`` counts SMT siblings, which
     local-task does not use by default.)"""
     import torch
 
-    base = dict(subject=EAGER, signature=sig.key, target=target)
+    subject = COMPILED if compiled else EAGER
+    base = dict(subject=subject, signature=sig.key, target=target)
     previous = torch.get_num_threads()
+    cpu = torch.device(torch_device).type == "cpu"
     try:
-        if threads is None:
+        if threads is None and cpu:
             threads = local_task_threads() or previous
-        if threads:
+        if threads and cpu:
             torch.set_num_threads(int(threads))
-        used = torch.get_num_threads()
-        with torch.inference_mode(mode=sig.op == "layer_norm" or sig.is_forward):
-            fn = eager_fn(sig, seed)
+        used = torch.get_num_threads() if cpu else 0
+        with torch.inference_mode(mode=compiled or sig.op == "layer_norm" or sig.is_forward):
+            fn = (compiled_fn if compiled else eager_fn)(sig, seed, torch_device)
             stats = measure(fn, **measure_kw)
     except Exception as e:  # noqa: BLE001
-        return BenchResult(status="error", reason=f"{type(e).__name__}: {str(e).strip()[:500]}", **base)
+        return BenchResult(status="error", reason=f"{type(e).__name__}: {_first_line(e)}", **base)
     finally:
         torch.set_num_threads(previous)
-    return _result(EAGER, sig, target, stats, used)
+    return _result(subject, sig, target, stats, used)
+
+
+def _first_line(e: BaseException) -> str:
+    lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
+    return (lines[0] if lines else type(e).__name__)[:500]
 
 
 # ----------------------------------------------------------------- table
@@ -291,7 +365,7 @@ def table_rows(signatures: Iterable[KernelSignature], targets: Iterable, validat
     for sig in signatures:
         for t in target_names:
             row: dict[str, str] = {
-                "key": sig.key, "op": sig.op, "shape": "x".join(map(str, sig.input_shape)),
+                "key": sig.key, "op": sig.op, "shape": shape_text(sig.input_shape),
                 "dtype": sig.dtype, "mask": str(sig.mask), "target": t,
             }
             statuses = []

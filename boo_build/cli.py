@@ -4,6 +4,8 @@
     boo-build bench MANIFEST ...          validate + benchmark, no bundle
     boo-build list|clean|forget [MANIFEST ...]
     boo-build info|verify BUNDLE, boo-build diff OLD NEW
+    boo-build report BUNDLE_OR_OUTPUT_DIR [--out FILE]   the HTML report page
+    boo-build measure BUNDLE --out NEW    validate, time, select on this machine's devices
 
 ``build`` drives the same task generators as ``doit build`` through doit's
 API; nothing here reimplements the graph.
@@ -119,7 +121,31 @@ def _config(ns):
     )
 
 
+# Exit status when stdout is closed early (``boo-build info B | head -1``):
+# 128 + SIGPIPE, what a shell reports for cat, grep and the like in the same
+# spot, so `set -o pipefail` scripts see the same thing as with those.
+EXIT_BROKEN_PIPE = 141
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The entry point: every subcommand, with a closed stdout handled quietly
+    (Python docs, signal module, "Note on SIGPIPE"): no traceback."""
+    try:
+        try:
+            return _main(argv)
+        finally:  # output still buffered fails here, not at interpreter exit
+            sys.stdout.flush()
+    except BrokenPipeError:
+        # stdout to devnull, so the interpreter's own final flush cannot fail again
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):  # stdout without a file descriptor (an in-process caller's)
+            pass
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="boo-build", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     for name, help_ in (("build", "export, compile, validate, benchmark and pack"),
@@ -135,8 +161,25 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("diff", help="compare two bundles")
     p.add_argument("old", type=Path)
     p.add_argument("new", type=Path)
+    p = sub.add_parser("report", help="write the HTML report page of a bundle or a build's output folder")
+    p.add_argument("source", type=Path, metavar="BUNDLE_OR_OUTPUT_DIR")
+    p.add_argument("--out", type=Path, help="page to write (default: report.html in the build folder, "
+                                            "NAME-VERSION.report.html beside a bundle)")
+    p = sub.add_parser("measure", help="validate, time and select a bundle's kernels on this machine's devices "
+                                       "and write a new bundle (needs torch, not the build side)")
+    from .measure import add_arguments as add_measure_arguments  # light: no torch until it runs
+
+    add_measure_arguments(p)
     ns = parser.parse_args(argv)
 
+    if ns.cmd == "measure":
+        from .measure import run as cmd_measure
+
+        return cmd_measure(ns)
+    if ns.cmd == "report":
+        from .report_page import cmd_report
+
+        return cmd_report(ns.source, ns.out)
     if ns.cmd in ("info", "verify", "diff"):
         from . import bundle_cli
 
@@ -184,9 +227,9 @@ def _build(config, plans, ns, jobs) -> int:
         return 130
     if ns.cmd == "build" and rc == 0:
         for p in plans:
-            path = p.layout.bundle(p.manifest)
-            rel = os.path.relpath(path)
-            print(path if rel.startswith("..") else rel)
+            for path in (p.layout.page, p.layout.bundle(p.manifest)):  # the bundle last
+                rel = os.path.relpath(path)
+                print(path if rel.startswith("..") else rel)
     return rc
 
 

@@ -385,14 +385,14 @@ def _no_device_reason(target, why: str) -> str:
     return f"{why} on worker {get_worker().address} (it declared resource {res})"
 
 
-def _validate_on_worker(vmfb: bytes, module_key: str, target, device: dict | None) -> dict:
+def _validate_on_worker(vmfb: bytes, module_key: str, target, device: dict | None, shapes=None) -> dict:
     from .signature import ModuleId
     from .validate import validate_kernel
 
     dev, why = _worker_device(target, device)
     if dev is None:
         return _not_run_validation(module_key, target.name, _no_device_reason(target, why))
-    return validate_kernel(vmfb, ModuleId.parse(module_key), target, dev).to_json()
+    return validate_kernel(vmfb, ModuleId.parse(module_key), target, dev, shapes=shapes).to_json()
 
 
 def _eager_threads() -> int | None:
@@ -402,16 +402,17 @@ def _eager_threads() -> int | None:
     return len(os.sched_getaffinity(0)) if os.environ.get("OMP_NUM_THREADS") == "1" else None
 
 
-def _bench_on_worker(vmfb: bytes | None, subject: str, target, device: dict | None) -> dict:
-    from .benchmark import bench_eager, bench_kernel
+def _bench_on_worker(vmfb: bytes | None, subject: str, target, device: dict | None, shapes=()) -> dict:
+    from .benchmark import bench_eager_at, bench_kernel_at
     from .signature import KernelSignature, ModuleId
 
     if vmfb is None:  # torch eager for a signature, as tasks.bench_action does
-        return bench_eager(KernelSignature.parse(subject.removesuffix("-eager")), threads=_eager_threads()).to_json()
+        return bench_eager_at(KernelSignature.parse(subject.removesuffix("-eager")), shapes,
+                              threads=_eager_threads()).to_json()
     dev, why = _worker_device(target, device)
     if dev is None:
         return _not_run_bench(subject, target.name, _no_device_reason(target, why))
-    return bench_kernel(vmfb, ModuleId.parse(subject), target, dev).to_json()
+    return bench_kernel_at(vmfb, ModuleId.parse(subject), target, dev, shapes).to_json()
 
 
 def _target(target_name: str):
@@ -431,22 +432,26 @@ def run_on_resource(address: str, resource: str, fn, *args, prefix: str = "boo-t
     return True, _submit(s, fn, *args, prefix=prefix, resources={resource: 1})
 
 
-def remote_validate(address: str, vmfb: bytes, module_key: str, target_name: str, device_dict: dict | None) -> dict:
+def remote_validate(address: str, vmfb: bytes, module_key: str, target_name: str, device_dict: dict | None,
+                    shapes=None) -> dict:
     """``validate_kernel(...).to_json()`` on a worker with the target's
-    resource, that worker's own device; a "not run" record when no worker has it."""
+    resource, that worker's own device; a "not run" record when no worker has it.
+    ``shapes``: a dynamic kernel's validation shapes."""
     target = _target(target_name)
     ok, out = run_on_resource(address, target_resource(target_name), _validate_on_worker,
-                              vmfb, module_key, target, device_dict, prefix=f"boo-validate-{target_name}")
+                              vmfb, module_key, target, device_dict, shapes, prefix=f"boo-validate-{target_name}")
     return out if ok else _not_run_validation(module_key, target_name, out)
 
 
-def remote_bench(address: str, vmfb: bytes | None, subject: str, target_name: str, device_dict: dict | None) -> dict:
+def remote_bench(address: str, vmfb: bytes | None, subject: str, target_name: str, device_dict: dict | None,
+                 shapes=()) -> dict:
     """``bench_kernel(...).to_json()`` (``bench_eager`` for ``vmfb=None`` and a
     ``<signature>-eager`` subject) on a worker with the target's resource; a
-    "not run" record when no worker has it."""
+    "not run" record when no worker has it. ``shapes``: a dynamic signature's
+    benchmark shapes (``benchmark.bench_at``)."""
     target = _target(target_name)
     ok, out = run_on_resource(address, target_resource(target_name), _bench_on_worker,
-                              vmfb, subject, target, device_dict, prefix=f"boo-bench-{target_name}")
+                              vmfb, subject, target, device_dict, shapes, prefix=f"boo-bench-{target_name}")
     return out if ok else _not_run_bench(subject, target_name, out)
 
 

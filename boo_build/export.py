@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from .modules import make_module, sample_args
-from .signature import ModuleId
+from .signature import KernelSignature, ModuleId
 
 SINGLE_DISPATCH = '#util.preprocessing_pipeline<"iree-preprocessing-make-single-dispatch">'
 
@@ -45,13 +45,30 @@ class ExportResult:
 
 
 def single_dispatch(mid: ModuleId) -> bool:
-    """Single-dispatch preprocessing compiles for forward kernels only: combined
-    backward kernels fail with it on llvm-cpu and gfx targets."""
-    return mid.signature.is_forward
+    """Single-dispatch preprocessing compiles for static forward kernels only:
+    combined backward kernels fail with it on llvm-cpu and gfx targets, and
+    dynamic ones everywhere ("unhandled dynamic dimensions for created
+    dispatch region", iree-compile 3.13)."""
+    return mid.signature.is_forward and not mid.signature.is_dynamic
+
+
+def dynamic_shapes(sig: KernelSignature):
+    """torch.export's ``dynamic_shapes`` for the kernel's arguments (None when
+    static): one ``Dim`` per name, from 1 to its bound (``dim_bounds``), shared
+    by every argument and position where the name appears, so equal names stay
+    equal. Dim names are prefixed: a bare name could clash with sympy's."""
+    if not sig.is_dynamic:
+        return None
+    bounds = sig.dim_bounds()
+    dims = {n: torch.export.Dim(f"boo_{n}", min=1, max=bounds[n]) for n in sig.dim_names}
+    specs = tuple({i: dims[d] for i, d in enumerate(shape) if isinstance(d, str)} or None
+                  for _, shape, _ in sig.inputs())
+    return {"args": specs}  # the modules' forward takes *args
 
 
 def export_mlir(mid: ModuleId) -> str:
-    """MLIR text of the module; raises on failure. Deterministic for a given id."""
+    """MLIR text of the module; raises on failure. Deterministic for a given id.
+    A dynamic signature exports with symbolic dims (``dynamic_shapes``)."""
     from iree.turbine import aot
     from iree.turbine.aot import extend_aot_decompositions
     from iree.compiler.ir import Attribute
@@ -61,7 +78,8 @@ def export_mlir(mid: ModuleId) -> str:
     with _EXPORT_LOCK, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with extend_aot_decompositions(from_current=True, add_ops=list(_DECOMPOSE)):
-            exported = aot.export(module, args=args, function_name=mid.func_name)
+            exported = aot.export(module, args=args, dynamic_shapes=dynamic_shapes(mid.signature),
+                                  function_name=mid.func_name)
         exported.import_to("full")
     mod = exported.mlir_module
     if single_dispatch(mid):

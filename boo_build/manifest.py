@@ -25,6 +25,15 @@ Two formats, chosen by the file's suffix:
         bias = true                # default: affine for layer_norm, false for rms_norm
         masks = [1, 14]            # default: every mask valid for op/affine/bias
         impls = ["aten"]           # default: all implementations
+        bench_shapes = [[8, 128, 768]]  # dynamic shapes only: sizes to benchmark at
+
+    A dimension of ``input_shape`` written as a name (``["batch", "seq", 768]``)
+    is dynamic: any size from 1 to its upper bound at call time (see
+    ``boo_build.signature``: the largest size that keeps the tensor within
+    ``max_elements`` with the static dims as given). The same name twice in
+    one shape is the same size; normalized dims are integers. ``bench_shapes``
+    defaults to the manifest's static shapes the kernel covers, then 1 row and
+    4096 rows (``Manifest.bench_shapes``).
 
     ``input_shapes``, ``dtype`` and ``masks`` lists expand as a cartesian
     product.  An optional top-level ``commands = ["layernorm -X ...", ...]``
@@ -77,8 +86,11 @@ from .signature import (
     ALL_MASKS,
     BIAS_GRAD,
     DEFAULT_EPS,
+    DEFAULT_MAX_ELEMENTS,
     DTYPES,
     IMPLS,
+    MAX_DIM,
+    MAX_RANK,
     OPS,
     WEIGHT_GRAD,
     KernelSignature,
@@ -86,8 +98,11 @@ from .signature import (
     SignatureError,
     affine_problem,
     canonical_dtype,
+    dim_name_problem,
+    dynamic_problem,
     eps_problem,
     mask_problem,
+    max_elements_problem,
     suffix_problem,
 )
 from .targets import Target, UnknownTarget, resolve
@@ -111,11 +126,10 @@ __all__ = [
 DEFAULT_TARGETS = ("cpu",)
 DEFAULT_TXT_VERSION = "0.0.0"
 
-# Shape bounds: torch allows 64 dims and export allocates real tensors, so an
-# unbounded shape fails late (or overflows); these fail it in the manifest.
-MAX_RANK = 8
-MAX_DIM = 2**31 - 1
-DEFAULT_MAX_ELEMENTS = 2**31  # per tensor; [bundle] max_elements raises it
+# Shape bounds (MAX_RANK, MAX_DIM, DEFAULT_MAX_ELEMENTS, defined in signature):
+# torch allows 64 dims and export allocates real tensors, so an unbounded shape
+# fails late (or overflows); these fail it in the manifest. [bundle]
+# max_elements raises DEFAULT_MAX_ELEMENTS; dynamic dims take their bounds from it.
 
 _SEMVER = re.compile(
     r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
@@ -128,7 +142,7 @@ TOP_LEVEL_KEYS = ("bundle", "kernels", "commands")
 BUNDLE_KEYS = ("name", "version", "targets", "max_elements")
 ENTRY_KEYS = (
     "op", "input_shape", "input_shapes", "normalized_shape", "dtype",
-    "stats_dtype", "eps", "affine", "bias", "masks", "impls",
+    "stats_dtype", "eps", "affine", "bias", "masks", "impls", "bench_shapes",
 )
 
 
@@ -207,10 +221,12 @@ def _impls_problems(impls: Any) -> list[str]:
 
 @dataclass(frozen=True)
 class KernelRequest:
-    """One signature and the implementations to build for it (sorted)."""
+    """One signature and the implementations to build for it (sorted);
+    ``bench_shapes``: static input shapes to benchmark a dynamic signature at."""
 
     signature: KernelSignature
     impls: tuple[str, ...] = IMPLS
+    bench_shapes: tuple[tuple[int, ...], ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.signature, KernelSignature):
@@ -228,13 +244,14 @@ class KernelRequest:
 def merge_requests(requests: Iterable[KernelRequest]) -> tuple[KernelRequest, ...]:
     """Sort by signature key; requests for the same signature become one with
     the union of their implementations."""
-    by_key: dict[str, tuple[KernelSignature, set[str]]] = {}
+    by_key: dict[str, tuple[KernelSignature, set[str], dict]] = {}
     for req in requests:
-        sig, impls = by_key.setdefault(req.signature.key, (req.signature, set()))
+        sig, impls, shapes = by_key.setdefault(req.signature.key, (req.signature, set(), {}))
         impls.update(req.impls)
+        shapes.update(dict.fromkeys(req.bench_shapes))
     return tuple(
-        KernelRequest(sig, tuple(sorted(impls)))
-        for _, (sig, impls) in sorted(by_key.items())
+        KernelRequest(sig, tuple(sorted(impls)), tuple(shapes))
+        for _, (sig, impls, shapes) in sorted(by_key.items())
     )
 
 
@@ -259,19 +276,57 @@ class Manifest:
         ids = [mid for k in self.kernels for mid in k.module_ids]
         return tuple(sorted(ids, key=lambda m: m.key))
 
+    # -- dynamic signatures: the sizes they are checked and timed at ------------
+    def _static_shapes(self, sig: KernelSignature) -> list[tuple[int, ...]]:
+        """Static input shapes of this manifest with ``sig``'s op and normalized shape."""
+        return [s.input_shape for s in self.signatures
+                if not s.is_dynamic and s.op == sig.op and s.normalized_shape == sig.normalized_shape]
+
+    def bench_shapes(self, sig: KernelSignature) -> tuple[tuple[int, ...], ...]:
+        """Input shapes a dynamic signature is benchmarked at (() for a static
+        one): its entry's ``bench_shapes``, else the manifest's static shapes it
+        covers (compared with their static kernels), then 1 row and 4096 rows."""
+        if not sig.is_dynamic:
+            return ()
+        named = [s for r in self.kernels if r.signature == sig for s in r.bench_shapes]
+        if named:
+            return tuple(dict.fromkeys(named))
+        shapes = []
+        for shape in self._static_shapes(sig):
+            try:
+                sig.bind(shape)
+            except SignatureError:
+                continue
+            shapes.append(shape)
+        for rows in (1, 4096):
+            try:
+                shapes.append(sig.with_rows(rows).input_shape)
+            except SignatureError:  # above the bounds
+                pass
+        return tuple(dict.fromkeys(shapes))
+
+    def largest_rows(self, sig: KernelSignature) -> int:
+        """Most rows of any shape this manifest names with ``sig``'s op and
+        normalized shape (static entries, bench shapes); 0 if none."""
+        n = len(sig.normalized_shape)
+        shapes = self._static_shapes(sig) + [s for r in self.kernels for s in r.bench_shapes
+                                             if r.signature.normalized_shape == sig.normalized_shape]
+        return max((math.prod(s[: len(s) - n]) for s in shapes), default=0)
+
 
 # -- shape bounds ---------------------------------------------------------------
 
 
-def _limit_problem(name: str, dims: Sequence[int], max_elements: int | None) -> str | None:
+def _limit_problem(name: str, dims: Sequence[int | str], max_elements: int | None) -> str | None:
     """Rank, each dim and (unless ``max_elements`` is None) the element count
-    of one shape; positivity is checked elsewhere."""
+    of one shape (dynamic dims at 1: their bounds come from what is left);
+    positivity is checked elsewhere."""
     if len(dims) > MAX_RANK:
         return f"{name} has {len(dims)} dimensions: at most {MAX_RANK} are supported"
     for i, d in enumerate(dims):
-        if d > MAX_DIM:
+        if isinstance(d, int) and d > MAX_DIM:
             return f"{name} dimension {i} is {d}: at most {MAX_DIM} (2^31-1) is supported"
-    n = math.prod(dims)
+    n = math.prod(d for d in dims if isinstance(d, int))
     if max_elements is not None and n > max_elements:
         return (f"{name} {list(dims)} has {n} elements, more than max_elements = {max_elements} "
                 "per tensor: use a smaller shape, or raise max_elements in the [bundle] table "
@@ -279,11 +334,7 @@ def _limit_problem(name: str, dims: Sequence[int], max_elements: int | None) -> 
     return None
 
 
-def _max_elements_problem(value: Any) -> str | None:
-    if _is_int(value) and value > 0:
-        return None
-    return (f"max_elements must be a positive integer (elements per tensor, default "
-            f"{DEFAULT_MAX_ELEMENTS}), got {value!r}")
+_max_elements_problem = max_elements_problem
 
 
 # -- MIOpen driver commands ---------------------------------------------------
@@ -453,19 +504,32 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _shape(name: str, value: Any, max_elements: int | None = None) -> tuple[int, ...]:
+def _shape(name: str, value: Any, max_elements: int | None = None, names: bool = False) -> tuple[int | str, ...]:
     """A shape from TOML: a list of positive ints (or "8x128x768"), bounded
-    (``max_elements`` None: no element bound)."""
+    (``max_elements`` None: no element bound); with ``names``, a list item may
+    be a dynamic dimension's name."""
     if isinstance(value, str):
         try:
             value = [int(d, 10) for d in value.lower().split("x")]
         except ValueError:
-            raise SignatureError(f"{name} {value!r} is not dims joined by 'x', e.g. 8x128x768") from None
+            raise SignatureError(f"{name} {value!r} is not dims joined by 'x', e.g. 8x128x768"
+                                 + (" (dynamic dimensions: a list, e.g. [\"batch\", \"seq\", 768])"
+                                    if names else "")) from None
     if _is_int(value):
         value = [value]
     if not isinstance(value, (list, tuple)):
         raise SignatureError(f"{name} must be a list of positive integers, got {value!r}")
-    if not value or not all(_is_int(d) and d > 0 for d in value):
+    if names:
+        for i, d in enumerate(value):
+            if isinstance(d, str):
+                problem = dim_name_problem(f"{name} dimension {i}", d)
+                if problem:
+                    raise SignatureError(problem)
+    if not value or not all((_is_int(d) and d > 0) or (names and isinstance(d, str)) for d in value):
+        if any(isinstance(d, str) for d in value):
+            raise SignatureError(f"{name} must be a non-empty list of positive integers, got {list(value)}: "
+                                 "dynamic dimension names are allowed only in input_shape, before the "
+                                 "normalized dimensions")
         raise SignatureError(f"{name} must be a non-empty list of positive integers, got {list(value)}")
     problem = _limit_problem(name, value, max_elements)
     if problem:
@@ -518,13 +582,13 @@ def _entry(entry: Any, max_elements: int | None = DEFAULT_MAX_ELEMENTS) -> tuple
     if "input_shape" in entry and "input_shapes" in entry:
         errors.append("give input_shape or input_shapes, not both")
     elif "input_shape" in entry:
-        shapes = [attempt(_shape, "input_shape", entry["input_shape"], max_elements)]
+        shapes = [attempt(_shape, "input_shape", entry["input_shape"], max_elements, True)]
     elif "input_shapes" in entry:
         value = entry["input_shapes"]
         if not isinstance(value, list) or not value:
             errors.append(f"input_shapes must be a non-empty list of shapes, got {value!r}")
         else:
-            shapes = [attempt(_shape, f"input_shapes[{i}]", v, max_elements) for i, v in enumerate(value)]
+            shapes = [attempt(_shape, f"input_shapes[{i}]", v, max_elements, True) for i, v in enumerate(value)]
     else:
         errors.append("missing key 'input_shape' (or 'input_shapes', a list of shapes)")
 
@@ -579,10 +643,31 @@ def _entry(entry: Any, max_elements: int | None = DEFAULT_MAX_ELEMENTS) -> tuple
         check(affine_problem(op, affine, bias))
         for m in masks or ():
             check(mask_problem(op, m, affine, bias))
-    if normalized is not None:
-        for shape in shapes:
-            if shape is not None:
-                check(suffix_problem(shape, normalized))
+    for shape in shapes:
+        if shape is None:
+            continue
+        norm = normalized if normalized is not None else shape[-1:]
+        if any(isinstance(d, str) for d in shape) and norm is not None:
+            if max_elements is not None:
+                check(dynamic_problem(shape, norm, max_elements))
+            else:  # max_elements itself is wrong (reported): only where the names are
+                check(dynamic_problem(shape, norm, MAX_DIM ** MAX_RANK))
+        if normalized is not None:
+            check(suffix_problem(shape, normalized))
+
+    bench = entry.get("bench_shapes")
+    if bench is not None:
+        if not isinstance(bench, list) or not bench:
+            errors.append(f"bench_shapes must be a non-empty list of shapes, got {bench!r}")
+            bench = None
+        else:
+            bench = [attempt(_shape, f"bench_shapes[{i}]", v, max_elements) for i, v in enumerate(bench)]
+            if None in bench:
+                bench = None
+        if bench is not None and shapes and not any(s is not None and any(isinstance(d, str) for d in s)
+                                                    for s in shapes):
+            errors.append("bench_shapes is for dynamic input shapes (a name in input_shape); "
+                          "a static shape is benchmarked at itself")
 
     if errors:
         return [], list(_dedupe(errors))
@@ -594,12 +679,20 @@ def _entry(entry: Any, max_elements: int | None = DEFAULT_MAX_ELEMENTS) -> tuple
                 op=op, input_shape=shape,
                 normalized_shape=normalized if normalized is not None else shape[-1:],
                 dtype=dtype, mask=mask, eps=eps, affine=affine, bias=bias,
-                stats_dtype=stats_dtype,
+                stats_dtype=stats_dtype, max_elements=max_elements,
             )
         except SignatureError as e:
             errors.append(str(e))
             continue
-        reqs.append(KernelRequest(sig, tuple(impls)))
+        shapes_here = ()
+        if sig.is_dynamic and bench:
+            for i, b in enumerate(bench):
+                try:
+                    sig.bind(b)
+                except SignatureError as e:
+                    errors.append(f"bench_shapes[{i}] {list(b)} does not fit input_shape {list(shape)}: {e}")
+            shapes_here = tuple(bench)
+        reqs.append(KernelRequest(sig, tuple(impls), shapes_here))
     return (reqs if not errors else []), list(_dedupe(errors))
 
 

@@ -16,7 +16,12 @@ docs/cpu-performance.md); every form below computes the same values:
 * sums over the batch rows (weight and bias gradients) never use a reduction
   over the outer dimension, which IREE's CPU codegen vectorizes with gathers
   (4x slower than a row reduction): ``_col_sum`` adds contiguous row blocks
-  elementwise instead (pairwise, so also more accurate).
+  elementwise instead (pairwise, so also more accurate). Its block structure
+  depends on the row count, so a dynamic signature (rows unknown at export)
+  uses ``_col_sum_dynamic``.
+
+Shapes come from the tensors, never from the signature, so that a dynamic
+signature (``KernelSignature.is_dynamic``) exports with symbolic dims.
 """
 
 from __future__ import annotations
@@ -69,7 +74,7 @@ class LayerNormAten(_Norm):
         if s.is_forward:
             x, w, b = _split_affine(args, s)
             y, mean, rstd = torch.ops.aten.native_layer_norm(x, list(s.normalized_shape), w, b, s.eps)
-            return y, mean.to(self.stats_dtype), rstd.to(self.stats_dtype)
+            return y, _nan_if_inf(mean).to(self.stats_dtype), rstd.to(self.stats_dtype)
         gy, x, mean, rstd, *rest = args
         w = rest[0] if rest else None
         if w is None and s.affine:
@@ -105,7 +110,7 @@ class LayerNormManual(_Norm):
                 y = y + b.to(c)
             if self.planted:
                 y = y * 1.01
-            return y.to(self.dtype), mean.to(self.stats_dtype), rstd.to(self.stats_dtype)
+            return y.to(self.dtype), _nan_if_inf(mean).to(self.stats_dtype), rstd.to(self.stats_dtype)
         gy, x, mean, rstd, *rest = args
         w = rest[0] if rest else None
         n, width = float(s.width), s.width
@@ -119,11 +124,12 @@ class LayerNormManual(_Norm):
             g = gyc * wc if wc is not None else gyc
             sum_g = _row_dot(gyc, wc)
             sum_gxm = _row_dot(gyc * xm, wc)  # sum(g * xhat) / rstd
-            dx = ((g - sum_g / n - xm * (sum_gxm * (rs * rs) / n)) * rs).reshape(s.input_shape)
+            dx = ((g - sum_g / n - xm * (sum_gxm * (rs * rs) / n)) * rs).reshape(x.shape)
+        col_sum = _col_sum_dynamic if s.is_dynamic else _col_sum
         if s.mask & WEIGHT_GRAD:
-            dw = _col_sum((gyc * rs) * xm).reshape(s.normalized_shape)
+            dw = col_sum((gyc * rs) * xm).reshape(s.normalized_shape)
         if s.mask & BIAS_GRAD:
-            db = _col_sum(gyc).reshape(s.normalized_shape)
+            db = col_sum(gyc).reshape(s.normalized_shape)
         return self._outputs(dx, dw, db)
 
 
@@ -169,9 +175,10 @@ class RMSNormManual(_Norm):
         if s.mask & INPUT_GRAD:
             g = gyc * wc if wc is not None else gyc
             sum_gx = _row_dot(gyc * xc, wc)  # sum(g * xhat) / rstd
-            dx = ((g - xc * (sum_gx * (rs * rs) / n)) * rs).reshape(s.input_shape)
+            dx = ((g - xc * (sum_gx * (rs * rs) / n)) * rs).reshape(x.shape)
         if s.mask & WEIGHT_GRAD:
-            dw = _col_sum((gyc * rs) * xc).reshape(s.normalized_shape)
+            col_sum = _col_sum_dynamic if s.is_dynamic else _col_sum
+            dw = col_sum((gyc * rs) * xc).reshape(s.normalized_shape)
         return self._outputs(dx, dw, None)
 
 
@@ -211,6 +218,21 @@ def _col_sum(a: torch.Tensor) -> torch.Tensor:
     return total
 
 
+def _nan_if_inf(mean: torch.Tensor) -> torch.Tensor:
+    """The mean of a row holding an infinity as ATen gives it: NaN (its Welford
+    update subtracts infinities; a plain sum gives +-inf). Finite rows keep their
+    mean; y and rstd are NaN for such rows either way."""
+    return torch.where(torch.isinf(mean), torch.full_like(mean, float("nan")), mean)
+
+
+def _col_sum_dynamic(a: torch.Tensor) -> torch.Tensor:
+    """``_col_sum`` for a symbolic row count: a row reduction of the transpose,
+    which IREE's CPU codegen handles 2.3x faster than ``a.sum(0)`` (f32
+    1024x768 weight+bias gradients, one thread: 801 us vs 1847 us; static
+    ``_col_sum`` 695 us)."""
+    return a.t().sum(dim=-1)
+
+
 def _fused_rms_norm_backward(*args):
     op = torch.ops.aten._fused_rms_norm_backward.default
     try:
@@ -247,7 +269,9 @@ def sample_args(sig: KernelSignature, seed: int = 0, offset: float = 0.0) -> tup
 
     Statistics are computed from the input (float64), as a forward pass would
     have saved them; ``offset`` shifts the input mean (stress for the variance).
+    A dynamic signature gets arguments at its export sizes (``example``).
     """
+    sig = sig.example()
     g = torch.Generator().manual_seed(seed)
     dt = torch_dtype(sig.dtype)
     x = (torch.randn(sig.input_shape, generator=g, dtype=torch.float64) + offset).to(dt)

@@ -22,11 +22,16 @@ Index schema (``format_version`` 1)::
       "format_version": 1,
       "name": str, "version": str (semver),
       "provenance": {...},                       # as given by the caller
+      "iree_runtime": {"compiler": str,          # optional (absent in older bundles):
+                       "min": str,               # iree-compile's version, the oldest
+                       "max_tested": str},       # iree-base-runtime known to load the
+                                                 # modules, the newest tested (RUNTIME_RANGE)
       "targets": {target: {"driver", "arch", "flags": [...]}},
       "csv": "bench.csv" | null,
       "kernels": {
         signature key: {
-          "signature": KernelSignature.to_json(),
+          "signature": KernelSignature.to_json(),  # a dynamic one: names in input_shape
+                                                   # and "max_elements" (optional field)
           "functions": {impl: MLIR function name},   # every impl seen for it
           "targets": {
             target: {
@@ -61,7 +66,8 @@ from typing import Any, Mapping
 import zstandard
 
 from .loader.bundle import (  # one definition of the format, shared with the loader
-    FORMAT, FORMAT_VERSION, INDEX_NAME, READABLE_VERSIONS, Archive, read_archive, sha256_hex,
+    FORMAT, FORMAT_VERSION, INDEX_NAME, READABLE_VERSIONS, RUNTIME_FIELD, Archive, iree_release,
+    read_archive, sha256_hex,
 )
 from .signature import IMPLS, KernelSignature, ModuleId
 from .targets import Target
@@ -75,6 +81,21 @@ _SEMVER = re.compile(
     r"(?:-[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?$"
 )
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+
+# iree-base-runtime releases known to load the modules of an iree-compile
+# release: (major, minor) -> (oldest, newest tested). The one place this is
+# written down; the bundle carries it and open_bundle checks it. Found by
+# building a bundle of every op/dtype/mask kind with the pinned compiler and
+# loading and running it in each runtime from PyPI (pip install --target,
+# results in docs/runtime-versions.md; tests/test_runtime_versions.py keeps
+# the oldest and the one below it checked): compiler 3.13.0's modules run
+# bit-identically in runtime 3.12.0 and 3.13.0; 3.11.0 fails creating a
+# context ("required module 'hal' version mismatch; have 6 but require 7"),
+# 3.10.0 and 3.9.0 loading a module ("required module features [Ch] are not
+# available"). 3.13.0 is the newest release. A compiler not listed: its own
+# release only.
+RUNTIME_RANGE = {(3, 13): ("3.12.0", "3.13.0")}
+_COMPILER_VERSION = re.compile(r"IREE compiler version (\S+)")
 
 
 class PackError(ValueError):
@@ -142,6 +163,20 @@ def bundle_filename(name: str, version: str) -> str:
     return f"{name}-{version}{SUFFIX}"
 
 
+def runtime_requirements(compiler: str | None) -> dict[str, str] | None:
+    """The index's ``iree_runtime`` field for modules built by ``compiler``:
+    ``iree-compile --version`` text (``Toolchain.detect``'s, as the build
+    report records it) or a bare version. None when there is no version in it
+    (the field is then left out, and open_bundle checks nothing)."""
+    m = _COMPILER_VERSION.search(compiler or "")
+    version = m.group(1) if m else (compiler or "").strip()
+    rel = iree_release(version)
+    if rel is None:
+        return None
+    oldest, newest = RUNTIME_RANGE.get(rel[:2], (".".join(map(str, rel)),) * 2)
+    return {"compiler": version, "min": oldest, "max_tested": newest}
+
+
 def canonical_json(obj: Any) -> bytes:
     """Canonical JSON bytes: sorted keys, fixed separators, trailing newline."""
     return (json.dumps(obj, sort_keys=True, indent=1, ensure_ascii=False, allow_nan=False) + "\n").encode()
@@ -167,9 +202,10 @@ def _check_entry(k: KernelEntry, target_names: set[str]) -> None:
 
 
 def build_index(*, name: str, version: str, targets: list[Target], kernels: list[KernelEntry],
-                provenance: Mapping[str, Any], csv_bytes: bytes | None
+                provenance: Mapping[str, Any], csv_bytes: bytes | None, compiler: str | None = None
                 ) -> tuple[dict[str, Any], dict[str, bytes]]:
-    """The index dict and the vmfb members (member path -> bytes)."""
+    """The index dict and the vmfb members (member path -> bytes). ``compiler``
+    (``iree-compile --version`` text) adds the ``iree_runtime`` field."""
     if not _NAME.match(name or ""):
         raise PackError(f"bundle name {name!r}: use letters, digits, '.', '_', '+' and '-' (no '/')")
     if not _SEMVER.match(version or ""):
@@ -233,6 +269,9 @@ def build_index(*, name: str, version: str, targets: list[Target], kernels: list
         "csv": CSV_NAME if csv_bytes is not None else None,
         "kernels": kjson,
     }
+    runtime = runtime_requirements(compiler)
+    if runtime is not None:
+        index[RUNTIME_FIELD] = runtime
     return index, members
 
 
@@ -262,21 +301,31 @@ def compress(data: bytes, level: int = ZSTD_LEVEL) -> bytes:
 
 
 def pack_bundle(out_path: Path, *, name: str, version: str, targets: list[Target], kernels: list[KernelEntry],
-                provenance: Mapping[str, Any], csv_bytes: bytes | None = None, level: int = ZSTD_LEVEL) -> Path:
+                provenance: Mapping[str, Any], csv_bytes: bytes | None = None, level: int = ZSTD_LEVEL,
+                compiler: str | None = None) -> Path:
     """Write the bundle and return its path.
 
     ``out_path`` is a folder (the file is ``<name>-<version>.tar.zst`` in it)
     or a path ending in ``.tar.zst``. Written atomically (temporary name in
-    the same folder, then renamed).
+    the same folder, then renamed). ``compiler``: the ``iree-compile
+    --version`` text of the compiler that built the vmfbs (``build_index``).
     """
     index, vmfbs = build_index(name=name, version=version, targets=targets, kernels=kernels,
-                               provenance=provenance, csv_bytes=csv_bytes)
+                               provenance=provenance, csv_bytes=csv_bytes, compiler=compiler)
+    return write_bundle(out_path, index, vmfbs, csv_bytes, level)
+
+
+def write_bundle(out_path: Path, index: Mapping[str, Any], vmfbs: Mapping[str, bytes],
+                 csv_bytes: bytes | None = None, level: int = ZSTD_LEVEL) -> Path:
+    """Write an index and its vmfb members (member path -> bytes) as a bundle,
+    atomically, to ``out_path`` (a folder or a ``.tar.zst`` path, as in
+    ``pack_bundle``); return its path."""
     members = [(INDEX_NAME, canonical_json(index))] + sorted(vmfbs.items())
     if csv_bytes is not None:
         members.append((CSV_NAME, bytes(csv_bytes)))
     blob = compress(tar_bytes(members), level)
     out_path = Path(out_path)
-    path = out_path if out_path.name.endswith(SUFFIX) else out_path / bundle_filename(name, version)
+    path = out_path if out_path.name.endswith(SUFFIX) else out_path / bundle_filename(index["name"], index["version"])
     _write_atomic(path, blob)
     return path
 
@@ -363,7 +412,8 @@ def pack_from_report(report_path: Path, root: Path, bundle_path: Path, *, csv_pa
     csv = Path(csv_path).read_bytes() if csv_path is not None and Path(csv_path).exists() else None
     b = report["bundle"]
     return pack_bundle(Path(bundle_path), name=b["name"], version=b["version"], targets=targets,
-                       kernels=kernels, provenance=provenance_from_report(report), csv_bytes=csv, level=level)
+                       kernels=kernels, provenance=provenance_from_report(report), csv_bytes=csv, level=level,
+                       compiler=(report.get("toolchain") or {}).get("compiler"))
 
 
 # ---------------------------------------------------------------------- reader
@@ -375,6 +425,7 @@ def read_index(path: Path | str, **kw: Any) -> dict[str, Any]:
 
 __all__ = [
     "Archive", "CSV_NAME", "FORMAT", "FORMAT_VERSION", "ImplArtifact", "INDEX_NAME", "KernelEntry", "PackError",
-    "READABLE_VERSIONS", "TargetEntry", "ZSTD_LEVEL", "build_index", "bundle_filename", "canonical_json",
-    "compress", "entries_from_report", "member_path", "pack_bundle", "pack_from_report", "provenance_from_report", "read_archive", "read_index", "sha256_hex", "tar_bytes",
+    "READABLE_VERSIONS", "RUNTIME_RANGE", "TargetEntry", "ZSTD_LEVEL", "build_index", "bundle_filename", "canonical_json",
+    "compress", "entries_from_report", "member_path", "pack_bundle", "pack_from_report", "provenance_from_report", "read_archive", "read_index", "runtime_requirements", "sha256_hex",
+    "tar_bytes", "write_bundle",
 ]

@@ -56,10 +56,11 @@ def reference(sig: KernelSignature, args: tuple[torch.Tensor, ...]) -> tuple[tor
     x = x.clone().requires_grad_(True)
     w = b = None
     if sig.affine:
-        w = (w_given if w_given is not None else torch.ones(sig.normalized_shape, dtype=torch.float64))
+        w = (w_given if w_given is not None
+             else torch.ones(sig.normalized_shape, dtype=torch.float64, device=x.device))
         w = w.clone().requires_grad_(True)
     if sig.bias:
-        b = torch.zeros(sig.normalized_shape, dtype=torch.float64, requires_grad=True)
+        b = torch.zeros(sig.normalized_shape, dtype=torch.float64, device=x.device, requires_grad=True)
     y, _ = _forward64(sig, x, w, b)
     wanted = [(INPUT_GRAD, x), (WEIGHT_GRAD, w), (BIAS_GRAD, b)]
     tensors = [t for bit, t in wanted if sig.mask & bit]

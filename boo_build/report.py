@@ -91,7 +91,9 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
                 benches[("eager:" + sig.key, t.name)] = BenchResult.from_json(eager)
             if sel.impl is None:
                 reasons = "; ".join(f"{i}: {r}" for i, r in sorted(sel.rejected.items())) or sel.reason
-                status = {"status": "unavailable", "reason": reasons}
+                # rejected: per implementation, why (the bundle index keeps it; the page tells
+                # a failed validation from a failed compile by it)
+                status = {"status": "unavailable", "reason": reasons, "rejected": dict(sorted(sel.rejected.items()))}
                 missing.append(f"{sig.key} on {t.name}: {reasons}")
                 per_target[t.name]["unavailable"] += 1
             else:
@@ -105,6 +107,7 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
                 per_target[t.name]["validated" if vstatus == "passed" else "not validated"] += 1
             entry["targets"][t.name] = {**status, "impls": impls, "eager": stable_record(eager)}
         kernels.append(entry)
+    _dynamic_sizes(kernels)
 
     report = {
         "format": "boo-build-report",
@@ -126,6 +129,37 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
     rows = table_rows([r.signature for r in plan.manifest.kernels], [t.name for t in plan.targets],
                       validations, benches, selections)
     return report, {"stats": dict(stats), "rows": rows}
+
+
+def _dynamic_sizes(kernels: list[dict]) -> None:
+    """Add ``sizes`` to each available dynamic kernel's target entry: per
+    benchmarked shape, the selected implementation's median, torch eager's and,
+    where the manifest also has that shape as a static signature, the static
+    kernel's (its selected implementation), in microseconds."""
+    from .signature import KernelSignature
+
+    static_us: dict[tuple[str, str], float] = {}
+    for k in kernels:
+        for tname, te in k["targets"].items():
+            b = ((te.get("impls") or {}).get(te.get("selected")) or {}).get("bench") or {}
+            if b.get("median_s") is not None and not b.get("sizes"):
+                static_us[(k["key"], tname)] = b["median_s"] * 1e6
+    for k in kernels:
+        sig = KernelSignature.from_json(k["signature"])
+        if not sig.is_dynamic:
+            continue
+        for tname, te in k["targets"].items():
+            b = ((te.get("impls") or {}).get(te.get("selected")) or {}).get("bench") or {}
+            eager = {tuple(x["shape"]): x.get("median_s") for x in (te.get("eager") or {}).get("sizes") or ()}
+            rows = []
+            for x in b.get("sizes") or ():
+                shape = tuple(x["shape"])
+                us = lambda v: None if v is None else round(v * 1e6, 1)  # noqa: E731
+                static = static_us.get((sig.bind(shape).key, tname))
+                rows.append({"shape": list(shape), "dynamic_us": us(x.get("median_s")), "eager_us": us(eager.get(shape)),
+                             "static_us": None if static is None else round(static, 1)})
+            if rows:
+                te["sizes"] = rows
 
 
 def _why_not_compiled(comp: dict | None) -> str:
@@ -185,7 +219,12 @@ def report_action(plan, config, devices, toolchain):
     out.write(summary_text(report, stats, lay.bundle(plan.manifest), config.allow_missing) + "\n")
     out.flush()
     if failed(report) and not config.allow_missing:
-        return TaskFailed(f"{len(report['missing'])} requested kernel(s) missing; see {lay.report}")
+        from .report_page import from_build, write_page
+
+        # No pack (and no page task) follows: the page shows this build without a bundle.
+        write_page(from_build(lay.root, None, f"not written: {len(report['missing'])} requested kernel(s) "
+                              "missing (--allow-missing ships them as unavailable)"), lay.page)
+        return TaskFailed(f"{len(report['missing'])} requested kernel(s) missing; see {lay.report} and {lay.page}")
     return True
 
 

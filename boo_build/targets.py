@@ -30,6 +30,22 @@ _HIP_OPT = (
 )
 GFX_ARCHS = ("gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1201")
 
+# Added for kernels with dynamic dims on CPU targets (static kernels keep their
+# flags: these change nothing measurable there, 409 vs 405 us below):
+# * peel the vector loops, so that the full tiles of an unknown row count
+#   vectorize as a static shape's do (f32 layer-norm forward at 8x128x768, one
+#   thread: 757 us without, 300 us with);
+# * a 128 KiB stack bound: a row tile of unknown size is bounded at 15 rows, so
+#   a fused row reduction of width 768 asks 46080 bytes (over the default
+#   32 KiB, "exceeded stack allocation limit": the manual layer-norm input
+#   gradient did not compile); CPU worker threads have MiBs of stack.
+DYNAMIC_CPU_FLAGS = ("--iree-llvmcpu-vector-pproc-strategy=peel", "--iree-llvmcpu-stack-allocation-limit=131072")
+
+
+def dynamic_flags(target: "Target", dynamic: bool) -> tuple[str, ...]:
+    """Flags a kernel with dynamic dims adds to ``target``'s."""
+    return DYNAMIC_CPU_FLAGS if dynamic and target.is_cpu else ()
+
 
 def _cpu(name: str, cpu: str, triple: str) -> Target:
     # A named baseline, never "host": a bundle runs on other machines.
@@ -62,6 +78,42 @@ def _hip(arch: str) -> Target:
     )
 
 
+# NVIDIA: iree-compile embeds PTX (no --iree-cuda-use-ptxas), which the driver
+# compiles for the GPU at load, so sm_80 code runs on every GPU from Ampere on
+# (Ada, Hopper...). iree-compile 3.13 has no Hopper entry (sm_90 fails), and a
+# newer target is only worth adding where it measures faster.
+CUDA_ARCHS = ("sm_80",)
+
+
+def _cuda(arch: str) -> Target:
+    return Target(
+        name=arch,
+        driver="cuda",
+        flags=("--iree-hal-target-device=cuda", f"--iree-cuda-target={arch}"),
+        arch=arch,
+    )
+
+
+def cuda_capability(arch: str) -> tuple[int, int, bool] | None:
+    """``"sm_80"`` -> ``(8, 0, False)``, ``"sm_90a"`` -> ``(9, 0, True)`` (major,
+    minor, architecture-specific: runs on exactly that capability); None for
+    anything else. The last digit is the minor version (``sm_100`` is 10.0)."""
+    if not arch.startswith("sm_"):
+        return None
+    digits = arch[3:]
+    specific = digits.endswith(("a", "f"))
+    if specific:
+        digits = digits[:-1]
+    if len(digits) < 2 or not digits.isdigit():
+        return None
+    return int(digits[:-1]), int(digits[-1]), specific
+
+
+def cuda_arch(major: int, minor: int) -> str:
+    """Compute capability 9.0 -> ``"sm_90"``."""
+    return f"sm_{int(major)}{int(minor)}"
+
+
 def catalogue(machine: str | None = None) -> dict[str, Target]:
     """Every target this project can build, for a build machine of ``machine``
     architecture (default: this one's)."""
@@ -74,6 +126,8 @@ def catalogue(machine: str | None = None) -> dict[str, Target]:
         targets["cpu"] = _cpu("cpu", "generic", "aarch64-unknown-linux-gnu")
     for arch in GFX_ARCHS:
         targets[arch] = _hip(arch)
+    for arch in CUDA_ARCHS:
+        targets[arch] = _cuda(arch)
     return targets
 
 

@@ -11,6 +11,7 @@ them, so there is one graph. Task names:
     ready:<bundle>                                   barrier before the benchmarks
     report:<bundle>                                  always runs: summary, build report, CSV
     pack:<bundle>                                    the bundle file
+    page:<bundle>                                    report.html, redrawn when what it shows changed
     build                                            everything
 
 A stage depends on the *content* of the previous stage's output
@@ -43,7 +44,7 @@ from . import __version__
 from .compile import DEFAULT_TIMEOUT_S, write_atomic  # stdlib only: cheap at graph load
 from .manifest import Manifest, load_manifest
 from .signature import KernelSignature, ModuleId, dumps
-from .targets import Target, catalogue, resolve
+from .targets import Target, catalogue, dynamic_flags, resolve
 
 PKG_DIR = Path(__file__).resolve().parent
 # Source files whose change must re-export every module.
@@ -106,6 +107,10 @@ class Layout:
     @property
     def csv(self) -> Path:
         return self.root / "bench.csv"
+
+    @property
+    def page(self) -> Path:
+        return self.root / "report.html"
 
     def bundle(self, manifest: Manifest) -> Path:
         return self.out_dir / f"{manifest.bundle.name}-{manifest.bundle.version}.tar.zst"
@@ -228,7 +233,7 @@ def plan(config: BuildConfig) -> list[Plan]:
     plans, errors = [], []
     for path in config.manifests:
         try:
-            m = load_manifest(path, targets=config.targets)
+            m = load_manifest(path, targets=config.targets, catalogue=cat)
         except ManifestError as e:
             errors.append(str(e))
             continue
@@ -305,7 +310,9 @@ def compile_action(mid_key: str, target: str, flags: list[str], mlir_path: str, 
 
 
 def validate_action(mid_key: str, target_name: str, vmfb_path: str, compile_record: str,
-                    record_path: str, device: dict | None, run_id: str, scheduler: str | None = None) -> dict:
+                    record_path: str, device: dict | None, run_id: str, scheduler: str | None = None,
+                    shapes: list | None = None) -> dict:
+    """``shapes``: a dynamic kernel's validation shapes (``validate.validation_shapes``)."""
     from .loader.devices import DeviceInfo
     from .validate import validate_kernel
 
@@ -317,19 +324,21 @@ def validate_action(mid_key: str, target_name: str, vmfb_path: str, compile_reco
     elif scheduler:
         from .distributed import remote_validate
 
-        rec = remote_validate(scheduler, Path(vmfb_path).read_bytes(), mid_key, target_name, device)
+        rec = remote_validate(scheduler, Path(vmfb_path).read_bytes(), mid_key, target_name, device, shapes)
     else:
         target = catalogue()[target_name]
         dev = DeviceInfo(**device) if device else None
-        rec = validate_kernel(Path(vmfb_path).read_bytes(), mid, target, dev).to_json()
+        rec = validate_kernel(Path(vmfb_path).read_bytes(), mid, target, dev, shapes=shapes).to_json()
     rec["run_id"] = run_id
     write_json(Path(record_path), rec)
     return {"status": rec["status"]}
 
 
 def bench_action(subject: str, target_name: str, vmfb_path: str | None, validation_record: str | None,
-                 record_path: str, device: dict | None, run_id: str, scheduler: str | None = None) -> dict:
-    from .benchmark import BenchResult, bench_eager, bench_kernel
+                 record_path: str, device: dict | None, run_id: str, scheduler: str | None = None,
+                 shapes: list | tuple = ()) -> dict:
+    """``shapes``: a dynamic signature's benchmark shapes (``Manifest.bench_shapes``)."""
+    from .benchmark import BenchResult, bench_eager_at, bench_kernel_at
     from .loader.devices import DeviceInfo
 
     dev = DeviceInfo(**device) if device else None
@@ -338,11 +347,11 @@ def bench_action(subject: str, target_name: str, vmfb_path: str | None, validati
         from .distributed import remote_bench
 
         vmfb = Path(vmfb_path).read_bytes() if vmfb_path else None
-        rec = {**remote_bench(scheduler, vmfb, subject, target_name, device), "run_id": run_id}
+        rec = {**remote_bench(scheduler, vmfb, subject, target_name, device, shapes), "run_id": run_id}
         write_json(Path(record_path), rec)
         return {"status": rec["status"]}
     if vmfb_path is None:  # torch eager for a signature
-        res = bench_eager(KernelSignature.parse(subject.removesuffix("-eager")), threads=None)
+        res = bench_eager_at(KernelSignature.parse(subject.removesuffix("-eager")), shapes, threads=None)
     else:
         mid = ModuleId.parse(subject)
         val = val or {}
@@ -351,7 +360,7 @@ def bench_action(subject: str, target_name: str, vmfb_path: str | None, validati
                               status="skipped", reason=f"not validated: {val.get('status', 'no record')}",
                               min_s=None, median_s=None, p90_s=None, reps=0, threads=0)
         else:
-            res = bench_kernel(Path(vmfb_path).read_bytes(), mid, catalogue()[target_name], dev)
+            res = bench_kernel_at(Path(vmfb_path).read_bytes(), mid, catalogue()[target_name], dev, shapes)
     rec = res.to_json()
     rec["run_id"] = run_id
     write_json(Path(record_path), rec)
@@ -411,10 +420,10 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
         for p in plans:
             lay = p.layout
             for t in p.targets:
-                flags = list(config.flags_for(t))
                 for mid in p.manifest.module_ids:
                     mlir, export_rec = str(lay.mlir(mid)), str(lay.export_record(mid))
                     vmfb, rec = lay.vmfb(t.name, mid), lay.compile_record(t.name, mid)
+                    flags = list(config.flags_for(t)) + list(dynamic_flags(t, mid.signature.is_dynamic))
                     yield {
                         "name": f"{p.manifest.bundle.name}/{t.name}/{mid.key}",
                         "actions": [(compile_action, [mid.key, t.name, flags, mlir, export_rec, str(vmfb),
@@ -439,16 +448,17 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
             for t, dev in _runnable(p):
                 for mid in p.manifest.module_ids:
                     lay = p.layout
+                    shapes = _validation_shapes(p.manifest, mid.signature)
                     yield {
                         "name": f"{p.manifest.bundle.name}/{t.name}/{mid.key}",
                         "actions": [(validate_action, [mid.key, t.name, str(lay.vmfb(t.name, mid)),
                                                        str(lay.compile_record(t.name, mid)),
                                                        str(lay.validation(t.name, mid)), dev, run,
-                                                       config.scheduler])],
+                                                       config.scheduler, shapes])],
                         "file_dep": [str(PKG_DIR / f) for f in ("tolerances.py", "reference.py", "validate.py")],
                         "task_dep": [f"compile:{p.manifest.bundle.name}/{t.name}/{mid.key}"],
                         "targets": [str(lay.validation(t.name, mid))],
-                        "uptodate": [config_changed({"device": dev}),
+                        "uptodate": [config_changed(_with_shapes({"device": dev}, shapes)),
                                      inputs_unchanged(lay.compile_record(t.name, mid)),
                                      record_ok(lay.validation(t.name, mid))],
                         "clean": [_rm(lay.validation(t.name, mid))],
@@ -466,19 +476,24 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
                 subjects = []
                 for mid in p.manifest.module_ids:
                     subjects.append((mid.key, str(p.layout.vmfb(t.name, mid)), str(p.layout.validation(t.name, mid)),
-                                     [p.layout.compile_record(t.name, mid), p.layout.validation(t.name, mid)]))
+                                     [p.layout.compile_record(t.name, mid), p.layout.validation(t.name, mid)],
+                                     p.manifest.bench_shapes(mid.signature)))
                 for req in p.manifest.kernels:
-                    subjects.append((f"{req.signature.key}-eager", None, None, []))
-                for subject, vmfb, val, deps in subjects:
+                    subjects.append((f"{req.signature.key}-eager", None, None, [],
+                                     p.manifest.bench_shapes(req.signature)))
+                for subject, vmfb, val, deps, shapes in subjects:
                     name = f"{b}/{t.name}/{subject}"
                     out = p.layout.bench(t.name, subject)
+                    shapes = [list(s) for s in shapes]
                     yield {
                         "name": name,
-                        "actions": [(bench_action, [subject, t.name, vmfb, val, str(out), dev, run, config.scheduler])],
+                        "actions": [(bench_action, [subject, t.name, vmfb, val, str(out), dev, run, config.scheduler,
+                                                    shapes])],
                         "targets": [str(out)],
                         # Timing shares the machine with nothing: after all compiles, one at a time.
                         "task_dep": [f"ready:{b}"] + ([f"bench:{previous}"] if previous else []),
-                        "uptodate": [config_changed({"device": dev}), inputs_unchanged(*deps), record_ok(out)],
+                        "uptodate": [config_changed(_with_shapes({"device": dev}, shapes)), inputs_unchanged(*deps),
+                                     record_ok(out)],
                         "clean": [_rm(out)],
                         "doc": f"benchmark {subject} on {t.name}",
                     }
@@ -523,9 +538,28 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
                 "doc": f"pack {out.name}",
             }
 
+    def task_page():
+        """The HTML report page of each bundle (boo_build.report_page), after packing.
+        Up to date while the page shows the records as they are (a digest in the
+        page); a failed build's report task draws it instead (no bundle)."""
+        from .report_page import page_action, page_current
+
+        for p in plans:
+            b = p.manifest.bundle.name
+            root, bundle = str(p.layout.root), str(p.layout.bundle(p.manifest))
+            yield {
+                "name": b,
+                "actions": [(page_action, [root, bundle])],
+                "task_dep": [f"pack:{b}"],
+                "targets": [str(p.layout.page)],
+                "uptodate": [page_current(root, bundle)],
+                "clean": [_rm(p.layout.page)],
+                "doc": f"report page {p.layout.page}",
+            }
+
     def task_build():
-        """Build every manifest: export, compile, validate, benchmark, pack."""
-        return {"actions": None, "task_dep": [f"pack:{p.manifest.bundle.name}" for p in plans]}
+        """Build every manifest: export, compile, validate, benchmark, pack, report page."""
+        return {"actions": None, "task_dep": [f"page:{p.manifest.bundle.name}" for p in plans]}
 
     return {
         "task_export": task_export,
@@ -535,8 +569,25 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
         "task_bench": task_bench,
         "task_report": task_report,
         "task_pack": task_pack,
+        "task_page": task_page,
         "task_build": task_build,
     }
+
+
+def _validation_shapes(manifest: Manifest, sig: KernelSignature) -> list[list[int]] | None:
+    """A dynamic kernel's validation shapes (None for a static one): more rows
+    than any shape of its width the manifest names."""
+    if not sig.is_dynamic:
+        return None
+    from .validate import validation_shapes
+
+    return [list(s) for s in validation_shapes(sig, manifest.largest_rows(sig))]
+
+
+def _with_shapes(config: dict, shapes) -> dict:
+    """A task's config, plus its shapes where it has any: static kernels' tasks
+    keep the config they had before dynamic dims existed (no rebuild)."""
+    return {**config, "shapes": shapes} if shapes else config
 
 
 def _all_names(p: Plan, devices: dict) -> list[str]:

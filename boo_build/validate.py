@@ -15,6 +15,10 @@ theirs. The worst element is the one closest to (or furthest past) its bound:
 A result is ``passed`` only when the kernel ran on a device and every output
 of every case was within tolerance; ``not run`` carries the reason there was
 no device; ``error`` carries the runtime's message.
+
+A dynamic kernel runs every case at several input shapes (``validation_shapes``;
+the case name ends in ``@`` and the shape), each checked against the float64
+reference of the static signature it runs as there.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from .signature import KernelSignature, ModuleId
+from .signature import KernelSignature, ModuleId, SignatureError, shape_text
 from .targets import Target
 from .tolerances import Tolerance, tolerance
 
@@ -159,6 +163,73 @@ def cases(sig: KernelSignature, seeds=(0,), offset_case: bool = True) -> list[tu
     return out
 
 
+# Rows of a dynamic kernel's largest validation shape: at least this many
+# ("several thousand"), and more than any shape of its width in the manifest.
+LARGE_ROWS = 4096
+PRIME_ROWS = 37  # each dynamic dim alone at a prime, the others at 1
+
+
+def _next_prime(n: int) -> int:
+    """The smallest prime >= n."""
+    n = max(n, 2)
+    while any(n % p == 0 for p in range(2, int(n ** 0.5) + 1)):
+        n += 1
+    return n
+
+
+def validation_shapes(sig: KernelSignature, more_than_rows: int = 0) -> tuple[tuple[int, ...], ...]:
+    """Input shapes a dynamic signature is validated at (() when static), each
+    within its bounds:
+
+    * every dynamic dim 1 (one row when the leading dims are all dynamic);
+    * each dynamic dim alone at ``PRIME_ROWS`` (a prime), the others 1: batch
+      and sequence vary separately;
+    * the large case: more rows than ``more_than_rows`` (the manifest's largest
+      shape of this width) and at least ``LARGE_ROWS``, spread as 3 on the first
+      name (if there are two or more) and a prime on the last.
+    """
+    if not sig.is_dynamic:
+        return ()
+    names, bounds = sig.dim_names, sig.dim_bounds()
+    ones = dict.fromkeys(names, 1)
+    wanted = [ones] + [{**ones, n: PRIME_ROWS} for n in names]
+    n_norm = len(sig.normalized_shape)
+    static = 1
+    for d in sig.input_shape[: len(sig.input_shape) - n_norm]:
+        static *= d if isinstance(d, int) else 1
+    rows = max(LARGE_ROWS, more_than_rows + 1)
+    large = dict(ones)
+    if len(names) > 1:
+        large[names[0]] = 3
+    spread = static * (3 if len(names) > 1 else 1)
+    large[names[-1]] = _next_prime(-(-rows // spread))
+    wanted.append(large)
+    shapes = []
+    for sizes in wanted:
+        sizes = {n: min(v, bounds[n]) for n, v in sizes.items()}
+        while True:  # several names at their bounds can still pass max_elements together
+            try:
+                shapes.append(sig.sized(sizes).input_shape)
+                break
+            except SignatureError:
+                top = max(sizes, key=sizes.get)
+                if sizes[top] == 1:
+                    break
+                sizes[top] = max(1, sizes[top] // 2)
+    return tuple(dict.fromkeys(shapes))
+
+
+def _all_cases(sig: KernelSignature, seeds, offset_case: bool, shapes):
+    """(case name, seed, offset, static signature it runs as) of every case."""
+    if not sig.is_dynamic:
+        return [(case, seed, off, sig) for case, seed, off in cases(sig, seeds, offset_case)]
+    out = []
+    for shape in shapes if shapes is not None else validation_shapes(sig):
+        bound = sig.bind(shape)
+        out += [(f"{case}@{shape_text(shape)}", seed, off, bound) for case, seed, off in cases(bound, seeds, offset_case)]
+    return out
+
+
 def compare(name: str, case: str, got, expected, tol: Tolerance, dtype: str = "") -> OutputCheck:
     """Check one output (torch tensors; ``expected`` in float64) under ``tol``."""
     import torch
@@ -196,9 +267,17 @@ def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
 
 
 def validate_kernel(vmfb: bytes, mid: ModuleId, target: Target, device, *, seeds=(0,),
-                    offset_case: bool = True) -> ValidationResult:
+                    offset_case: bool = True, torch_device: str | None = None,
+                    shapes=None) -> ValidationResult:
     """Run ``vmfb`` (``mid`` compiled for ``target``) on ``device`` (a
-    ``loader.devices.DeviceInfo``, or None: not run) and compare with the reference."""
+    ``loader.devices.DeviceInfo``, or None: not run) and compare with the reference.
+
+    ``torch_device`` ("cuda:0"): a GPU's inputs go to the kernel as torch
+    tensors there (the loader's zero-copy path) and the float64 reference is
+    computed there too; without it GPU inputs are staged from host arrays.
+
+    ``shapes``: input shapes of a dynamic kernel's cases (default
+    ``validation_shapes(sig)``)."""
     sig = mid.signature
     tol_rec = tolerance_record(sig)
     base = dict(module=mid.key, target=target.name, tolerance=tol_rec)
@@ -219,8 +298,11 @@ def validate_kernel(vmfb: bytes, mid: ModuleId, target: Target, device, *, seeds
 
     outputs_spec = sig.outputs()
     checks: list[OutputCheck] = []
-    for case, seed, offset in cases(sig, seeds, offset_case):
-        args = sample_args(sig, seed, offset)
+    for case, seed, offset, csig in _all_cases(sig, seeds, offset_case, shapes):
+        outputs_spec = csig.outputs()
+        args = sample_args(csig, seed, offset)
+        if torch_device is not None and not device.is_cpu:
+            args = tuple(a.to(torch_device) for a in args)
         try:
             got = runner(*_to_device(args, device))
         except Exception as e:  # noqa: BLE001
@@ -230,7 +312,7 @@ def validate_kernel(vmfb: bytes, mid: ModuleId, target: Target, device, *, seeds
             return ValidationResult(
                 status="failed", outputs=tuple(checks),
                 reason=f"{case}: kernel returned {len(got)} outputs, the signature has {len(outputs_spec)}", **base)
-        expected = reference(sig, args)
+        expected = reference(csig, args)
         for (name, shape, dtype), g, e in zip(outputs_spec, got, expected):
             g = _to_torch(g)
             if tuple(g.shape) != tuple(shape) or _dtype_name(g) != dtype:
@@ -260,9 +342,10 @@ def _dtype_name(t) -> str:
 
 
 def _to_device(args, device):
-    """Torch tensors for CPU devices (the zero-copy path the loader uses);
-    numpy arrays for GPUs (host staging, works without a GPU build of torch)."""
-    if device.is_cpu:
+    """Torch tensors for CPU devices and torch GPU tensors (the zero-copy path
+    the loader uses); else numpy arrays for GPUs (host staging, works without
+    a GPU build of torch)."""
+    if device.is_cpu or args[0].device.type != "cpu":
         return args
     return tuple(_to_numpy(a) for a in args)
 

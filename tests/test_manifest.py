@@ -693,7 +693,7 @@ def test_default_manifest_loads():
     assert m.bundle == BundleSpec("boo-norms", "0.1.0",
                                   ("cpu", "gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1201"))
     ks = set(keys(m))
-    assert 14 <= len(ks) <= 30
+    assert 14 <= len(ks) <= 40
     for mask in ALL_MASKS["layer_norm"]:
         assert f"layer_norm-f32-10x32x42x32-n32-wb-m{mask}" in ks
     for dt in ("f32", "bf16"):
@@ -701,6 +701,13 @@ def test_default_manifest_loads():
             assert f"layer_norm-{dt}-8x128x768-n768-wb-m{mask}" in ks
     for mask in (1, 6):
         assert f"rms_norm-bf16-2x128x4096-n4096-w-eps1em06-m{mask}" in ks
+    # any batch and sequence length: dynamic BERT-base and Llama-class norms
+    for dt in ("f32", "bf16"):
+        for mask in (1, 14):
+            assert f"layer_norm-{dt}-BATCHxSEQx768-n768-wb-m{mask}" in ks
+    for dt in ("f32", "bf16", "f16"):
+        for mask in (1, 6):
+            assert f"rms_norm-{dt}-BATCHxSEQx4096-n4096-w-eps1em06-m{mask}" in ks
     assert all(k.impls == tuple(sorted(IMPLS)) for k in m.kernels)
     assert len(m.module_ids) == len(ks) * len(IMPLS)
 

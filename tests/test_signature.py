@@ -136,7 +136,7 @@ def test_from_json_rejects_mismatched_key():
     ("layer_norm-f32-8x128x768-n768-wb-eps1em05-m1", "not canonical"),
     ("layer_norm-f32-8x128x768-n768-wb-sf32-m1", "not canonical"),
     ("layer_norm-f32-8x128x768-n768-wb-m1-eps1em06", "not canonical"),
-    ("layer_norm-f32-8xAx768-n768-wb-m1", "bad shape"),
+    ("layer_norm-f32-8xax768-n768-wb-m1", "bad shape"),  # names are capitals in keys
     ("softmax-f32-8x128x768-n768-wb-m1", "unknown op"),
     ("layer_norm-f32-8x128x768-n128-wb-m1", "not a suffix"),
 ])

@@ -1,8 +1,9 @@
 """The small runtime that loads and runs bundled kernels.
 
 Light on purpose: importing it imports the standard library, zstandard and
-``boo_build.signature``/``targets`` only. torch is imported on the first call
-with tensors, iree.runtime on the first kernel load (or GPU discovery); the
+``boo_build.signature``/``targets`` only. torch is needed only for torch
+tensors (numpy arrays work without it), iree.runtime's native module on the
+first kernel load (or GPU discovery); the
 build side (iree.compiler, iree.turbine, doit) never.
 
     from boo_build.loader import open_bundle
@@ -10,6 +11,7 @@ build side (iree.compiler, iree.turbine, doit) never.
     y, mean, rstd = bundle.native_layer_norm(x, (768,), weight, bias, 1e-5)
 
     from boo_build.loader.nn import LayerNorm, RMSNorm   # torch.nn drop-ins
+    from boo_build.loader.nn import replace_norms        # swap them into a model
 """
 
 from .bundle import (
@@ -24,6 +26,8 @@ from .bundle import (
     BundleIntegrityError,
     KernelNotFound,
     NoCompatibleDevice,
+    RuntimeTooOld,
+    UntestedRuntimeWarning,
     open_bundle,
     read_archive,
     verify_members,
@@ -32,11 +36,11 @@ from .bundle import (
 __all__ = [
     "DEFAULT_MAX_SIZE", "FORMAT", "FORMAT_VERSION", "READABLE_VERSIONS",
     "Archive", "Bundle", "BundleError", "BundleFormatError", "BundleIntegrityError",
-    "KernelNotFound", "NoCompatibleDevice", "open_bundle", "read_archive", "verify_members",
-    "LayerNorm", "RMSNorm", "set_default_bundle", "default_bundle",
+    "KernelNotFound", "NoCompatibleDevice", "RuntimeTooOld", "UntestedRuntimeWarning", "open_bundle", "read_archive", "verify_members",
+    "LayerNorm", "RMSNorm", "replace_norms", "set_default_bundle", "default_bundle",
 ]
 
-_LAZY = {"LayerNorm", "RMSNorm", "set_default_bundle", "default_bundle"}
+_LAZY = {"LayerNorm", "RMSNorm", "replace_norms", "set_default_bundle", "default_bundle"}
 
 
 def __getattr__(name: str):

@@ -9,6 +9,15 @@ only when the device nodes they need exist (``/dev/kfd``, ``/dev/nvidia*``) so
 a CPU-only machine never pays for importing IREE's runtime. Every GPU probe
 is guarded: a driver that fails to load means "no such GPU", never an error.
 Callers keep the result.
+
+NVIDIA compute capability: IREE's cuda driver dumps no device details (its
+``dump_device_info`` is empty in 3.13), so it comes from the CUDA driver
+library itself (``libcuda``'s ``cuDeviceGetAttribute`` through ctypes, by
+device ordinal, the order IREE enumerates in), else from ``nvidia-smi``
+(by GPU UUID, which IREE reports as the device path). Never from torch.
+A CUDA target runs on every GPU of at least its compute capability (PTX is
+compiled forward by the driver), except architecture-specific ones
+(``sm_90a``), which run on exactly theirs.
 """
 
 from __future__ import annotations
@@ -17,11 +26,13 @@ import glob
 import os
 import platform
 import re
+import shutil
+import subprocess
 import sys
 from dataclasses import dataclass
 from typing import Iterable
 
-from ..targets import Target
+from ..targets import Target, cuda_arch, cuda_capability
 
 
 @dataclass(frozen=True)
@@ -120,17 +131,42 @@ def gfx_arch(name: str) -> str:
     return name.split(":", 1)[0].strip()
 
 
+# IREE's CUDA driver takes kernel results from a stream-ordered pool by
+# default (cuMemAllocFromPoolAsync), and its allocator cannot export those
+# buffers through DLPack (3.13: "CUDA buffer type is not supported for
+# export"); plainly allocated results export, so outputs reach torch without
+# a copy. Runtime flags are read when a driver is created (once per process).
+# BOO_CUDA_ASYNC_ALLOCATIONS=1 keeps IREE's default (outputs are then copied).
+CUDA_DRIVER_FLAGS = ("--cuda_async_allocations=false",)
+ASYNC_ALLOCATIONS_ENV = "BOO_CUDA_ASYNC_ALLOCATIONS"
+
+
+def configure_driver(uri: str) -> None:
+    """Set the runtime flags the loader wants for ``uri``'s driver; call before
+    the driver is first created. A runtime without the flag is left alone."""
+    if uri.split("://", 1)[0].split("?", 1)[0] != "cuda" or os.environ.get(ASYNC_ALLOCATIONS_ENV) == "1":
+        return
+    from .native import runtime
+
+    try:
+        runtime().parse_flags(*CUDA_DRIVER_FLAGS)
+    except Exception:  # noqa: BLE001 - an unknown flag in another runtime build
+        pass
+
+
 def gpu_devices(driver_name: str) -> tuple[DeviceInfo, ...]:
     """GPUs of one IREE driver (``hip`` or ``cuda``); empty when the driver
     cannot load or finds nothing. Never raises."""
     try:
         from .native import runtime
 
+        configure_driver(driver_name)
         driver = runtime().get_cached_hal_driver(driver_name)
         infos = driver.query_available_devices()
     except Exception:  # noqa: BLE001 - no library, no device, no permission: no GPU
         return ()
     found = []
+    by_ordinal = by_uuid = None  # CUDA compute capabilities, read when needed
     for index, info in enumerate(infos):
         try:
             fields = _parse_device_info(driver.dump_device_info(info["device_id"]))
@@ -142,10 +178,74 @@ def gpu_devices(driver_name: str) -> tuple[DeviceInfo, ...]:
         else:
             cc = fields.get("gpu-compute-capability", "")
             arch = "sm_" + cc.replace(".", "") if cc else ""
+            if not arch:
+                if by_ordinal is None:
+                    by_ordinal = libcuda_capabilities()
+                if index in by_ordinal:
+                    arch = cuda_arch(*by_ordinal[index])
+                else:
+                    if by_uuid is None:
+                        by_uuid = nvidia_smi_capabilities()
+                    cap = by_uuid.get(str(info.get("path", "")).lower())
+                    arch = cuda_arch(*cap) if cap else ""
         if not arch:
             arch = "unknown"
         found.append(DeviceInfo(driver=driver_name, uri=f"{driver_name}://{index}", arch=arch, name=name))
     return tuple(found)
+
+
+# CUdevice_attribute values (cuda.h): they are part of the driver's ABI.
+_CU_COMPUTE_CAPABILITY_MAJOR, _CU_COMPUTE_CAPABILITY_MINOR = 75, 76
+
+
+def libcuda_capabilities(library: str = "libcuda.so.1") -> dict[int, tuple[int, int]]:
+    """(major, minor) compute capability per CUDA device ordinal, from the
+    CUDA driver library through ctypes; ``{}`` when it cannot load or
+    initialize (no driver, no GPU, no permission). Never raises."""
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL(library)
+        if lib.cuInit(0) != 0:
+            return {}
+        count = ctypes.c_int(0)
+        if lib.cuDeviceGetCount(ctypes.byref(count)) != 0:
+            return {}
+        found = {}
+        for ordinal in range(count.value):
+            dev, major, minor = ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(0)
+            if (lib.cuDeviceGet(ctypes.byref(dev), ordinal) == 0
+                    and lib.cuDeviceGetAttribute(ctypes.byref(major), _CU_COMPUTE_CAPABILITY_MAJOR, dev) == 0
+                    and lib.cuDeviceGetAttribute(ctypes.byref(minor), _CU_COMPUTE_CAPABILITY_MINOR, dev) == 0):
+                found[ordinal] = (major.value, minor.value)
+        return found
+    except Exception:  # noqa: BLE001 - no library or a broken one: unknown, not an error
+        return {}
+
+
+def parse_nvidia_smi(text: str) -> dict[str, tuple[int, int]]:
+    """``nvidia-smi --query-gpu=uuid,compute_cap --format=csv,noheader`` output
+    -> {lower-case "gpu-<uuid>": (major, minor)}; lines it cannot read are skipped."""
+    found = {}
+    for line in (text or "").splitlines():
+        uuid, sep, cap = line.partition(",")
+        major, dot, minor = cap.strip().partition(".")
+        if sep and dot and major.isdigit() and minor.isdigit() and uuid.strip():
+            found[uuid.strip().lower()] = (int(major), int(minor))
+    return found
+
+
+def nvidia_smi_capabilities(timeout_s: float = 10.0) -> dict[str, tuple[int, int]]:
+    """Compute capability per GPU UUID from ``nvidia-smi`` (``{}`` without it). Never raises."""
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return {}
+    try:
+        out = subprocess.run([exe, "--query-gpu=uuid,compute_cap", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=timeout_s)
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return parse_nvidia_smi(out.stdout) if out.returncode == 0 else {}
 
 
 def discover(*, gpus: bool | None = None) -> tuple[DeviceInfo, ...]:
@@ -174,6 +274,18 @@ def cpu_can_run(device_arch: str, target_arch: str) -> tuple[bool, str]:
     return False, f"not run: CPU is {device_arch}, target needs {target_arch}"
 
 
+def cuda_can_run(device_arch: str, target_arch: str) -> bool:
+    """Whether an NVIDIA GPU of ``device_arch`` (``"sm_90"``) runs code built
+    for ``target_arch``: PTX runs on its compute capability and every later
+    one; an architecture-specific target (``sm_90a``) only on its own."""
+    dev, tgt = cuda_capability(device_arch), cuda_capability(target_arch)
+    if dev is None or tgt is None:
+        return False
+    if tgt[2]:
+        return dev[:2] == tgt[:2]
+    return dev[:2] >= tgt[:2]
+
+
 def match_target(target: Target, devices: Iterable[DeviceInfo]) -> tuple[DeviceInfo | None, str]:
     """The first device that can run ``target`` and ``""``; or ``None`` and why
     not (``"not run: no device (gfx942)"``,
@@ -192,7 +304,7 @@ def match_target(target: Target, devices: Iterable[DeviceInfo]) -> tuple[DeviceI
         return None, reasons[0]
     same_driver = [d for d in devices if d.driver == target.driver]
     for d in same_driver:
-        if gfx_arch(d.arch) == target.arch:
+        if gfx_arch(d.arch) == target.arch or (target.driver == "cuda" and cuda_can_run(d.arch, target.arch)):
             return d, ""
     if same_driver:
         others = ", ".join(sorted({d.arch for d in same_driver}))

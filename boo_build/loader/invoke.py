@@ -37,6 +37,8 @@ Lifetime: outputs point into memory owned by the HAL device, so the device
 must outlive them; ``open_device`` keeps one device per URI until the process
 ends (iree.runtime's own ``get_device`` cache does the same; when iree.runtime
 is already imported, its cache is used so the process has one device per URI).
+At exit the runtime's objects are released in an order IREE accepts (see
+"Exit" below), so that nanobind reports no leaked instances.
 
 Threads: a VM context is thread-compatible, not thread-safe (iree-org/iree
 #12948), so a runner keeps a small pool of contexts over one shared module:
@@ -47,11 +49,14 @@ shared; executable creation is serialized by the same lock.
 
 from __future__ import annotations
 
+import atexit
+import math
 import os
 import re
 import sys
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,6 +92,9 @@ _DEVICES: dict[str, Any] = {}
 
 
 def _hal_device(uri: str):
+    from .devices import configure_driver
+
+    configure_driver(uri)
     full = sys.modules.get("iree.runtime")
     if full is not None:  # share iree.runtime's cache when the app uses it too
         return full.get_device(uri)
@@ -167,6 +175,10 @@ class RuntimeDevice:
             return 1
         return cpu_threads() if self.driver == "local-task" else 0
 
+    def close(self) -> None:
+        """Drop the runtime objects (at exit, after its runners': ``_Exit``)."""
+        self.hal_module = self.vm_instance = self.hal_device = None
+
 
 def open_device(uri: str = "local-task") -> RuntimeDevice:
     """Open the device at ``uri`` ("local-task", "hip://0", "cuda://0").
@@ -183,8 +195,10 @@ def open_device(uri: str = "local-task") -> RuntimeDevice:
     tail = uri.split("://", 1)[1] if "://" in uri else ""
     if tail.isdigit():
         index = int(tail)
-    return RuntimeDevice(uri=uri, driver=driver, hal_device=hal_device, vm_instance=instance,
-                         hal_module=hal_module, dlpack_device=(_DLPACK_CODE.get(driver, _DLPACK_CPU), index))
+    device = RuntimeDevice(uri=uri, driver=driver, hal_device=hal_device, vm_instance=instance,
+                           hal_module=hal_module, dlpack_device=(_DLPACK_CODE.get(driver, _DLPACK_CPU), index))
+    _EXIT.opened(device)
+    return device
 
 
 # --------------------------------------------------------------- helpers
@@ -248,6 +262,21 @@ class KernelRunner:
         self._torch = None  # (torch, Tensor, to_dlpack, from_dlpack), bound on the first torch call
         self._cpu = device.is_cpu
         self._dl_code, self._dl_index = device.dlpack_device
+        # GPUs: how outputs reach torch ("dlpack" or "copy", None until the first
+        # call) and why not by DLPack; whether a call first waits for torch's
+        # current stream (always, but for a check that proves the wait matters).
+        self.output_path: str | None = None
+        self.output_path_reason = ""
+        self.sync_inputs = True
+        self._closed = False
+        _EXIT.runners.add(self)
+
+    def close(self) -> None:
+        """Drop the runtime objects (contexts, functions, module, device): at
+        exit (``_Exit``); a call afterwards raises ``KernelError``."""
+        self._closed = True
+        self._pool.clear()
+        self._module = self.device = self._from_capsule = self._to_capsule = None
 
     def _new_context(self):
         rt = _rt()
@@ -258,6 +287,8 @@ class KernelRunner:
 
     # -- calling --------------------------------------------------------
     def __call__(self, *args):
+        if self._closed:
+            raise KernelError(f"{self.func_name}: the runtime was released at interpreter exit")
         if self.num_args is not None and len(args) != self.num_args:
             raise TypeError(f"{self.func_name} takes {self.num_args} arguments, got {len(args)}")
         if args and isinstance(args[0], np.ndarray):
@@ -306,8 +337,15 @@ class KernelRunner:
                                 f"got {type(t).__name__} among tensors")
             if t.requires_grad:
                 t = t.detach()
-            if not cpu and t.device.type == "cpu":
-                return self._call_torch_via_host(args, torch)
+            if not cpu and t.device.type != "cuda":
+                if all(isinstance(a, Tensor) and a.device.type == "cpu" for a in args):
+                    return self._call_torch_via_host(args, torch)  # staged: copied in and out
+                where = ", ".join(sorted({str(a.device) for a in args if isinstance(a, Tensor)}))
+                raise ValueError(f"{self.func_name}: arguments are on {where}; this kernel runs on "
+                                 f"{self.device.uri}: pass every tensor on that device, or all on the CPU")
+            if not cpu and (t.device.index or 0) != self._dl_index:
+                raise ValueError(f"{self.func_name}: an argument is on {t.device}, but this kernel runs on "
+                                 f"{self.device.uri} (torch device cuda:{self._dl_index}): move it there")
             if cpu and (t.data_ptr() % ALIGNMENT or not t.is_contiguous()):
                 t = t.clone(memory_format=torch.contiguous_format)  # CPU allocator aligns to 64
                 keep.append(t)
@@ -321,12 +359,57 @@ class KernelRunner:
                 keep.append(t)
                 bv = from_capsule(to_dlpack(t))
             arg_list.push_ref(bv)
-        if not cpu and torch.cuda.is_available():
-            torch.cuda.current_stream().synchronize()  # inputs are written on torch's stream
+        if not cpu:
+            # IREE runs on its own stream: wait until torch's current stream has
+            # written the inputs (the simple, synchronous ordering; the call
+            # itself returns only once the kernel finished, so torch may read
+            # the outputs right away).
+            if self.sync_inputs:
+                torch.cuda.current_stream(args[0].device).synchronize()
+            return self._gpu_outputs(self._invoke(arg_list), torch, from_dlpack, args[0].device)
         rets = self._invoke(arg_list)
         to_capsule, BV, code, index = self._to_capsule, self._BufferView, self._dl_code, self._dl_index
         get = rets.get_as_ref
         return tuple([from_dlpack(to_capsule(get(i).deref(BV), code, index)) for i in range(rets.size)])
+
+    def _gpu_outputs(self, rets, torch, from_dlpack, tdev):
+        """A GPU call's results as torch tensors on ``tdev``: the runtime's own
+        buffers through DLPack (no copy) where its allocator exports them, else
+        one device-to-device copy each into tensors torch allocates (the first
+        refusal switches this runner to copies; ``output_path`` says which)."""
+        BV = self._BufferView
+        views = [rets.get_as_ref(i).deref(BV) for i in range(rets.size)]
+        if self.output_path != "copy":
+            try:
+                outs = tuple([from_dlpack(self._to_capsule(bv, self._dl_code, self._dl_index)) for bv in views])
+                self.output_path = "dlpack"
+                return outs
+            except Exception as e:  # noqa: BLE001 - the allocator cannot export these buffers
+                if self.output_path == "dlpack":  # it could before: a real failure
+                    raise KernelError(f"{self.func_name}: exporting an output failed: {e}") from e
+                self.output_path, self.output_path_reason = "copy", str(e).strip().splitlines()[0][:300]
+        return self._copy_out(views, torch, tdev)
+
+    def _copy_out(self, views, torch, tdev):
+        """Copy each result on the device into a torch tensor (uint8 storage of the
+        buffer's byte length, then viewed: a result buffer may be padded)."""
+        hal, to_dlpack = self.device.hal_device, self._torch[2]
+        outs, waits = [], []
+        for bv in views:
+            src = bv.get_buffer()
+            raw = torch.empty(src.byte_length(), dtype=torch.uint8, device=tdev)
+            dtype = _torch_dtype(torch, bv.element_type)
+            shape = tuple(bv.shape)
+            nbytes = math.prod(shape) * dtype.itemsize
+            if nbytes:
+                sem = hal.create_semaphore(0)
+                hal.queue_copy(src, self._from_capsule(to_dlpack(raw)).get_buffer(), [], [(sem, 1)])
+                waits.append(sem)
+            outs.append(raw[:nbytes].view(dtype).reshape(shape))
+        for sem in waits:
+            sem.wait(1)
+        return tuple(outs)
+
 
     def _call_numpy(self, args):
         if not self._cpu:
@@ -385,21 +468,7 @@ class KernelRunner:
         return tuple(out)
 
     def _call_torch_via_host(self, args, torch):
-        arrays = []
-        for t in args:
-            t = t.detach().contiguous()
-            if t.dtype == torch.bfloat16:
-                arrays.append(t.view(torch.int16).numpy().view(self._numpy_dtype(self._bf16)))
-            else:
-                arrays.append(t.numpy())
-        outs = self._call_host(arrays)
-        result = []
-        for a in outs:
-            if a.dtype.name == "bfloat16":
-                result.append(torch.from_numpy(a.view(np.int16)).view(torch.bfloat16))
-            else:
-                result.append(torch.from_numpy(a))
-        return tuple(result)
+        return tuple(torch_from_numpy(a) for a in self._call_host([numpy_from_torch(t) for t in args]))
 
     def _numpy_dtype(self, element_type: int) -> np.dtype:
         dt = self._numpy_dtypes.get(element_type)
@@ -412,11 +481,48 @@ class KernelRunner:
         return f"KernelRunner({self.func_name!r} on {self.device.uri})"
 
 
+def numpy_from_torch(t) -> np.ndarray:
+    """A CPU torch tensor's data as a numpy array (shared; bfloat16 as ml_dtypes.bfloat16)."""
+    import torch
+
+    t = t.detach().contiguous()
+    if t.dtype == torch.bfloat16:
+        import ml_dtypes  # ships with iree-base-runtime
+
+        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return t.numpy()
+
+
+def torch_from_numpy(a: np.ndarray):
+    """A numpy array as a CPU torch tensor (shared unless read-only; ml_dtypes.bfloat16 as bfloat16)."""
+    import torch
+
+    if not a.flags.writeable:  # torch.from_numpy warns about, and would write into, read-only memory
+        a = a.copy()
+    if a.dtype.name == "bfloat16":
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(a)
+
+
 _NUMPY_TO_HAL = {
     "float32": "FLOAT_32", "float16": "FLOAT_16", "float64": "FLOAT_64", "int8": "SINT_8", "uint8": "UINT_8",
     "int16": "SINT_16", "uint16": "UINT_16", "int32": "SINT_32", "uint32": "UINT_32", "int64": "SINT_64",
     "uint64": "UINT_64", "bool": "BOOL_8", "bfloat16": "BFLOAT_16",
 }
+
+
+_HAL_TO_TORCH = {"FLOAT_32": "float32", "FLOAT_16": "float16", "BFLOAT_16": "bfloat16", "FLOAT_64": "float64",
+                  "SINT_8": "int8", "UINT_8": "uint8", "SINT_16": "int16", "SINT_32": "int32", "SINT_64": "int64",
+                  "INT_32": "int32", "INT_64": "int64", "BOOL_8": "bool"}
+
+
+def _torch_dtype(torch, element_type: int):
+    """torch dtype of a HAL element type."""
+    E = _rt().HalElementType
+    for hal, name in _HAL_TO_TORCH.items():
+        if int(getattr(E, hal)) == element_type:
+            return getattr(torch, name)
+    raise TypeError(f"no torch dtype for HAL element type {element_type:#x}")
 
 
 def element_type(dtype) -> int:
@@ -442,3 +548,59 @@ def numpy_dtype(element_type: int) -> np.dtype:
         return np.dtype({int(E.INT_32): "int32", int(E.INT_64): "int64", int(E.INT_16): "int16",
                          int(E.INT_8): "int8"}[element_type])
     raise TypeError(f"no numpy dtype for HAL element type {element_type:#x}")
+
+
+# -------------------------------------------------------------------- exit
+class _Exit:
+    """Releases the runtime's objects at interpreter exit (``atexit``), in an
+    order IREE accepts, whatever the process still holds.
+
+    nanobind reports every runtime object still alive when iree's native
+    module is finalized ("nanobind: leaked N instances!", a line per object),
+    and a process may hold its bundles to the end in ways Python never frees
+    (an autograd graph kept in a global whose nodes hold the model, as
+    ``torch.utils.checkpoint`` makes). Checked on iree-base-runtime 3.13:
+
+    * every runner's contexts, functions and module, then every device's HAL
+      module and VM instance can go at exit while kernel outputs live on: they
+      go (a kernel call afterwards raises ``KernelError``);
+    * a HAL device cannot: kernel outputs point into its memory, and reading
+      or freeing one after the device is destroyed crashes; and Python does
+      not say when the last one goes (torch frees no storage objects during
+      interpreter finalization, and module teardown frees ``_DEVICES`` before
+      objects garbage-collected later: a checkpointed graph's outputs, freed
+      after their device, crashed the process). So each device gets one
+      reference that is never dropped (it lives until the process ends, as
+      ``_DEVICES`` means it to), and the runtime's leak report, which would
+      list it (and its driver), is turned off once the rest is released
+      (``disable_leak_checker``, the runtime's own switch; iree-turbine sets
+      it at import).
+    """
+
+    def __init__(self):
+        self.runners: "weakref.WeakSet[KernelRunner]" = weakref.WeakSet()
+        self.devices: "weakref.WeakSet[RuntimeDevice]" = weakref.WeakSet()
+        self._registered = False
+
+    def opened(self, device: RuntimeDevice) -> None:
+        self.devices.add(device)
+        if not self._registered:
+            self._registered = True
+            atexit.register(self.release)
+
+    def release(self) -> None:
+        import ctypes
+
+        for r in list(self.runners):
+            r.close()
+        kept = {}
+        for d in list(self.devices):
+            kept[id(d.hal_device)] = d.hal_device
+            d.close()
+        for hal in kept.values():
+            if hal is not None:
+                ctypes.pythonapi.Py_IncRef(ctypes.py_object(hal))
+        _rt().disable_leak_checker()  # what is left: the devices, kept on purpose
+
+
+_EXIT = _Exit()

@@ -1,53 +1,40 @@
-"""Drop-in ``torch.nn.LayerNorm`` / ``torch.nn.RMSNorm`` running a bundle's kernels.
+"""Drop-in ``torch.nn.LayerNorm`` / ``torch.nn.RMSNorm`` running a bundle's
+kernels, and ``replace_norms`` to swap them into an existing model.
 
 Same constructor arguments as torch's modules (they are subclasses, so
 ``state_dict``, ``reset_parameters`` and ``isinstance`` checks carry over),
 plus ``bundle``: a ``Bundle``, a bundle path, or None for the default bundle
-(``set_default_bundle``, else the ``BOO_BUNDLE`` environment variable).
+at the time of the call (``set_default_bundle``, else the ``BOO_BUNDLE``
+environment variable).
 
-The forward runs the bundle's forward kernel and saves mean/rstd; the backward
-runs ONE combined backward kernel for exactly the gradients autograd needs
-(``ctx.needs_input_grad``): only the input gradient when the weights are
-frozen, only the weight (and bias) gradients when the input needs none.
-A kernel missing from the bundle raises ``KernelNotFound`` unless the bundle
-was opened with ``fallback="eager"``.
+The forward is one custom op (``torch.ops.boo.layer_norm`` / ``rms_norm``,
+``loader/ops.py``), so ``torch.compile(model, fullgraph=True)`` and
+``torch.export`` trace it without a graph break, and the compiled graph runs
+the bundle's kernels (eager inference calls the bundle directly, sparing the
+op's dispatch: ``_direct``). Its autograd runs ONE combined backward kernel for
+exactly the gradients autograd needs: only the input gradient when the
+weights are frozen, only the weight (and bias) gradients when the input
+needs none; under ``no_grad``/``inference_mode`` only the forward kernel.
+Parameters of another dtype than the input (float32 weights with bfloat16
+activations, as under CPU autocast) are cast to the input's dtype, whose
+kernel runs, and gradients come back in the parameters' dtype, as with
+torch's norms (which on the CPU compute such calls in the input's dtype).
+A kernel missing from the bundle raises ``KernelNotFound`` unless the
+bundle was opened with ``fallback="eager"``.
 """
 
 from __future__ import annotations
 
 import os
-import threading
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Iterable
 
 import torch
 
-from .bundle import Bundle, open_bundle, rms_default_eps
-
-BUNDLE_ENV = "BOO_BUNDLE"
-
-_default: Bundle | None = None
-_default_lock = threading.Lock()
-
-
-def set_default_bundle(bundle: Bundle | str | os.PathLike | None) -> Bundle | None:
-    """Bundle used by modules built without ``bundle=``; a path is opened (best device)."""
-    global _default
-    with _default_lock:
-        _default = bundle if bundle is None or isinstance(bundle, Bundle) else open_bundle(bundle)
-        return _default
-
-
-def default_bundle() -> Bundle:
-    global _default
-    with _default_lock:
-        if _default is None:
-            path = os.environ.get(BUNDLE_ENV)
-            if not path:
-                raise RuntimeError(
-                    "no bundle: pass bundle= to the module, call boo_build.loader.set_default_bundle(...), "
-                    f"or set {BUNDLE_ENV} to a bundle path")
-            _default = open_bundle(path)
-        return _default
+from ..signature import KernelSignature, SignatureError
+from . import ops
+from .bundle import FALLBACKS, Bundle, _family_key, open_bundle, rms_default_eps
+from .ops import BUNDLE_ENV, default_bundle, set_default_bundle
 
 
 def _resolve(bundle: Any) -> Bundle | None:
@@ -56,83 +43,281 @@ def _resolve(bundle: Any) -> Bundle | None:
     return open_bundle(bundle)
 
 
-class _LayerNormFn(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, weight, bias, bundle: Bundle, normalized_shape, eps):
-        y, mean, rstd = bundle.native_layer_norm(x, normalized_shape, weight, bias, eps)
-        ctx.bundle, ctx.normalized_shape, ctx.eps = bundle, normalized_shape, eps
-        ctx.has_weight, ctx.has_bias = weight is not None, bias is not None
-        ctx.save_for_backward(x, weight, bias, mean, rstd)
-        return y
-
-    @staticmethod
-    def backward(ctx, grad_y):
-        x, weight, bias, mean, rstd = ctx.saved_tensors
-        need = ctx.needs_input_grad
-        mask = (need[0], need[1] and ctx.has_weight, need[2] and ctx.has_bias)
-        gx = gw = gb = None
-        if any(mask):
-            gx, gw, gb = ctx.bundle.native_layer_norm_backward(
-                grad_y, x, ctx.normalized_shape, mean, rstd, weight, bias, mask, eps=ctx.eps)
-        return gx, gw, gb, None, None, None
+def _direct(x: torch.Tensor) -> bool:
+    """Whether to call the bundle's entry point rather than the op: eager
+    inference (no autograd to record, no tracer, no autocast running the op in
+    float32), where the op's dispatch would only add its cost (about 40 us of
+    Python a call on the build machine, against a 30 us small kernel call)."""
+    return (not torch.is_grad_enabled() and type(x) is torch.Tensor and not torch.compiler.is_compiling()
+            and not (x.device.type in ops.AUTOCAST_FLOAT32 and torch.is_autocast_enabled(x.device.type)))
 
 
-class _RMSNormFn(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, weight, bundle: Bundle, normalized_shape, eps):
-        y, rstd = bundle.fused_rms_norm(x, normalized_shape, weight, eps)
-        ctx.bundle, ctx.normalized_shape, ctx.eps = bundle, normalized_shape, eps
-        ctx.has_weight = weight is not None
-        ctx.save_for_backward(x, weight, rstd)
-        return y
-
-    @staticmethod
-    def backward(ctx, grad_y):
-        x, weight, rstd = ctx.saved_tensors
-        need = ctx.needs_input_grad
-        mask = (need[0], need[1] and ctx.has_weight)
-        gx = gw = None
-        if any(mask):
-            gx, gw = ctx.bundle.fused_rms_norm_backward(
-                grad_y, x, ctx.normalized_shape, rstd, weight, mask, eps=ctx.eps)
-        return gx, gw, None, None, None
+def _like(x: torch.Tensor, p: torch.Tensor | None) -> torch.Tensor | None:
+    """A parameter in the input's dtype (the kernels take one dtype), unless
+    autocast runs the op in float32 on this device (it casts both itself)."""
+    if p is None or p.dtype == x.dtype or (x.device.type in ops.AUTOCAST_FLOAT32
+                                           and torch.is_autocast_enabled(x.device.type)):
+        return p
+    return p.to(x.dtype)
 
 
-class LayerNorm(torch.nn.LayerNorm):
+class _BundleAttr:
+    """``bundle``: the module's Bundle (None: the default), and the token the
+    op names it by (``ops.bundle_token``), kept together."""
+
+    @property
+    def bundle(self) -> Bundle | None:
+        return self._boo_bundle
+
+    @bundle.setter
+    def bundle(self, value: Bundle | str | os.PathLike | None) -> None:
+        b = _resolve(value)
+        self._boo_bundle, self._boo_token = b, ("" if b is None else ops.bundle_token(b))
+
+    def _bundle_repr(self) -> str:
+        b = self._boo_bundle
+        return f", bundle={b.name}-{b.version}" if b is not None else ", bundle=default"
+
+
+class LayerNorm(_BundleAttr, torch.nn.LayerNorm):
     """``torch.nn.LayerNorm`` whose forward and backward run bundle kernels."""
 
     def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True,
                  device=None, dtype=None, *, bundle: Bundle | str | os.PathLike | None = None):
         super().__init__(normalized_shape, eps=eps, elementwise_affine=elementwise_affine, bias=bias,
                          device=device, dtype=dtype)
-        self.bundle = _resolve(bundle)
+        self.bundle = bundle
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        bundle = self.bundle if self.bundle is not None else default_bundle()
-        return _LayerNormFn.apply(input, self.weight, self.bias, bundle, tuple(self.normalized_shape), self.eps)
+        w, b = _like(input, self.weight), _like(input, self.bias)
+        if _direct(input):
+            return ops.bundle_for(self._boo_token).native_layer_norm(input, self.normalized_shape, w, b, self.eps)[0]
+        return torch.ops.boo.layer_norm(input, self.normalized_shape, w, b, self.eps, self._boo_token)[0]
 
     def extra_repr(self) -> str:
-        b = self.bundle
-        return super().extra_repr() + (f", bundle={b.name}-{b.version}" if b is not None else ", bundle=default")
+        return super().extra_repr() + self._bundle_repr()
 
 
-class RMSNorm(torch.nn.RMSNorm):
+class RMSNorm(_BundleAttr, torch.nn.RMSNorm):
     """``torch.nn.RMSNorm`` whose forward and backward run bundle kernels."""
 
     def __init__(self, normalized_shape, eps: float | None = None, elementwise_affine: bool = True,
                  device=None, dtype=None, *, bundle: Bundle | str | os.PathLike | None = None):
         super().__init__(normalized_shape, eps=eps, elementwise_affine=elementwise_affine,
                          device=device, dtype=dtype)
-        self.bundle = _resolve(bundle)
+        self.bundle = bundle
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        bundle = self.bundle if self.bundle is not None else default_bundle()
-        eps = rms_default_eps() if self.eps is None else self.eps
-        return _RMSNormFn.apply(x, self.weight, bundle, tuple(self.normalized_shape), eps)
+        # eps None: torch's default (float32's epsilon), resolved by the entry point
+        w = _like(x, self.weight)
+        if _direct(x):
+            return ops.bundle_for(self._boo_token).fused_rms_norm(x, self.normalized_shape, w, self.eps)[0]
+        return torch.ops.boo.rms_norm(x, self.normalized_shape, w, self.eps, self._boo_token)[0]
 
     def extra_repr(self) -> str:
-        b = self.bundle
-        return super().extra_repr() + (f", bundle={b.name}-{b.version}" if b is not None else ", bundle=default")
+        return super().extra_repr() + self._bundle_repr()
 
 
-__all__ = ["LayerNorm", "RMSNorm", "set_default_bundle", "default_bundle", "BUNDLE_ENV"]
+# ---------------------------------------------------------------- swapping
+@dataclass(frozen=True)
+class Swapped:
+    """A norm ``replace_norms`` replaced."""
+
+    name: str  # its qualified name in the model ("" for the model itself)
+    was: str  # its class before
+    now: str  # its class now
+    note: str = ""  # what to know about it (missing backward kernels, the eager fallback)
+
+
+@dataclass(frozen=True)
+class Left:
+    """A norm ``replace_norms`` left as it was, and why."""
+
+    name: str
+    was: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ReplaceReport:
+    """What ``replace_norms`` did: every norm it found, replaced or left with its reason."""
+
+    bundle: str
+    replaced: tuple[Swapped, ...]
+    left: tuple[Left, ...]
+
+    def __str__(self) -> str:
+        lines = [f"replace_norms with {self.bundle}: {len(self.replaced)} replaced, {len(self.left)} left"]
+        lines += [f"  replaced {s.name or '(model)'}: {s.was} -> {s.now}" + (f" ({s.note})" if s.note else "")
+                  for s in self.replaced]
+        lines += [f"  left     {s.name or '(model)'}: {s.was}: {s.reason}" for s in self.left]
+        return "\n".join(lines)
+
+
+_DTYPES = ("float32", "float16", "bfloat16")  # what kernels take
+
+
+def _qualname(cls: type) -> str:
+    if getattr(torch.nn, cls.__name__, None) is cls:
+        return f"torch.nn.{cls.__name__}"  # as users write it, not torch.nn.modules.normalization....
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _form(op: str, normalized_shape: tuple[int, ...], dtype: str | None, affine: bool, bias: bool,
+          eps: float) -> str:
+    what = ("weight and bias" if bias else "weight only") if affine else "no weight"
+    return f"normalized shape {list(normalized_shape)}, {dtype or 'any dtype'}, {what}, eps {eps:g}"
+
+
+def _kernel_masks(bundle: Bundle, op: str, normalized_shape: tuple[int, ...], dtype: str, affine: bool,
+                  bias: bool, eps: float) -> set[int]:
+    """Masks of the bundle's kernels on its target that serve a norm of this
+    form at some input shape (the loader's own matching, ``_family_key``)."""
+    masks = set()
+    have = {_family_key(s) for s in bundle.signatures()}
+    for mask in (1, 2, 4, 6, 8, 10, 12, 14) if op == "layer_norm" else (1, 2, 4, 6):
+        try:
+            probe = KernelSignature(op, normalized_shape, normalized_shape, dtype, mask, eps=eps, affine=affine,
+                                    bias=bias)
+        except SignatureError:  # a mask this form has no kernels for (a weight gradient without weights)
+            continue
+        if _family_key(probe) in have:
+            masks.add(mask)
+    return masks
+
+
+def _check(bundle: Bundle, op: str, normalized_shape: tuple[int, ...], params: list[torch.Tensor],
+           affine: bool, bias: bool, eps: float) -> tuple[str, str]:
+    """(why the norm must stay, or ""; a note for a replaced one)."""
+    device = "cpu" if bundle.target.is_cpu else "cuda"  # torch's device type for the bundle's memory
+    for p in params:
+        if p.device.type != device:
+            return (f"its parameters are on {p.device}, the bundle runs on {bundle.device.uri} "
+                    f"(target {bundle.target.name}): move the model first"), ""
+    dtypes = _DTYPES
+    if params:
+        name = str(params[0].dtype).removeprefix("torch.")
+        if name not in _DTYPES:
+            return f"dtype {name}: the kernels take {', '.join(_DTYPES)}", ""
+        dtypes = (name,)
+    found = {dt: _kernel_masks(bundle, op, normalized_shape, dt, affine, bias, eps) for dt in dtypes}
+    forward = [dt for dt, m in found.items() if 1 in m]
+    if not forward:
+        form = _form(op, normalized_shape, dtypes[0] if params else None, affine, bias, eps)
+        widths = sorted({f"{list(s.normalized_shape)} {s.dtype}" for s in bundle.signatures()
+                         if s.op == op and s.is_forward})
+        why = (f"the bundle has no {op} kernel for {form} on target {bundle.target.name}"
+               f" (its {op} kernels: {', '.join(widths) or 'none'})")
+        if bundle.fallback == "eager":
+            return "", f"no kernel: torch's op runs (fallback='eager'), counted as misses; {why}"
+        return why, ""
+    backward = sorted(set().union(*(found[dt] for dt in forward)) - {1})
+    if not backward:
+        return "", ("no backward kernels: training raises KernelNotFound" if bundle.fallback is None
+                    else "no backward kernels: training runs torch's backward (fallback='eager')")
+    return "", ""
+
+
+def _llama_form(m: torch.nn.Module) -> str:
+    """Why a module named in ``rms_classes`` is not of the Llama form, or ""."""
+    w = getattr(m, "weight", None)
+    if not isinstance(w, torch.nn.Parameter):
+        return "named in rms_classes, but it has no `weight` Parameter"
+    eps = getattr(m, "variance_epsilon", None)
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)):
+        return "named in rms_classes, but it has no numeric `variance_epsilon`"
+    return ""
+
+
+def _named(cls: type, rms_classes: Iterable[type | str]) -> bool:
+    return any(c is cls if isinstance(c, type) else c in (cls.__name__, cls.__qualname__, _qualname(cls))
+               for c in rms_classes)
+
+
+def replace_norms(model: torch.nn.Module, bundle: Bundle | str | os.PathLike | None = None, *,
+                  fallback: str | None = None, rms_classes: Iterable[type | str] = ()) -> ReplaceReport:
+    """Replace, in place, every ``torch.nn.LayerNorm`` and ``torch.nn.RMSNorm``
+    of ``model`` with this module's ``LayerNorm`` / ``RMSNorm`` running
+    ``bundle``'s kernels; returns a ``ReplaceReport`` of the norms replaced and
+    of those left, each with its reason.
+
+    A replaced norm keeps its ``Parameter`` objects (an optimizer built before
+    keeps working), their ``requires_grad``, device and dtype, its eps (None
+    stays torch's default), hooks and training mode: torch's classes become
+    ours in place (their subclasses are left: their forward may differ).
+
+    ``bundle``: a ``Bundle``, a path, or None for the default bundle.
+    ``fallback``: as in ``open_bundle``; "eager" also replaces norms with no
+    kernel (torch's op runs, counted as misses); None replaces only norms the
+    bundle has a forward kernel for (their parameters' dtype, normalized
+    shape, affine form and eps, on the bundle's device), and keeps an open
+    bundle's own fallback.
+
+    ``rms_classes``: classes (or class names) of RMS norms written the Llama
+    way in other libraries: a ``weight`` Parameter and a ``variance_epsilon``,
+    computing in float32. Each such module is replaced by an ``RMSNorm`` over
+    its weight's shape holding the same weight (a new module: hooks on the old
+    one are not carried over); it then computes as ``torch.nn.RMSNorm`` does
+    (output in the input's dtype).
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if fallback not in FALLBACKS:
+        raise ValueError(f"fallback must be one of {FALLBACKS}, got {fallback!r}")
+    if bundle is None:
+        b = default_bundle()
+    elif isinstance(bundle, Bundle):
+        b = bundle
+    else:
+        b = open_bundle(bundle, fallback=fallback)
+    if fallback is not None:
+        b = b.with_fallback(fallback)
+    rms_classes = tuple(rms_classes)
+    parents: dict[int, list[tuple[torch.nn.Module, str]]] = {}
+    for _, parent in model.named_modules(remove_duplicate=False):
+        for attr, child in parent._modules.items():
+            if child is not None:
+                parents.setdefault(id(child), []).append((parent, attr))
+
+    replaced: list[Swapped] = []
+    left: list[Left] = []
+    for name, m in list(model.named_modules()):
+        cls = type(m)
+        was = _qualname(cls)
+        if isinstance(m, (LayerNorm, RMSNorm)):
+            left.append(Left(name, was, "already a boo_build.loader.nn module"))
+            continue
+        if cls in (torch.nn.LayerNorm, torch.nn.RMSNorm):
+            op = "layer_norm" if cls is torch.nn.LayerNorm else "rms_norm"
+            ns = tuple(m.normalized_shape)
+            eps = m.eps if op == "layer_norm" or m.eps is not None else rms_default_eps()
+            params = [p for p in (m.weight, getattr(m, "bias", None)) if p is not None]
+            why, note = _check(b, op, ns, params, m.weight is not None, getattr(m, "bias", None) is not None, eps)
+            if why:
+                left.append(Left(name, was, why))
+                continue
+            m.__class__ = LayerNorm if op == "layer_norm" else RMSNorm
+            m.bundle = b
+            replaced.append(Swapped(name, was, _qualname(m.__class__), note))
+        elif isinstance(m, (torch.nn.LayerNorm, torch.nn.RMSNorm)):
+            base = "LayerNorm" if isinstance(m, torch.nn.LayerNorm) else "RMSNorm"
+            left.append(Left(name, was, f"a subclass of torch.nn.{base}: its forward may differ"))
+        elif rms_classes and _named(cls, rms_classes):
+            why = _llama_form(m) or ("the model itself: swap it where it is held" if not name else "")
+            if not why:
+                w = m.weight
+                why, note = _check(b, "rms_norm", tuple(w.shape), [w], True, False, float(m.variance_epsilon))
+            if why:
+                left.append(Left(name, was, why))
+                continue
+            new = RMSNorm(tuple(w.shape), eps=float(m.variance_epsilon), device="meta", bundle=b)
+            new.weight = w  # the same Parameter
+            new.train(m.training)
+            for parent, attr in parents.get(id(m), ()):
+                setattr(parent, attr, new)
+            replaced.append(Swapped(name, was, _qualname(RMSNorm), note))
+    return ReplaceReport(repr(b), tuple(replaced), tuple(left))
+
+
+__all__ = ["LayerNorm", "RMSNorm", "replace_norms", "ReplaceReport", "Swapped", "Left", "set_default_bundle",
+           "default_bundle", "BUNDLE_ENV"]

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# The prepared GPU run: install the loader's wheels if needed, measure the GPU
+# bundle on this machine's GPU (`boo-build measure`), check the loader's
+# stream ordering, and write the results. Built to run once, unattended, on a
+# machine with an NVIDIA GPU, Python 3.12 and torch but no network; about
+# 3-5 minutes (torch.compile warm-ups included; --budget bounds it).
+#
+#   benchmarks/gpu/run.sh [--cpu] [--bundle FILE] [--out DIR] [--targets T]
+#
+#   --cpu       measure the CPU target instead (local-task): the same steps,
+#               so the script is known to work before the GPU run (tests/)
+#   --bundle    default benchmarks/gpu/bundle/gpu-norms-0.1.0.tar.zst
+#   --out       results folder (default $OUT, else benchmarks/gpu/results):
+#               results.md, results.json, measured.tar.zst, ordering.md,
+#               ordering-async.md (GPU), device.txt, summary.md
+#   --targets   bundle targets to measure (default sm_80; cpu with --cpu)
+#
+# Environment: PYTHON (default python3), BUDGET (seconds for `measure`,
+# default 300), COMPILE_BUDGET (seconds of torch.compile baselines, default 180).
+# Exit status: 0 all passed, else the first failing step's status.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+PY=${PYTHON:-python3}
+MODE=gpu
+BUNDLE=$ROOT/benchmarks/gpu/bundle/gpu-norms-0.1.0.tar.zst
+RESULTS=${OUT:-$ROOT/benchmarks/gpu/results}
+TARGETS=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --cpu) MODE=cpu ;;
+    --bundle) BUNDLE=$2; shift ;;
+    --out) RESULTS=$2; shift ;;
+    --targets) TARGETS=$2; shift ;;
+    *) echo "usage: $0 [--cpu] [--bundle FILE] [--out DIR] [--targets T]" >&2; exit 2 ;;
+  esac
+  shift
+done
+[ -n "$TARGETS" ] || { [ "$MODE" = cpu ] && TARGETS=cpu || TARGETS=sm_80; }
+mkdir -p "$RESULTS"
+RESULTS=$(cd "$RESULTS" && pwd)
+[ -f "$BUNDLE" ] || { echo "run.sh: no bundle at $BUNDLE (build it: see README.md, 'GPU results')" >&2; exit 2; }
+start=$(date +%s)
+echo "== boo-build GPU run ($MODE, targets $TARGETS) -> $RESULTS"
+
+# 1. The loader's dependencies: iree-base-runtime, zstandard (and ml_dtypes,
+#    which the runtime needs), from the wheels carried in .whl/ when this
+#    Python lacks them. pip when present, else unzip (a wheel is a zip).
+if ! "$PY" -c "import iree._runtime_libs, zstandard, ml_dtypes" 2>/dev/null; then
+  shopt -s nullglob
+  wheels=("$ROOT"/.whl/*.whl)
+  if [ ${#wheels[@]} -eq 0 ]; then
+    echo "run.sh: $PY lacks iree-base-runtime/zstandard/ml_dtypes and .whl/ holds no wheels (see README.md)" >&2
+    exit 2
+  fi
+  SITE=$(mktemp -d /tmp/boo-site.XXXXXX)
+  if ! "$PY" -m pip install -q --no-index --no-deps --target "$SITE" "${wheels[@]}"; then
+    for w in "${wheels[@]}"; do "$PY" -m zipfile -e "$w" "$SITE" || exit 2; done
+  fi
+  export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
+  echo "-- installed ${#wheels[@]} wheel(s) into $SITE"
+fi
+# boo_build itself from the working tree, without its dependencies.
+export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+"$PY" -c "import sys, torch, numpy, zstandard; from boo_build.loader.native import runtime_version
+print('-- python', sys.version.split()[0], '| torch', torch.__version__, '| cuda', torch.version.cuda,
+      '| iree-base-runtime', runtime_version(), '| gpu', torch.cuda.is_available())" || exit 2
+
+# IREE 3.13's CUDA driver dlopens "libcuda.so" only; containers often mount
+# just libcuda.so.1. Link it where the dynamic loader will look (its search
+# path is read at process start, so this has to happen out here).
+if [ "$MODE" = gpu ] && ! "$PY" -c "import ctypes; ctypes.CDLL('libcuda.so')" 2>/dev/null; then
+  LIBCUDA=$("$PY" -c "import ctypes
+ctypes.CDLL('libcuda.so.1')
+print(next(l.split()[-1] for l in open('/proc/self/maps') if '/libcuda.so' in l))" 2>/dev/null)
+  if [ -n "$LIBCUDA" ]; then
+    LINKS=$(mktemp -d /tmp/boo-libcuda.XXXXXX)
+    ln -s "$LIBCUDA" "$LINKS/libcuda.so"
+    export LD_LIBRARY_PATH="$LINKS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    echo "-- linked $LINKS/libcuda.so -> $LIBCUDA (IREE loads libcuda.so by that name)"
+  fi
+fi
+
+# 2. The device, as the driver sees it.
+{
+  if command -v nvidia-smi >/dev/null; then
+    nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total,clocks.max.sm --format=csv
+  fi
+  "$PY" -c "from boo_build.loader.devices import discover, libcuda_capabilities, nvidia_smi_capabilities
+print('libcuda compute capabilities:', libcuda_capabilities(), '| nvidia-smi:', nvidia_smi_capabilities())
+if '$MODE' == 'gpu':  # discovery swallows driver errors: show them here
+    from boo_build.loader.native import runtime
+    try:
+        print('IREE cuda devices:', runtime().get_cached_hal_driver('cuda').query_available_devices())
+    except Exception as e:
+        print('IREE cuda driver failed:', type(e).__name__, e)
+for d in discover(): print(d)"
+} > "$RESULTS/device.txt" 2>&1
+cat "$RESULTS/device.txt"
+
+# 3. Measure: validate every shipped implementation, time it against torch
+#    eager and torch.compile, select, write the new bundle and the tables.
+"$PY" -m boo_build.cli measure "$BUNDLE" --out "$RESULTS/measured.tar.zst" --targets "$TARGETS" \
+  --report "$RESULTS/results.md" --json "$RESULTS/results.json" \
+  --budget "${BUDGET:-300}" --compile-budget "${COMPILE_BUDGET:-180}" > /dev/null
+rc_measure=$?
+echo "-- measure exited $rc_measure after $(( $(date +%s) - start )) s"
+
+# 4. The loader on the device: stream ordering, output path, staging.
+CHECKED=$RESULTS/measured.tar.zst
+[ -f "$CHECKED" ] || CHECKED=$BUNDLE
+"$PY" "$ROOT/benchmarks/gpu/check_ordering.py" "$CHECKED" --out "$RESULTS/ordering.md"
+rc_order=$?
+rc_async=0
+if [ "$MODE" = gpu ]; then
+  # The same with IREE's stream-ordered allocations left on: outputs then
+  # reach torch by a device copy (the loader's fallback path).
+  BOO_CUDA_ASYNC_ALLOCATIONS=1 "$PY" "$ROOT/benchmarks/gpu/check_ordering.py" "$CHECKED" \
+    --out "$RESULTS/ordering-async.md"
+  rc_async=$?
+fi
+
+# 5. One summary.
+{
+  [ -f "$RESULTS/results.md" ] && cat "$RESULTS/results.md"
+  [ -f "$RESULTS/ordering.md" ] && cat "$RESULTS/ordering.md"
+  [ -f "$RESULTS/ordering-async.md" ] && { echo; echo "With BOO_CUDA_ASYNC_ALLOCATIONS=1:"; cat "$RESULTS/ordering-async.md"; }
+  echo
+  echo "measure exit $rc_measure, ordering exit $rc_order, async-allocations exit $rc_async;" \
+       "$(( $(date +%s) - start )) s in all"
+} > "$RESULTS/summary.md"
+cat "$RESULTS/summary.md"
+for rc in $rc_measure $rc_order $rc_async; do
+  [ "$rc" -eq 0 ] || exit "$rc"
+done
+exit 0

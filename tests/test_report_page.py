@@ -1,0 +1,321 @@
+"""The HTML report page (boo_build.report_page): written by a real build
+(real export, compile, validation on the CPU, benchmarks; a planted error and
+a target without a device), redrawn only when what it shows changed, and the
+same from the bundle file alone. Fixture records fill the sections whose
+record fields later stages write (dynamic-shape timings, GPU bandwidth)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from boo_build.modules import PLANT_ERROR_ENV
+from test_graph import boo, env
+
+MANIFEST = """
+[bundle]
+name = "small"
+version = "0.1.0"
+targets = ["cpu", "gfx942"]
+
+[[kernels]]
+op = "layer_norm"
+input_shape = [4, 6, 10]
+dtype = "float32"
+masks = [1, 14]
+
+[[kernels]]
+op = "rms_norm"
+input_shape = [3, 37]
+dtype = "float32"
+masks = [1]
+impls = ["manual"]
+"""
+# With the planted error (forward kernels of the manual implementation):
+# layer_norm m1 keeps aten on cpu; the rms kernel has no implementation left
+# on cpu (a failed kernel); gfx942 has no device here (not run).
+RMS = "rms_norm-f32-3x37-n37-w-m1"
+LN1 = "layer_norm-f32-4x6x10-n10-wb-m1"
+
+
+class Page(HTMLParser):
+    """Text per section and per figure, every URL-bearing attribute, and the tags seen."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.urls: list[str] = []
+        self.tags: set[str] = set()
+        self.sections: dict[str, list[str]] = {}
+        self.figures: dict[str, list[str]] = {}
+        self.svgs: dict[str, int] = {}
+        self.metas: dict[str, str] = {}
+        self.text: list[str] = []
+        self._open: list[tuple[str, str, str]] = []  # (tag, kind, id)
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        self.tags.add(tag)
+        for k, v in attrs:
+            if k in ("src", "href", "xlink:href", "action", "poster", "data") and v is not None:
+                self.urls.append(v)
+            if v and "url(" in v:
+                self.urls += re.findall(r"url\(([^)]*)\)", v)
+        if tag == "meta" and "name" in a:
+            self.metas[a["name"]] = a.get("content", "")
+        if tag == "section":
+            self._open.append((tag, "section", a.get("id", "")))
+            self.sections[a.get("id", "")] = []
+        elif tag == "figure":
+            self._open.append((tag, "figure", a.get("id", "")))
+            self.figures[a.get("id", "")] = []
+        elif tag == "svg":
+            fig = next((i for _, k, i in reversed(self._open) if k == "figure"), None)
+            if fig is not None:
+                self.svgs[fig] = self.svgs.get(fig, 0) + 1
+
+    def handle_endtag(self, tag):
+        if tag in ("section", "figure") and self._open and self._open[-1][0] == tag:
+            self._open.pop()
+
+    def handle_data(self, data):
+        if tag_text := data.strip():
+            self.text.append(tag_text)
+            for _, kind, ident in self._open:
+                (self.sections if kind == "section" else self.figures)[ident].append(tag_text)
+
+    def section(self, ident: str) -> str:
+        return " ".join(self.sections[ident])
+
+    def figure(self, ident: str) -> str:
+        return " ".join(self.figures[ident])
+
+
+def parse(path: Path) -> Page:
+    text = path.read_text()
+    # styles may hold url() outside attributes
+    page = Page(text)
+    page.urls += re.findall(r"url\(([^)]*)\)", text)
+    return page
+
+
+def assert_self_contained(page: Page) -> None:
+    assert not [u for u in page.urls if re.match(r"\s*['\"]?\s*(https?:)?//", u)], page.urls
+    assert not page.tags & {"script", "link", "iframe", "img", "object", "embed"}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    d = tmp_path_factory.mktemp("page")
+    (d / "small.toml").write_text(MANIFEST)
+    proc = boo("build", "small.toml", "--out", "out", "--allow-missing", cwd=d, extra_env={PLANT_ERROR_ENV: "1"})
+    return d, proc
+
+
+def test_build_writes_a_self_contained_page_with_every_kernel_and_target(built):
+    d, proc = built
+    page_path = d / "out/small/report.html"
+    assert "out/small/report.html" in proc.stdout.splitlines()[-2]
+    page = parse(page_path)
+    assert_self_contained(page)
+    report = json.loads((d / "out/small/build-report.json").read_text())
+    keys = [k["key"] for k in report["kernels"]]
+    assert len(keys) == 3
+    for key in keys:
+        assert key in page.figure("chart-validation")  # a row of the matrix
+        assert key in page.section("bundle")
+    for t in ("cpu", "gfx942"):
+        assert t in page.figure("chart-validation") and t in page.section("speedup")
+    # the speed-up and validation charts are inline SVG
+    assert page.svgs.get("chart-speedup-cpu") == 1 and page.svgs.get("chart-validation") == 1
+    assert page.svgs.get("chart-compile") == 1
+    speedup = page.figure("chart-speedup-cpu")
+    assert "layer_norm-f32-4x6x10-n10-wb-m14" in speedup and "aten" in speedup and "manual" in speedup
+    # the sections whose records do not exist yet say so
+    assert "No dynamic-shape timings" in page.section("dynamic")
+    assert "No GPU bandwidth figures" in page.section("bandwidth")
+    assert "sha256" in page.section("bundle") and "small-0.1.0.tar.zst" in page.section("bundle")
+    assert "not run: no device (gfx942)" in page.section("bundle")  # the build machine's devices
+
+
+def test_failed_kernel_and_deviceless_target_are_shown_honestly(built):
+    d, _ = built
+    page = parse(d / "out/small/report.html")
+    matrix = page.figure("chart-validation")
+    assert "FAILED" in matrix  # the rms kernel on cpu
+    assert matrix.count("not run") == 3 + 1  # every kernel on gfx942, and the legend
+    assert "0.066*" in matrix or re.search(r"\b0\.\d+\*", matrix)  # LN1: aten passed, manual failed
+    val = page.section("validation")
+    assert re.search(rf"failed : {RMS} on cpu , no implementation left: manual: failed validation: .*worst at", val)
+    assert re.search(rf"manual failed : {LN1} on cpu \(still available: aten ships\)", val)
+    assert "gfx942 : 3 kernels — not run: no device (gfx942)" in val
+    assert "gfx942: not measured — not run: no device (gfx942)" in page.section("speedup")
+    build = page.section("build")
+    assert f"Missing kernels (1) {RMS} on cpu : manual: failed validation" in build
+    assert "10 compiles (10 timed)" in build
+
+
+def test_bundle_alone_gives_the_same_page(built):
+    d, _ = built
+    proc = boo("report", "out/small-0.1.0.tar.zst", "--out", "alone.html", cwd=d)
+    assert proc.stdout.strip() == "alone.html"
+    alone_text = (d / "alone.html").read_text()
+    build_text = (d / "out/small/report.html").read_text()
+    alone, full = parse(d / "alone.html"), parse(d / "out/small/report.html")
+    assert_self_contained(alone)
+    for ident in ("speedup", "validation", "dynamic", "bandwidth"):  # recorded by the bundle: identical
+        cut = re.compile(rf'<section id="{ident}">.*?</section>', re.S)
+        assert cut.search(alone_text).group(0) == cut.search(build_text).group(0), ident
+    assert "Compile times: not recorded" in alone.section("build") and "chart-compile" not in alone.figures
+    assert alone.section("build").split("Missing kernels")[1] == full.section("build").split("Missing kernels")[1]
+    sha = re.compile(r"\b[0-9a-f]{64}\b")
+    assert sha.findall(alone.section("bundle")) == sha.findall(full.section("bundle")) != []
+    assert "not run: no device (gfx942)" not in alone.section("bundle")  # the build machine's devices:
+    assert "not recorded" in alone.section("bundle")  # not in the bundle
+
+
+def test_noop_rebuild_leaves_the_page_alone(built):
+    d, _ = built
+    page = d / "out/small/report.html"
+    before, digest = page.stat(), parse(page).metas["boo-report-inputs"]
+    boo("build", "small.toml", "--out", "out", "--allow-missing", cwd=d, extra_env={PLANT_ERROR_ENV: "1"})
+    after = page.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert re.fullmatch(r"[0-9a-f]{64}", digest)
+
+
+def test_up_to_date_check_reads_records_without_matplotlib(built):
+    d, _ = built
+    code = ("import sys; from boo_build.report_page import page_current; "
+            f"ok = page_current({str(d / 'out/small')!r}, {str(d / 'out/small-0.1.0.tar.zst')!r})(None, {{}}); "
+            "print(ok, 'matplotlib' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], env=env(), capture_output=True, text=True, timeout=120)
+    assert proc.stdout.split() == ["True", "False"], proc.stderr
+
+
+def test_failed_build_draws_the_page_without_a_bundle_and_a_later_build_restores_it(built):
+    d, _ = built
+    page = d / "out/small/report.html"
+    proc = boo("build", "small.toml", "--out", "out", cwd=d, check=False, extra_env={PLANT_ERROR_ENV: "1"})
+    assert proc.returncode != 0
+    failed = parse(page)
+    assert re.search(r"no bundle : not written: 1 requested kernel\(s\) missing", failed.section("bundle"))
+    assert "FAILED" in failed.figure("chart-validation")
+    # the same records with a bundle again: the page shows it (not the failed build's page)
+    boo("build", "small.toml", "--out", "out", "--allow-missing", cwd=d, extra_env={PLANT_ERROR_ENV: "1"})
+    again = parse(page)
+    assert "no bundle" not in again.section("bundle") and "small-0.1.0.tar.zst" in again.section("bundle")
+
+
+# ------------------------------------------------------- fixture records
+PEAK = 4.8e12
+
+
+def _bench(subject: str, sig: str, target: str, median: float, **extra) -> dict:
+    return {"subject": subject, "signature": sig, "target": target, "status": "ok", "reason": "",
+            "min_s": median, "median_s": median, "p90_s": median, "reps": 50, "threads": 0, **extra}
+
+
+def test_fixture_bundle_fills_dynamic_and_bandwidth_sections(tmp_path):
+    """Bench records with the optional fields (docs/ARCHITECTURE.md) in a bundle
+    fill the dynamic-shape and GPU-bandwidth sections."""
+    from boo_build.pack import ImplArtifact, KernelEntry, TargetEntry, pack_bundle
+    from boo_build.report_page import from_bundle, write_page
+    from boo_build.signature import KernelSignature, ModuleId
+    from boo_build.targets import catalogue
+
+    sig = KernelSignature(op="layer_norm", input_shape=(4096, 768), normalized_shape=(768,), dtype="bfloat16",
+                          mask=1)
+    vmfb = tmp_path / "k.vmfb"
+    vmfb.write_bytes(b"fixture vmfb, never loaded")
+    val = {"module": ModuleId(sig, "manual").key, "target": "gfx942", "status": "passed", "reason": "",
+           "tolerance": {}, "outputs": [{"name": "output", "case": "seed0", "ratio": 0.25, "ok": True}]}
+    # 24 MB in 10 us on a 4.8 TB/s device: 2.4 TB/s, 50 % of the peak
+    bench = _bench(ModuleId(sig, "manual").key, sig.key, "gfx942", 1e-5, bytes_moved=24_000_000,
+                   peak_bandwidth_Bps=PEAK, device_name="AMD Instinct MI300X",
+                   row_timings=[{"rows": r, "median_s": 2e-6 + r * 2e-9} for r in (1, 64, 1024, 4096)])
+    entry = TargetEntry.available({"manual": ImplArtifact(vmfb, validation=val, benchmark=bench)}, "manual",
+                                  "fastest validated: 10.0 us")
+    cat = catalogue()
+    path = pack_bundle(tmp_path, name="fixture", version="1.0.0", targets=[cat["gfx942"]],
+                       kernels=[KernelEntry(sig, {"gfx942": entry})], provenance={"benchmarks": "ran"},
+                       csv_bytes=None)
+    out = tmp_path / "page.html"
+    assert write_page(from_bundle(path), out)
+    page = parse(out)
+    assert_self_contained(page)
+    assert page.svgs.get("chart-dynamic") == 1 and page.svgs.get("chart-bandwidth") == 1
+    bw = page.figure("chart-bandwidth")
+    assert "50%" in bw and "2.40 TB/s of 4.80 TB/s" in bw and "AMD Instinct MI300X" in bw
+    assert sig.key in page.figure("chart-dynamic") and "manual" in page.figure("chart-dynamic")
+    # no bench.csv in this bundle: the speed-up section says so rather than drawing nothing
+    assert "no benchmark table (bench.csv) recorded" in page.section("speedup")
+    assert "0.25" in page.figure("chart-validation")  # worst error as a share of the tolerance
+    assert not write_page(from_bundle(path), out)  # nothing changed: not redrawn
+
+
+def test_fixture_build_records_fill_dynamic_section_with_eager(built, tmp_path):
+    """The build folder's records (every implementation and torch eager) feed the sections too."""
+    from boo_build.report_page import from_build, write_page
+
+    d, _ = built
+    root = tmp_path / "small"
+    shutil.copytree(d / "out/small", root)
+    rep = json.loads((root / "build-report.json").read_text())
+    k = next(k for k in rep["kernels"] if k["key"].endswith("-m14"))
+    cpu = k["targets"]["cpu"]
+    rows = [{"rows": r, "median_s": r * 1e-7} for r in (4, 16, 64)]
+    cpu["eager"]["row_timings"] = rows
+    cpu["impls"]["aten"]["bench"]["row_timings"] = [{**p, "median_s": p["median_s"] / 2} for p in rows]
+    (root / "build-report.json").write_text(json.dumps(rep))
+    out = root / "report.html"
+    assert write_page(from_build(root, None, "fixture"), out)
+    page = parse(out)
+    fig = page.figure("chart-dynamic")
+    assert k["key"] in fig and "aten" in fig and "eager" in fig and "manual" not in fig
+    assert "No GPU bandwidth figures" in page.section("bandwidth")
+
+
+def test_report_command_refuses_what_it_cannot_read(tmp_path, capsys):
+    from boo_build.report_page import cmd_report
+
+    assert cmd_report(tmp_path / "nope.tar.zst") == 2
+    assert "no such bundle file or build folder" in capsys.readouterr().err
+    (tmp_path / "junk.tar.zst").write_bytes(b"not a bundle")
+    assert cmd_report(tmp_path / "junk.tar.zst") == 2
+    assert "junk.tar.zst is not a boo bundle" in capsys.readouterr().err
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "build-report.json").write_text("{}")
+    assert cmd_report(tmp_path) == 2
+    assert "several builds (a, b)" in capsys.readouterr().err
+    assert cmd_report(tmp_path / "a") == 2
+    assert "not a build report" in capsys.readouterr().err
+    assert not list(tmp_path.rglob("*.html"))
+
+
+def test_bandwidth_from_a_measured_bundle_index(tmp_path):
+    """Where a bundle index records a target's measurement the way ``boo-build
+    measure`` does (``measured.bytes``, ``provenance.measured.<target>.peak_gbs``),
+    the benchmark records of its implementations get the bandwidth fields."""
+    from boo_build.report_page import BYTES_MOVED, DEVICE_NAME, PEAK_BANDWIDTH, kernels_from_index
+
+    bench = _bench("k-aten", "k", "sm_80", 2e-5)
+    entry = {"status": "available", "selected": "aten", "reason": "fastest", "rejected": {},
+             "impls": {"aten": {"validation": None, "benchmark": bench}},
+             "measured": {"device": "NVIDIA H200", "bytes": 96_000_000}}
+    sig = {"op": "layer_norm", "input_shape": [4096, 768], "normalized_shape": [768], "dtype": "float32", "mask": 1}
+    index = {"kernels": {"k": {"signature": sig, "targets": {"sm_80": entry, "cpu": {**entry, "measured": None}}}},
+             "provenance": {"measured": {"sm_80": {"peak_gbs": 4800.0}}}}
+    (kernel,), meas = kernels_from_index(index)
+    (m,) = meas  # the cpu entry records no measurement
+    assert (m.target, m.subject) == ("sm_80", "aten")
+    assert m.record[BYTES_MOVED] == 96_000_000 and m.record[PEAK_BANDWIDTH] == 4.8e12
+    assert m.record[DEVICE_NAME] == "NVIDIA H200" and m.record["median_s"] == 2e-5
