@@ -130,11 +130,6 @@ def build_kernels(tmp_path_factory) -> Built:
         return _BUILT
 
 
-@pytest.fixture(scope="session")
-def built(tmp_path_factory) -> Built:
-    return build_kernels(tmp_path_factory)
-
-
 def rewrite(src: Path, dst: Path, *, members=None, index=None, extra=()) -> Path:
     """Copy of a bundle with members and/or the index changed (index checksums kept)."""
     a = read_archive(src)

@@ -23,19 +23,9 @@ from boo_build.signature import KernelSignature
 from boo_build.targets import catalogue
 from boo_build.tolerances import tolerance
 
-from test_bundle import KERNELS, PROVENANCE, _ln, build_kernels, flip_byte, rewrite
+from test_bundle import KERNELS, PROVENANCE, _ln, flip_byte, rewrite
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="session")
-def built(tmp_path_factory):
-    return build_kernels(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def bundle(built):
-    return open_bundle(built.path, device="local-task")
 
 
 def assert_close(out: torch.Tensor, ref: torch.Tensor, dtype: str, what: str = "") -> None:

@@ -14,15 +14,10 @@ from boo_build.loader import open_bundle
 from boo_build.loader.invoke import KernelRunner, open_device
 from boo_build.signature import ModuleId
 
-from test_bundle import F32_EPS, _ln, _rms16, _rms32, build_kernels
+from test_bundle import F32_EPS, _ln, _rms16, _rms32
 from test_loader import assert_close
 
 INF, NAN = math.inf, math.nan
-
-
-@pytest.fixture(scope="session")
-def built(tmp_path_factory):
-    return build_kernels(tmp_path_factory)
 
 
 def _rms_backward_ref(*args):

@@ -15,20 +15,10 @@ import torch
 
 from boo_build.loader import KernelNotFound, open_bundle
 
-from test_bundle import _ln, build_kernels
+from test_bundle import _ln
 
 REPO = Path(__file__).resolve().parents[1]
 BF16 = ml_dtypes.bfloat16
-
-
-@pytest.fixture(scope="session")
-def built(tmp_path_factory):
-    return build_kernels(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def bundle(built):
-    return open_bundle(built.path, device="local-task")
 
 
 def _cases(seed=0):

@@ -11,14 +11,9 @@ from boo_build.loader import KernelNotFound, open_bundle
 from boo_build.loader import nn as boo_nn
 from boo_build.tolerances import tolerance
 
-from test_bundle import _ln, _rms32, build_kernels
+from test_bundle import _ln, _rms32
 
 TOL = tolerance("float32")
-
-
-@pytest.fixture(scope="session")
-def built(tmp_path_factory):
-    return build_kernels(tmp_path_factory)
 
 
 class Net(torch.nn.Module):
