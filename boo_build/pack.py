@@ -15,7 +15,8 @@ The file is reproducible: the same inputs give the same bytes (members sorted,
 mtime 0, uid/gid 0, empty user/group names, mode 0644, a fixed zstd level, no
 timestamps in the JSON, canonical JSON with sorted keys).
 
-Index schema (``format_version`` 1)::
+Index schema (``format_version`` 1; 2 when a kernel has dynamic dimensions,
+the schema being the same, so that older loaders refuse it clearly)::
 
     {
       "format": "boo-bundle",
@@ -66,7 +67,7 @@ from typing import Any, Mapping
 import zstandard
 
 from .loader.bundle import (  # one definition of the format, shared with the loader
-    FORMAT, FORMAT_VERSION, INDEX_NAME, READABLE_VERSIONS, RUNTIME_FIELD, Archive, iree_release,
+    DYNAMIC_FORMAT_VERSION, FORMAT, FORMAT_VERSION, INDEX_NAME, READABLE_VERSIONS, RUNTIME_FIELD, Archive, iree_release,
     read_archive, sha256_hex,
 )
 from .signature import IMPLS, KernelSignature, ModuleId
@@ -261,7 +262,8 @@ def build_index(*, name: str, version: str, targets: list[Target], kernels: list
                       "targets": tjson}
     index = {
         "format": FORMAT,
-        "format_version": FORMAT_VERSION,
+        "format_version": (DYNAMIC_FORMAT_VERSION if any(k.signature.is_dynamic for k in kernels)
+                           else FORMAT_VERSION),
         "name": name,
         "version": version,
         "provenance": dict(provenance),

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from boo_build.benchmark import BenchResult, bench_eager_at, bench_kernel_at
-from boo_build.loader import KernelNotFound, open_bundle
+from boo_build.loader import DYNAMIC_FORMAT_VERSION, KernelNotFound, open_bundle, read_archive
 from boo_build.loader import nn as boo_nn
 from boo_build.manifest import ManifestError, parse_command, parse_toml
 from boo_build.modules import sample_args, torch_dtype
@@ -204,6 +204,14 @@ def built(tmp_path_factory):
 @pytest.fixture(scope="module")
 def bundle(built):
     return open_bundle(built / "dyn-0.1.0.tar.zst", device="local-task")
+
+
+def test_a_bundle_with_dynamic_kernels_is_format_version_2(built):
+    """A loader that reads only version 1 then refuses it with "upgrade boo-build"
+    rather than failing on a key it cannot parse; static-only bundles stay 1."""
+    index = read_archive(built / "dyn-0.1.0.tar.zst").index
+    assert index["format_version"] == DYNAMIC_FORMAT_VERSION == 2
+    assert any(KernelSignature.parse(k).is_dynamic for k in index["kernels"])
 
 
 def test_build_validates_dynamic_kernels_at_several_sizes(built):

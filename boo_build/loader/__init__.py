@@ -16,6 +16,7 @@ build side (iree.compiler, iree.turbine, doit) never.
 
 from .bundle import (
     DEFAULT_MAX_SIZE,
+    DYNAMIC_FORMAT_VERSION,
     FORMAT,
     FORMAT_VERSION,
     READABLE_VERSIONS,
@@ -34,7 +35,7 @@ from .bundle import (
 )
 
 __all__ = [
-    "DEFAULT_MAX_SIZE", "FORMAT", "FORMAT_VERSION", "READABLE_VERSIONS",
+    "DEFAULT_MAX_SIZE", "DYNAMIC_FORMAT_VERSION", "FORMAT", "FORMAT_VERSION", "READABLE_VERSIONS",
     "Archive", "Bundle", "BundleError", "BundleFormatError", "BundleIntegrityError",
     "KernelNotFound", "NoCompatibleDevice", "RuntimeTooOld", "UntestedRuntimeWarning", "open_bundle", "read_archive", "verify_members",
     "LayerNorm", "RMSNorm", "replace_norms", "set_default_bundle", "default_bundle",

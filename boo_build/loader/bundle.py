@@ -43,7 +43,11 @@ from ..targets import Target, cuda_capability
 
 FORMAT = "boo-bundle"
 FORMAT_VERSION = 1
-READABLE_VERSIONS = (1,)
+# Version 2 = version 1 whose kernel keys and signatures may name dynamic
+# dimensions: a loader that reads only 1 refuses it with "upgrade boo-build"
+# instead of failing on a key it cannot parse. Static-only bundles stay 1.
+DYNAMIC_FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 INDEX_NAME = "bundle.json"
 DEFAULT_MAX_SIZE = 4 << 30  # bound on the decompressed archive
 FALLBACKS = (None, "eager")
