@@ -127,6 +127,12 @@ class BenchResult:
         if self.status not in BENCH_STATUSES:
             raise ValueError(f"unknown benchmark status {self.status!r}: use one of {', '.join(BENCH_STATUSES)}")
 
+    @classmethod
+    def not_run(cls, subject: str, signature: str, target: str, reason: str) -> "BenchResult":
+        """The "not run" record, wherever one is made (bench_kernel, a Dask
+        worker): ``reason`` as ``ValidationResult.not_run``'s."""
+        return cls(subject=subject, signature=signature, target=target, status="not run", reason=reason)
+
     @property
     def ok(self) -> bool:
         return self.status == "ok" and self.median_s is not None
@@ -171,7 +177,9 @@ def bench_kernel(vmfb: bytes, mid: ModuleId, target: Target, device, *, seed: in
     sig = mid.signature
     base = dict(subject=mid.key, signature=sig.key, target=target.name)
     if device is None:
-        return BenchResult(status="not run", reason=f"not run: no device ({target.arch})", **base)
+        from .loader.devices import no_device_reason
+
+        return BenchResult.not_run(mid.key, sig.key, target.name, no_device_reason(target.arch))
     from .loader.invoke import KernelRunner, open_device
     from .modules import sample_args
 

@@ -6,6 +6,7 @@
     boo-build info|verify BUNDLE, boo-build diff OLD NEW
     boo-build report BUNDLE_OR_OUTPUT_DIR [--out FILE]   the HTML report page
     boo-build measure BUNDLE --out NEW    validate, time, select on this machine's devices
+    boo-build --version                   boo-build <version>
 
 ``build`` drives the same task generators as ``doit build`` through doit's
 API; nothing here reimplements the graph.
@@ -19,6 +20,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from . import __version__
 from .compile import DEFAULT_TIMEOUT_S  # stdlib only
 
 DEFAULT_MANIFEST_DIR = Path("manifests")
@@ -39,7 +41,8 @@ def doit_config(out_dir: Path, jobs: int | None, quiet: bool) -> dict:
         "num_process": jobs or os.cpu_count() or 1,
         "par_type": "thread",  # compiles are subprocesses; threads are enough
         "continue": True,  # one failed task never stops the others
-        "reporter": QuietReporter if quiet else ProgressReporter,
+        # the reporter divides its time-left estimate by -j
+        "reporter": (QuietReporter if quiet else ProgressReporter).for_jobs(jobs or os.cpu_count() or 1),
         "default_tasks": ["build"],
         "verbosity": 0,
     }
@@ -94,7 +97,6 @@ def _add_graph_options(p: argparse.ArgumentParser) -> None:
                    help="append an iree-compile flag for one target (repeatable)")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
                    help=f"per-compile timeout in seconds (default {DEFAULT_TIMEOUT_S:g})")
-    p.add_argument("--version", dest="bundle_version", help=argparse.SUPPRESS)
     p.add_argument("--scheduler", default=os.environ.get("DASK_SCHEDULER_ADDRESS"),
                    help="Dask scheduler address, or 'local' for a LocalCluster (default: $DASK_SCHEDULER_ADDRESS)")
 
@@ -147,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="boo-build", description=__doc__.split("\n\n")[0])
+    # the one version source (pyproject.toml reads it too)
+    parser.add_argument("--version", action="version", version=f"boo-build {__version__}")
     sub = parser.add_subparsers(dest="cmd", required=True)
     for name, help_ in (("build", "export, compile, validate, benchmark and pack"),
                         ("bench", "validate and benchmark without packing"),

@@ -16,7 +16,8 @@ the same ``compile.compile_mlir`` a local build runs and returns the
 benchmarks of a target run only on workers that declared the resource named
 like the target (``dask worker ... --resources "gfx942=1"``; the CPU targets'
 resources are ``cpu`` and ``cpu-x86-64-v4``); with no such worker the record
-says ``"not run: no worker with gfx942"`` and nothing is submitted.
+says ``"not run: no device (gfx942)"``, as a local build without that device
+does (the bundles are byte-identical), and nothing is submitted.
 
 Faults: a task whose worker dies is run again elsewhere (Dask reschedules it;
 ``distributed.scheduler.allowed-failures`` bounds how many worker deaths one
@@ -58,6 +59,7 @@ from .compile import CompileResult
 LOCAL = "local"
 LOCAL_WORKERS = 2
 RETRIES = 2  # an exception raised by a task: tried at most 1 + RETRIES times
+log = logging.getLogger(__name__)
 ALLOWED_FAILURES = 3  # worker deaths one task may cause (scheduler started here)
 CONNECT_TIMEOUT_S = 30.0
 WAIT_FOR_WORKERS_S = 120.0
@@ -350,20 +352,33 @@ def remote_compile(address: str, mlir: str, flags: tuple[str, ...], timeout: flo
 
 # ------------------------------------------------- validate and benchmark
 def _not_run_validation(module_key: str, target_name: str, reason: str) -> dict:
-    return {"module": module_key, "target": target_name, "status": "not run", "reason": reason, "outputs": []}
+    from .validate import ValidationResult
+
+    return ValidationResult.not_run(module_key, target_name, reason).to_json()
 
 
 def _not_run_bench(subject: str, target_name: str, reason: str) -> dict:
-    """A ``BenchResult.to_json()`` with status "not run" (subject as
-    ``bench_kernel``/``bench_eager`` name it: the module key, or "eager")."""
+    """A ``BenchResult.not_run(...).to_json()`` (``subject`` as the graph names
+    it: a module key, or ``<signature>-eager``)."""
+    from .benchmark import BenchResult
+
     if subject.endswith("-eager"):
         subject, sig = "eager", subject.removesuffix("-eager")
     else:
         from .signature import ModuleId
 
         sig = ModuleId.parse(subject).signature.key
-    return {"subject": subject, "signature": sig, "target": target_name, "status": "not run", "reason": reason,
-            "min_s": None, "median_s": None, "p90_s": None, "reps": 0, "threads": 0}
+    return BenchResult.not_run(subject, sig, target_name, reason).to_json()
+
+
+def _no_worker(target_name: str, resource: str) -> str:
+    """The reason for a target no worker declared: the words a local build
+    without its device writes (the bundle must not depend on where it was
+    built); which resource was missing goes to the log only."""
+    from .loader.devices import no_device_reason
+
+    log.info("%s not run: no worker declared resource %s", target_name, resource)
+    return no_device_reason(_target(target_name).arch)
 
 
 def _worker_device(target, device: dict | None):
@@ -438,9 +453,10 @@ def remote_validate(address: str, vmfb: bytes, module_key: str, target_name: str
     resource, that worker's own device; a "not run" record when no worker has it.
     ``shapes``: a dynamic kernel's validation shapes."""
     target = _target(target_name)
-    ok, out = run_on_resource(address, target_resource(target_name), _validate_on_worker,
+    res = target_resource(target_name)
+    ok, out = run_on_resource(address, res, _validate_on_worker,
                               vmfb, module_key, target, device_dict, shapes, prefix=f"boo-validate-{target_name}")
-    return out if ok else _not_run_validation(module_key, target_name, out)
+    return out if ok else _not_run_validation(module_key, target_name, _no_worker(target_name, res))
 
 
 def remote_bench(address: str, vmfb: bytes | None, subject: str, target_name: str, device_dict: dict | None,
@@ -450,9 +466,10 @@ def remote_bench(address: str, vmfb: bytes | None, subject: str, target_name: st
     "not run" record when no worker has it. ``shapes``: a dynamic signature's
     benchmark shapes (``benchmark.bench_at``)."""
     target = _target(target_name)
-    ok, out = run_on_resource(address, target_resource(target_name), _bench_on_worker,
+    res = target_resource(target_name)
+    ok, out = run_on_resource(address, res, _bench_on_worker,
                               vmfb, subject, target, device_dict, shapes, prefix=f"boo-bench-{target_name}")
-    return out if ok else _not_run_bench(subject, target_name, out)
+    return out if ok else _not_run_bench(subject, target_name, _no_worker(target_name, res))
 
 
 def _match_on_worker(target) -> tuple[dict | None, str]:
@@ -470,7 +487,7 @@ def remote_device_map(address: str, target_names: Iterable[str]) -> dict[str, tu
         res = target_resource(name)
         workers = workers_with_resource(s.client, res)
         if not workers:
-            out[name] = (None, f"not run: no worker with {res}")
+            out[name] = (None, _no_worker(name, res))
             continue
         found = s.client.run(_match_on_worker, _target(name), workers=workers, on_error="return")
         reasons = []

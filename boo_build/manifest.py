@@ -75,13 +75,13 @@ from __future__ import annotations
 import itertools
 import math
 import os
-import re
 import shlex
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from .names import name_problem, version_problem
 from .signature import (
     ALL_MASKS,
     BIAS_GRAD,
@@ -131,13 +131,6 @@ DEFAULT_TXT_VERSION = "0.0.0"
 # fails late (or overflows); these fail it in the manifest. [bundle]
 # max_elements raises DEFAULT_MAX_ELEMENTS; dynamic dims take their bounds from it.
 
-_SEMVER = re.compile(
-    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
-    r"(?:-((?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*)"
-    r"(?:\.(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*))*))?$"
-)
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-
 TOP_LEVEL_KEYS = ("bundle", "kernels", "commands")
 BUNDLE_KEYS = ("name", "version", "targets", "max_elements")
 ENTRY_KEYS = (
@@ -165,17 +158,13 @@ def _bundle_problems(name: Any, version: Any, targets: Any) -> list[str]:
 
 
 def _name_problems(name: Any) -> list[str]:
-    if isinstance(name, str) and _NAME.match(name):
-        return []
-    return [f"bundle name {name!r} is invalid: use letters, digits, '.', '_' and '-', "
-            "starting with a letter or digit"]
+    problem = name_problem(name)
+    return [problem] if problem else []
 
 
 def _version_problems(version: Any) -> list[str]:
-    if isinstance(version, str) and _SEMVER.match(version):
-        return []
-    return [f"version {version!r} is not semver: expected MAJOR.MINOR.PATCH with an "
-            "optional -prerelease, e.g. 0.1.0 or 1.2.0-rc.1"]
+    problem = version_problem(version)
+    return [problem] if problem else []
 
 
 def _targets_problems(targets: Any) -> list[str]:
@@ -183,10 +172,7 @@ def _targets_problems(targets: Any) -> list[str]:
         return [f"targets must be a list of target names, got {targets!r}"]
     if not targets:
         return ["targets is empty: name at least one target, e.g. \"cpu\" or \"gfx942\""]
-    return [
-        f"target {t!r} is invalid: use letters, digits, '.', '_' and '-'"
-        for t in targets if not isinstance(t, str) or not _NAME.match(t)
-    ]
+    return [problem for t in targets if (problem := name_problem(t, "target"))]
 
 
 def _dedupe(items: Iterable[Any]) -> tuple:

@@ -70,18 +70,13 @@ from .loader.bundle import (  # one definition of the format, shared with the lo
     DYNAMIC_FORMAT_VERSION, FORMAT, FORMAT_VERSION, INDEX_NAME, READABLE_VERSIONS, RUNTIME_FIELD, Archive, iree_release,
     read_archive, sha256_hex,
 )
+from .names import name_problem, version_problem
 from .signature import IMPLS, KernelSignature, ModuleId
 from .targets import Target
 
 CSV_NAME = "bench.csv"
 ZSTD_LEVEL = 12
 SUFFIX = ".tar.zst"
-
-_SEMVER = re.compile(
-    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
-    r"(?:-[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?$"
-)
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 
 # iree-base-runtime releases known to load the modules of an iree-compile
 # release: (major, minor) -> (oldest, newest tested). The one place this is
@@ -207,10 +202,10 @@ def build_index(*, name: str, version: str, targets: list[Target], kernels: list
                 ) -> tuple[dict[str, Any], dict[str, bytes]]:
     """The index dict and the vmfb members (member path -> bytes). ``compiler``
     (``iree-compile --version`` text) adds the ``iree_runtime`` field."""
-    if not _NAME.match(name or ""):
-        raise PackError(f"bundle name {name!r}: use letters, digits, '.', '_', '+' and '-' (no '/')")
-    if not _SEMVER.match(version or ""):
-        raise PackError(f"bundle version {version!r} is not a semantic version (MAJOR.MINOR.PATCH)")
+    # the manifest's rules (names.py), checked again for callers that skip it
+    problem = name_problem(name) or version_problem(version)
+    if problem:
+        raise PackError(problem)
     tmap: dict[str, Target] = {}
     for t in targets:
         if t.name in tmap and tmap[t.name] != t:

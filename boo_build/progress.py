@@ -7,7 +7,9 @@ must not print: stage outcomes come back as the action's returned dict.
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import Counter
 
 from doit.reporter import ConsoleReporter
 
@@ -18,32 +20,62 @@ def _stage(task) -> str:
     return task.name.split(":", 1)[0]
 
 
-class ProgressReporter(ConsoleReporter):
-    quiet = False
+def _mean(values, default: float) -> float:
+    return sum(values) / len(values) if values else default
 
-    def __init__(self, outstream, options):
+
+class ProgressReporter(ConsoleReporter):
+    """Time left = sum over stages of (tasks left x that stage's mean measured
+    duration; the mean over all measured tasks for a stage not measured yet),
+    divided by the parallelism. Nothing is shown until a task has run."""
+
+    quiet = False
+    jobs = 1  # doit's default is serial; ``for_jobs`` sets the build's -j
+
+    def __init__(self, outstream, options, clock=time.monotonic):
         super().__init__(outstream, options)
         self.tty = bool(getattr(outstream, "isatty", lambda: False)())
+        self.clock = clock
         self.total = 0
         self.done = 0
-        self.ran = 0
-        self.started = time.monotonic()
+        self.todo: Counter[str] = Counter()  # stage -> tasks not finished yet
+        self.spent: dict[str, list[float]] = {}  # stage -> measured seconds of tasks that ran
+        self._starts: dict[str, float] = {}  # task name -> clock at start
+        self._lock = threading.Lock()  # execute_task runs in doit's worker threads
+
+    @classmethod
+    def for_jobs(cls, jobs: int) -> type:
+        """This reporter class told the build's parallelism (doit hands reporters no -j)."""
+        return type(cls.__name__, (cls,), {"jobs": max(1, int(jobs))})
 
     def initialize(self, tasks, selected_tasks):
-        self.total = sum(1 for t in tasks.values() if _stage(t) in STAGES and t.actions)
+        self.todo = Counter(_stage(t) for t in tasks.values() if _stage(t) in STAGES and t.actions)
+        self.total = sum(self.todo.values())
 
     def _eta(self) -> str:
-        left = self.total - self.done
-        if not self.ran or left <= 0:
+        left = sum(self.todo.values())
+        measured = [s for spent in self.spent.values() for s in spent]
+        if not measured or left <= 0:
             return ""
-        per = (time.monotonic() - self.started) / max(self.done, 1)
-        secs = int(per * left)
+        overall = sum(measured) / len(measured)
+        work = sum(n * _mean(self.spent.get(stage), overall) for stage, n in self.todo.items())
+        # Up to -j tasks run at once, never more than are left. Dependency
+        # chains (export -> compile -> validate) can keep fewer busy, so this
+        # leans optimistic early on; it needs no guess about the graph's shape.
+        secs = int(work / min(self.jobs, left))
         return f", ~{secs // 60}m{secs % 60:02d}s left"
 
     def _line(self, status: str, task) -> None:
         if _stage(task) not in STAGES or not task.actions:
             return
         self.done += 1
+        stage = _stage(task)
+        if self.todo[stage] > 0:
+            self.todo[stage] -= 1
+        with self._lock:
+            start = self._starts.pop(task.name, None)
+        if start is not None:  # ran here; up-to-date and never-started tasks have no start
+            self.spent.setdefault(stage, []).append(self.clock() - start)
         if self.quiet and status in ("ok", "up to date"):
             return
         text = f"[{self.done}/{self.total}{self._eta()}] {status:10s} {task.name}"
@@ -58,13 +90,15 @@ class ProgressReporter(ConsoleReporter):
 
     # doit hooks
     def execute_task(self, task):
-        # doit's thread runner reports starts late; only finishes are shown.
+        # doit's thread runner calls this from the worker thread as the task
+        # starts, so it times the task; only finishes are shown.
+        if task.actions:
+            with self._lock:
+                self._starts[task.name] = self.clock()
         if _stage(task) == "report" and self.tty:
             self.outstream.write("\r\033[K")
 
     def add_success(self, task):
-        if task.actions:
-            self.ran += 1
         values = getattr(task, "values", None) or {}
         status = values.get("status", "ok")
         self._line("ok" if status in ("ok", "passed", "unavailable") else status.upper(), task)

@@ -28,7 +28,9 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
     run = config.run_id
     stats: Counter = Counter()
     per_target: dict[str, Counter] = {t.name: Counter() for t in plan.targets}
-    kernels, missing, failures = [], [], []
+    # failures: implementations of kernels that ship none (FAILED); dropped:
+    # failed implementations of kernels that ship another one
+    kernels, missing, failures, dropped = [], [], [], []
     validations: dict = {}
     benches: dict = {}
     selections: dict = {}
@@ -52,7 +54,7 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
         for t in plan.targets:
             dev, dev_reason = devices.get(t.name, (None, "not run: validation disabled (--no-validate)"))
             impls: dict[str, Any] = {}
-            compiled, vals, bens = [], {}, {}
+            compiled, vals, bens, impl_failures = [], {}, {}, []
             for impl in req.impls:
                 mid = ModuleId(sig, impl)
                 comp = read_json(lay.compile_record(t.name, mid))
@@ -67,9 +69,9 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
                     compiled.append(impl)
                 elif comp and comp.get("status") == "failed":
                     first = (comp.get("error") or "").strip().splitlines()[:1]
-                    failures.append(f"{mid.key} on {t.name}: compile failed: {first[0] if first else ''}")
+                    impl_failures.append(f"{mid.key} on {t.name}: compile failed: {first[0] if first else ''}")
                 if val and val.get("status") in ("failed", "error"):
-                    failures.append(f"{mid.key} on {t.name}: validation {val['status']}: {val.get('reason', '')}")
+                    impl_failures.append(f"{mid.key} on {t.name}: validation {val['status']}: {val.get('reason', '')}")
                 vals[impl] = ValidationResult.from_json(val) if val else None
                 bens[impl] = BenchResult.from_json(ben) if ben else None
                 if val:
@@ -78,14 +80,18 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
                     benches[(mid.key, t.name)] = bens[impl]
             if dev is None:
                 # Nothing ran: say why instead of leaving validation empty.
-                vals = {i: ValidationResult(module=ModuleId(sig, i).key, target=t.name, status="not run", reason=dev_reason,
-                              outputs=(), tolerance={}) if i in compiled else None for i in req.impls}
+                vals = {i: ValidationResult.not_run(ModuleId(sig, i).key, t.name, dev_reason) if i in compiled else None
+                        for i in req.impls}
             sel = select(sig, t.name, compiled, vals, bens)
             # say why an implementation did not compile, not just that it did not
             rejected = {i: (_why_not_compiled(impls[i]["compile"]) if i not in compiled else r)
                         for i, r in sel.rejected.items()}
             sel = replace(sel, rejected=rejected)
             selections[(sig.key, t.name)] = sel
+            if sel.impl is None:
+                failures.extend(impl_failures)
+            else:
+                dropped.extend(f"{f} (ships {sel.impl})" for f in impl_failures)
             eager = read_json(lay.bench(t.name, f"{sig.key}-eager")) if dev and config.bench else None
             if eager:
                 benches[("eager:" + sig.key, t.name)] = BenchResult.from_json(eager)
@@ -124,6 +130,7 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
         "kernels": kernels,
         "missing": missing,
         "failures": failures,
+        "dropped": dropped,
         "per_target": {t: dict(sorted(c.items())) for t, c in per_target.items()},
     }
     rows = table_rows([r.signature for r in plan.manifest.kernels], [t.name for t in plan.targets],
@@ -189,11 +196,14 @@ def summary_text(report: dict, stats: dict, bundle_path: Path, allow_missing: bo
         lines.append(f"  {t:14s} available {c.get('available', 0)}, failed {c.get('unavailable', 0)}, "
                      f"validated {c.get('validated', 0)}, not validated {c.get('not validated', 0)}"
                      + (f"  ({dev})" if dev and not c.get("validated") else ""))
+    for d in report["dropped"]:
+        lines.append(f"  dropped  {d}")
+    if report["dropped"]:
+        lines.append("  (a dropped implementation is not shipped; its kernel ships the working one named after it)")
     for f in report["failures"]:
         lines.append(f"  FAILED  {f}")
     if report["failures"]:
-        lines.append("  (a failed implementation is not shipped; its kernel stays available where the other "
-                     "implementation works)")
+        lines.append("  (no implementation of a FAILED kernel works: it is MISSING below)")
     for m in report["missing"]:
         lines.append(f"  MISSING {m}")
     if failed(report) and not allow_missing:

@@ -314,13 +314,13 @@ def validate_action(mid_key: str, target_name: str, vmfb_path: str, compile_reco
                     shapes: list | None = None) -> dict:
     """``shapes``: a dynamic kernel's validation shapes (``validate.validation_shapes``)."""
     from .loader.devices import DeviceInfo
-    from .validate import validate_kernel
+    from .validate import ValidationResult, validate_kernel
 
     mid = ModuleId.parse(mid_key)
     comp = read_json(Path(compile_record)) or {}
     if comp.get("status") != "ok":
-        rec = {"module": mid_key, "target": target_name, "status": "not run",
-               "reason": f"not compiled: {comp.get('status', 'no record')}", "outputs": []}
+        why = f"not compiled: {comp.get('status', 'no record')}"
+        rec = ValidationResult.not_run(mid_key, target_name, why).to_json()
     elif scheduler:
         from .distributed import remote_validate
 

@@ -95,6 +95,13 @@ class ValidationResult:
             raise ValueError(f"unknown validation status {self.status!r}: use one of {', '.join(STATUSES)}")
         object.__setattr__(self, "outputs", tuple(self.outputs))
 
+    @classmethod
+    def not_run(cls, module: str, target: str, reason: str, tolerance: dict | None = None) -> "ValidationResult":
+        """The "not run" record, wherever one is made (validate_kernel, the
+        graph, the report, a Dask worker): ``reason`` says why, e.g.
+        ``loader.devices.no_device_reason(arch)`` for a target with no device."""
+        return cls(module=module, target=target, status="not run", reason=reason, tolerance=dict(tolerance or {}))
+
     @property
     def passed(self) -> bool:
         return self.status == "passed"
@@ -282,10 +289,10 @@ def validate_kernel(vmfb: bytes, mid: ModuleId, target: Target, device, *, seeds
     tol_rec = tolerance_record(sig)
     base = dict(module=mid.key, target=target.name, tolerance=tol_rec)
     if device is None:
-        from .loader.devices import discover, match_target
+        from .loader.devices import discover, match_target, no_device_reason
 
         _, why = match_target(target, discover(gpus=False)) if target.is_cpu else (None, "")
-        return ValidationResult(status="not run", reason=why or f"not run: no device ({target.arch})", **base)
+        return ValidationResult.not_run(mid.key, target.name, why or no_device_reason(target.arch), tol_rec)
 
     from .loader.invoke import KernelRunner, open_device
     from .modules import sample_args

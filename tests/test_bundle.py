@@ -223,7 +223,7 @@ def test_index_schema(built):
 
 def test_pack_refuses_bad_inputs(built, tmp_path):
     kw = dict(targets=built.targets, kernels=built.kernels, provenance={}, csv_bytes=None)
-    with pytest.raises(PackError, match="semantic version"):
+    with pytest.raises(PackError, match="version '1.0' is not semver"):
         pack_bundle(tmp_path, name="x", version="1.0", **kw)
     with pytest.raises(PackError, match="bundle name"):
         pack_bundle(tmp_path, name="a/b", version="1.0.0", **kw)
@@ -390,3 +390,23 @@ def test_cli_diff(built, tmp_path):
     assert f"{_ln(1).key} on cpu: selection manual -> aten" in text
     assert f"{_ln(2).key} on cpu: aten vmfb changed" in text
     assert f"{_ln(1).key} on cpu: median_us 16 -> 100" in text and "slower" in text
+
+
+def test_cli_diff_reports_members_the_index_does_not_show(built, tmp_path):
+    """Same index, other member bytes (the index keeps its checksums) or
+    members added/removed: a difference, not "no differences"."""
+    vmfb = next(m for m in read_archive(built.path).members if m.endswith(".vmfb"))
+    cases = {
+        "csv": (dict(members=lambda m: m.__setitem__("bench.csv", flip_byte(m["bench.csv"]))),
+                "bench.csv changed (sha256"),
+        "vmfb": (dict(members=lambda m: m.__setitem__(vmfb, flip_byte(m[vmfb]))), f"{vmfb} changed (sha256"),
+        "removed": (dict(members=lambda m: m.pop("bench.csv"), index=lambda ix: ix.pop("csv")), "- bench.csv"),
+        "added": (dict(members=lambda m: m.__setitem__("notes.txt", b"hello")), "+ notes.txt (5 B)"),
+    }
+    for name, (change, says) in cases.items():
+        other = rewrite(built.path, tmp_path / f"{name}.tar.zst", **change)
+        out = io.StringIO()
+        assert bundle_cli.cmd_diff(built.path, other, out=out) == 1, (name, out.getvalue())
+        text = out.getvalue()
+        assert says in text and "no differences" not in text, (name, text)
+        assert "bundle.json" not in text or name == "removed", (name, text)  # only the csv field left the index

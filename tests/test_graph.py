@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -180,13 +181,20 @@ def test_broken_mlir_fails_alone_and_sets_exit_status(tmp_path):
     rms = next(k for k in report["kernels"] if k["key"].startswith("rms_norm"))
     assert rms["targets"]["cpu"]["status"] == "available" and rms["targets"]["cpu"]["selected"] == "aten"
     assert "compile failed" in rms["targets"]["cpu"]["rejected"]["manual"]
-    assert f"FAILED  {victim.stem} on cpu: compile failed" in proc.stdout
+    # the summary says "dropped" (not FAILED) for it, and names what ships instead
+    summary = proc.stdout[proc.stdout.index("== small 0.1.0 =="):]
+    assert re.search(rf"^  dropped  {victim.stem} on cpu: compile failed: .* \(ships aten\)$", summary, re.M)
+    assert "FAILED" not in summary and "a dropped implementation is not shipped" in summary
     # both implementations broken: the kernel is missing and the exit status says so
     aten = victim.with_name(victim.name.replace("-manual", "-aten"))
     aten.write_text("module { func.func @broken( }\n")
     proc = boo("build", "small.toml", "--out", "out", "--no-validate", cwd=tmp_path, check=False)
     assert proc.returncode != 0
     assert f"MISSING {victim.stem.removesuffix('-manual')} on cpu" in proc.stdout
+    # no working implementation left: both are FAILED, none "dropped"
+    for stem in (victim.stem, aten.stem):
+        assert f"FAILED  {stem} on cpu: compile failed" in proc.stdout
+    assert f"dropped  {victim.stem}" not in proc.stdout
     comp = records(tmp_path / "out", "compile")
     assert {k for k, r in comp.items() if r["status"] == "failed"} == failed | {
         f"vmfb/{t}/{aten.stem}.compile.json" for t in ("cpu", "gfx942")}

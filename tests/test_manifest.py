@@ -70,7 +70,8 @@ def sig(**kw) -> KernelSignature:
 def test_bundle_spec_validates():
     b = BundleSpec("x", "0.1.0-rc.1", ["cpu", "gfx942", "cpu"])
     assert b.targets == ("cpu", "gfx942")
-    for bad in ("1.0", "01.0.0", "1.0.0+build", "v1.0.0", "1.0.0-", "1.0.0-01"):
+    assert BundleSpec("x", "0.1.0+build.5", ["cpu"]).version == "0.1.0+build.5"  # semver build metadata
+    for bad in ("1.0", "01.0.0", "1.0.0+", "v1.0.0", "1.0.0-", "1.0.0-01", "1.0.0\n"):
         with pytest.raises(ValueError, match="not semver"):
             BundleSpec("x", bad, ("cpu",))
     with pytest.raises(ValueError, match="targets is empty"):
@@ -673,8 +674,8 @@ def test_txt_errors_with_line_numbers(tmp_path):
         load_manifest(p, version="bad")
     errs = e.value.errors
     assert len(errs) == 3
-    assert errs[0] == f"{p}: version 'bad' is not semver: expected MAJOR.MINOR.PATCH with an " \
-        "optional -prerelease, e.g. 0.1.0 or 1.2.0-rc.1"
+    assert errs[0] == f"{p}: version 'bad' is not semver: expected MAJOR.MINOR.PATCH (no leading zeros) " \
+        "with an optional -prerelease and +build metadata, e.g. 0.1.0, 1.2.0-rc.1 or 1.2.0+build.5"
     assert errs[1].startswith(f"{p}:3: unknown flag '--foo'")
     assert errs[2].startswith(f"{p}:4: mask 8 is invalid for rms_norm")
 

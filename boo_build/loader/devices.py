@@ -286,6 +286,13 @@ def cuda_can_run(device_arch: str, target_arch: str) -> bool:
     return dev[:2] >= tgt[:2]
 
 
+def no_device_reason(arch: str) -> str:
+    """Why a target of ``arch`` was not run: no device for it. The one wording
+    of every "not run" record for it, from a local build and through Dask alike
+    (the reason goes into the bundle index, which must not depend on where it ran)."""
+    return f"not run: no device ({arch})"
+
+
 def match_target(target: Target, devices: Iterable[DeviceInfo]) -> tuple[DeviceInfo | None, str]:
     """The first device that can run ``target`` and ``""``; or ``None`` and why
     not (``"not run: no device (gfx942)"``,
@@ -294,7 +301,7 @@ def match_target(target: Target, devices: Iterable[DeviceInfo]) -> tuple[DeviceI
     if target.driver in ("local-task", "local-sync"):
         cpus = [d for d in devices if d.is_cpu]
         if not cpus:
-            return None, f"not run: no device ({target.arch})"
+            return None, no_device_reason(target.arch)
         reasons = []
         for d in cpus:
             ok, why = cpu_can_run(d.arch, target.arch)
@@ -308,5 +315,5 @@ def match_target(target: Target, devices: Iterable[DeviceInfo]) -> tuple[DeviceI
             return d, ""
     if same_driver:
         others = ", ".join(sorted({d.arch for d in same_driver}))
-        return None, f"not run: no device ({target.arch}); found {others}"
-    return None, f"not run: no device ({target.arch})"
+        return None, f"{no_device_reason(target.arch)}; found {others}"
+    return None, no_device_reason(target.arch)
