@@ -10,7 +10,8 @@ its deviation left (see ``OFFSETS``).
 Each output is checked with the tolerance of *its own* dtype: the data outputs
 with the signature's dtype, the saved statistics (float32 by default) with
 theirs. The worst element is the one closest to (or furthest past) its bound:
-``ratio = |got - ref| / (atol * scale + rtol * |ref|)``, <= 1 passes.
+``ratio = |got - ref| / (atol * scale + rtol * |ref|)``, <= 1 passes
+(``scale``: the RMS of the reference output, ``tolerances.error_scale``).
 
 A result is ``passed`` only when the kernel ran on a device and every output
 of every case was within tolerance; ``not run`` carries the reason there was
@@ -29,7 +30,7 @@ from typing import Any
 
 from .signature import KernelSignature, ModuleId, SignatureError, shape_text
 from .targets import Target
-from .tolerances import Tolerance, tolerance
+from .tolerances import Tolerance, error_scale, tolerance
 
 STATUSES = ("passed", "failed", "not run", "error")
 
@@ -43,7 +44,7 @@ STATUSES = ("passed", "failed", "not run", "error")
 # values stay distinct rather than all rounding to the offset.
 OFFSETS = {"float32": 100.0, "float16": 128.0, "bfloat16": 16.0}
 
-RULE = "|got - ref| <= atol * max(1, max|ref|) + rtol * |ref|, per output, tolerance of the output's dtype"
+RULE = "|got - ref| <= atol * rms(ref) + rtol * |ref|, per output, tolerance of the output's dtype"
 
 
 @dataclass(frozen=True)
@@ -250,8 +251,7 @@ def compare(name: str, case: str, got, expected, tol: Tolerance, dtype: str = ""
     err = (g - e).abs()
     err = torch.where(torch.isnan(err), torch.full_like(err, math.inf), err)  # NaN counts as infinitely wrong
     ref_abs = e.abs()
-    scale = max(1.0, float(ref_abs.max()))
-    floor = tol.atol * scale
+    floor = tol.atol * error_scale(e)
     bound = floor + tol.rtol * ref_abs
     ratio = err / bound
     flat = int(torch.argmax(ratio))
