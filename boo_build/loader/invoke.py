@@ -511,18 +511,9 @@ _NUMPY_TO_HAL = {
 }
 
 
-_HAL_TO_TORCH = {"FLOAT_32": "float32", "FLOAT_16": "float16", "BFLOAT_16": "bfloat16", "FLOAT_64": "float64",
-                  "SINT_8": "int8", "UINT_8": "uint8", "SINT_16": "int16", "SINT_32": "int32", "SINT_64": "int64",
-                  "INT_32": "int32", "INT_64": "int64", "BOOL_8": "bool"}
-
-
 def _torch_dtype(torch, element_type: int):
     """torch dtype of a HAL element type."""
-    E = _rt().HalElementType
-    for hal, name in _HAL_TO_TORCH.items():
-        if int(getattr(E, hal)) == element_type:
-            return getattr(torch, name)
-    raise TypeError(f"no torch dtype for HAL element type {element_type:#x}")
+    return getattr(torch, _element_name(element_type))
 
 
 def element_type(dtype) -> int:
@@ -534,20 +525,26 @@ def element_type(dtype) -> int:
         raise TypeError(f"no HAL element type for numpy dtype {name}") from None
 
 
-def numpy_dtype(element_type: int) -> np.dtype:
-    """numpy dtype of a HAL element type (bfloat16 as ml_dtypes.bfloat16)."""
+def _element_name(element_type: int) -> str:
+    """numpy's (and torch's) dtype name of a HAL element type, signless integers as signed."""
     E = _rt().HalElementType
     for name, hal in _NUMPY_TO_HAL.items():
         if int(getattr(E, hal)) == element_type:
-            if name == "bfloat16":
-                import ml_dtypes  # ships with iree-base-runtime
+            return name
+    signless = {int(E.INT_32): "int32", int(E.INT_64): "int64", int(E.INT_16): "int16", int(E.INT_8): "int8"}
+    if element_type in signless:
+        return signless[element_type]
+    raise TypeError(f"no dtype for HAL element type {element_type:#x}")
 
-                return np.dtype(ml_dtypes.bfloat16)
-            return np.dtype(name)
-    if element_type in (int(E.INT_32), int(E.INT_64), int(E.INT_16), int(E.INT_8)):
-        return np.dtype({int(E.INT_32): "int32", int(E.INT_64): "int64", int(E.INT_16): "int16",
-                         int(E.INT_8): "int8"}[element_type])
-    raise TypeError(f"no numpy dtype for HAL element type {element_type:#x}")
+
+def numpy_dtype(element_type: int) -> np.dtype:
+    """numpy dtype of a HAL element type (bfloat16 as ml_dtypes.bfloat16)."""
+    name = _element_name(element_type)
+    if name == "bfloat16":
+        import ml_dtypes  # ships with iree-base-runtime
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
 
 
 # -------------------------------------------------------------------- exit

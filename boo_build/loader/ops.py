@@ -70,7 +70,7 @@ from typing import Optional, Sequence
 import torch
 from torch import Tensor
 
-from ..signature import BIAS_GRAD, INPUT_GRAD, WEIGHT_GRAD, default_stats_dtype
+from ..signature import default_stats_dtype
 from . import bundle as _bundle
 from .bundle import Bundle, open_bundle, rms_default_eps
 
@@ -144,8 +144,7 @@ def default_bundle() -> Bundle:
 
 
 # ----------------------------------------------------------------- helpers
-_LN_BITS = (INPUT_GRAD, WEIGHT_GRAD, BIAS_GRAD)
-_RMS_BITS = (INPUT_GRAD, WEIGHT_GRAD)
+_LN_BITS, _RMS_BITS = _bundle._LN_BITS, _bundle._RMS_BITS  # ATen's output_mask order
 
 
 @functools.lru_cache(maxsize=None)
