@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from .signature import IMPLS, INPUT_GRAD, WEIGHT_GRAD, BIAS_GRAD, KernelSignature, ModuleId, shape_text
+from . import ops
+from .signature import IMPLS, KernelSignature, ModuleId, shape_text
 from .targets import Target
 
 BENCH_STATUSES = ("ok", "not run", "error", "skipped")
@@ -226,65 +227,31 @@ def bench_eager_at(sig: KernelSignature, shapes=(), **kw) -> BenchResult:
 # ----------------------------------------------------------------- eager
 def eager_fn(sig: KernelSignature, seed: int = 0, device: str = "cpu") -> Callable[[], Any]:
     """A no-argument callable running torch's eager op for ``sig`` on
-    prepared inputs on ``device`` (what a model without these kernels would run).
-
-    * layer_norm: ``aten.native_layer_norm`` / ``native_layer_norm_backward``
-      with the output mask (statistics as eager's own forward saves them).
-    * rms_norm forward: ``aten._fused_rms_norm``.
-    * rms_norm backward: torch 2.13 has no CPU kernel for
-      ``_fused_rms_norm_backward``; eager's real path is autograd through the
-      composite ``F.rms_norm``: its graph is built once and only
-      ``torch.autograd.grad(..., retain_graph=True)`` is timed.
-    """
-    return _norm_call(sig, seed, device, compiled=False)
+    prepared inputs on ``device`` (what a model without these kernels would
+    run): the op's ``eager_call`` (e.g. ``aten.native_layer_norm_backward``
+    with the output mask, statistics as eager's own forward saves them)."""
+    return _op_call(sig, seed, device, compiled=False)
 
 
 def compiled_fn(sig: KernelSignature, seed: int = 0, device: str = "cpu") -> Callable[[], Any]:
     """Like ``eager_fn``, with the op compiled by ``torch.compile`` (Inductor,
-    default mode, static shapes, one graph); an RMS-norm backward compiles
-    ``aten._fused_rms_norm_backward`` (Inductor decomposes it). The first
-    call compiles."""
-    return _norm_call(sig, seed, device, compiled=True)
+    default mode, static shapes, one graph). The first call compiles."""
+    return _op_call(sig, seed, device, compiled=True)
 
 
-def _norm_call(sig: KernelSignature, seed: int, device: str, *, compiled: bool) -> Callable[[], Any]:
+def _op_call(sig: KernelSignature, seed: int, device: str, *, compiled: bool) -> Callable[[], Any]:
     import torch
 
     from .modules import sample_args, torch_dtype
 
-    aten = torch.ops.aten
     g = torch.Generator().manual_seed(seed)
     dt = torch_dtype(sig.dtype)
-    ns = list(sig.normalized_shape)
     fwd_args = [a.to(device) for a in sample_args(sig.replace(mask=1), seed)]
     x = fwd_args[0]
     w = fwd_args[1] if sig.affine else None
     b = fwd_args[2] if sig.bias else None
-    if sig.op == "layer_norm":
-        if sig.is_forward:
-            op, args = (lambda x, w, b: aten.native_layer_norm(x, ns, w, b, sig.eps)), (x, w, b)
-        else:
-            _, mean, rstd = aten.native_layer_norm(x, ns, w, b, sig.eps)
-            gy = torch.randn(sig.input_shape, generator=g).to(dt).to(device)
-            mask = [bool(sig.mask & INPUT_GRAD), bool(sig.mask & WEIGHT_GRAD), bool(sig.mask & BIAS_GRAD)]
-            op = lambda gy, x, mean, rstd, w, b: aten.native_layer_norm_backward(  # noqa: E731
-                gy, x, ns, mean, rstd, w, b, mask)
-            args = (gy, x, mean, rstd, w, b)
-    elif sig.is_forward:
-        op, args = (lambda x, w: aten._fused_rms_norm(x, ns, w, sig.eps)), (x, w)
-    elif compiled:
-        _, rstd = aten._fused_rms_norm(x, ns, w, sig.eps)
-        gy = torch.randn(sig.input_shape, generator=g).to(dt).to(device)
-        mask = [bool(sig.mask & INPUT_GRAD), bool(sig.mask & WEIGHT_GRAD)]
-        op = lambda gy, x, rstd, w: aten._fused_rms_norm_backward(gy, x, ns, rstd, w, mask)  # noqa: E731
-        args = (gy, x, rstd, w)
-    else:
-        xr = x.clone().requires_grad_(bool(sig.mask & INPUT_GRAD))
-        wr = w.clone().requires_grad_(bool(sig.mask & WEIGHT_GRAD)) if w is not None else None
-        y = torch.nn.functional.rms_norm(xr, ns, wr, sig.eps)
-        gy = torch.randn(sig.input_shape, generator=g).to(dt).to(device)
-        wanted = [t for bit, t in ((INPUT_GRAD, xr), (WEIGHT_GRAD, wr)) if sig.mask & bit]
-        return lambda: torch.autograd.grad(y, wanted, gy, retain_graph=True)
+    op, args = ops.get(sig.op).eager_call(
+        sig, x, w, b, lambda: torch.randn(sig.input_shape, generator=g).to(dt).to(device), compiled)
     if compiled:
         # Signatures share these lambdas' code: start afresh so that no
         # earlier compile's guards or recompile limit get in the way.
@@ -321,7 +288,7 @@ def bench_eager(sig: KernelSignature, threads: int | None = None, *, target: str
         if threads and cpu:
             torch.set_num_threads(int(threads))
         used = torch.get_num_threads() if cpu else 0
-        with torch.inference_mode(mode=compiled or sig.op == "layer_norm" or sig.is_forward):
+        with torch.inference_mode(mode=not ops.get(sig.op).eager_needs_autograd(sig, compiled)):
             fn = (compiled_fn if compiled else eager_fn)(sig, seed, torch_device)
             stats = measure(fn, **measure_kw)
     except Exception as e:  # noqa: BLE001
@@ -341,11 +308,10 @@ COLUMNS = ("key", "op", "shape", "dtype", "mask", "target", "aten_median_us", "m
            "eager_median_us", "speedup_vs_eager", "aten_max_err", "manual_max_err", "validation", "selected")
 
 
-def _eager_result(benches: Mapping, sig: KernelSignature, target: str):
-    for key in (("eager:" + sig.key, target), (f"{sig.key}-eager", target), (sig.key, EAGER)):
-        if key in benches:
-            return benches[key]
-    return None
+def eager_key(sig_key: str, target: str) -> tuple[str, str]:
+    """Where ``table_rows`` finds torch eager's result for a signature on a
+    target (the one spelling; the graph's task subject is ``layout.eager_subject``)."""
+    return (f"{EAGER}:{sig_key}", target)
 
 
 def _us(x: float | None) -> str:
@@ -365,7 +331,7 @@ def table_rows(signatures: Iterable[KernelSignature], targets: Iterable, validat
 
     ``validations[(module key, target)]`` -> ValidationResult;
     ``benches[(module key, target)]`` -> BenchResult, and eager under
-    ``("eager:" + signature key, target)`` (or ``(signature key + "-eager", target)``);
+    ``eager_key(signature key, target)``;
     ``selections[(signature key, target)]`` -> ``selection.Selection``.
     """
     rows = []
@@ -389,7 +355,7 @@ def table_rows(signatures: Iterable[KernelSignature], targets: Iterable, validat
                 if v is not None and v.passed and b is not None and b.ok:
                     if best is None or b.median_s < best:
                         best = b.median_s
-            eager = _eager_result(benches, sig, t)
+            eager = benches.get(eager_key(sig.key, t))
             row["eager_median_us"] = _us(eager.median_s) if eager is not None and eager.ok else ""
             row["speedup_vs_eager"] = (f"{eager.median_s / best:.2f}"
                                        if best and eager is not None and eager.ok else "")

@@ -1,6 +1,7 @@
 """``boo-build info|verify|diff``: look inside bundles.
 
-Light: imports only the loader's archive reader (stdlib + zstandard), never
+Light: imports only the loader's archive reader and typed index (stdlib +
+zstandard, ``loader/archive.py``, ``loader/format.py``), never
 torch, iree or doit. Exit status: 0 fine, 1 a problem found (``verify``: a
 checksum mismatch; ``diff``: the bundles differ, as diff(1)), 2 the bundle
 cannot be read.
@@ -10,9 +11,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Mapping, TextIO
 
-from .loader.bundle import Archive, BundleFormatError, read_archive, sha256_hex
+from .loader.archive import Archive, read_archive, sha256_hex
+from .loader.errors import BundleFormatError
+from .loader.format import INDEX_NAME, BundleIndex
 
 EXIT_OK, EXIT_PROBLEM, EXIT_UNREADABLE = 0, 1, 2
 
@@ -44,42 +47,44 @@ def cmd_info(path, *, out: TextIO | None = None, err: TextIO | None = None) -> i
     a = _open(path, err)
     if a is None:
         return EXIT_UNREADABLE
-    ix = a.index
+    ix = a.bundle_index
     p = out.write
-    p(f"{ix['name']} {ix['version']}  ({a.path})\n")
-    p(f"  format {ix['format']} v{ix['format_version']}, {_size(a.compressed_size)} compressed, "
+    p(f"{ix.name} {ix.version}  ({a.path})\n")
+    p(f"  format {ix.format} v{ix.format_version}, {_size(a.compressed_size)} compressed, "
       f"{_size(a.size)} unpacked, {len(a.members)} members\n")
-    prov = ix.get("provenance") or {}
-    versions = prov.get("versions") if isinstance(prov.get("versions"), dict) else {
-        k: v for k, v in prov.items() if isinstance(v, str)}
+    versions = _versions(ix.provenance)
     if versions:
         p("  provenance: " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items())) + "\n")
-    counts: dict[str, dict[str, int]] = {t: {"available": 0, "unavailable": 0} for t in ix["targets"]}
-    for k in ix["kernels"].values():
-        for t, te in k["targets"].items():
-            counts[t][te["status"]] += 1
+    counts = ix.counts()
     p("  targets:\n")
-    for t, d in sorted(ix["targets"].items()):
+    for t, d in sorted(ix.targets.items()):
         c = counts[t]
-        p(f"    {t:14s} {d['driver']:10s} {d['arch']:10s} available {c['available']}, "
+        p(f"    {t:14s} {d.driver:10s} {d.arch:10s} available {c['available']}, "
           f"unavailable {c['unavailable']}\n")
-        p(f"      flags: {' '.join(d['flags'])}\n")
-    p(f"  kernels ({len(ix['kernels'])}):\n")
-    for key, k in sorted(ix["kernels"].items()):
+        p(f"      flags: {' '.join(d.flags)}\n")
+    p(f"  kernels ({len(ix.kernels)}):\n")
+    for key, k in sorted(ix.kernels.items()):
         p(f"    {key}\n")
-        for t, te in sorted(k["targets"].items()):
-            if te["status"] == "available":
-                m = te["impls"][te["selected"]]
-                extra = f" (+{len(te['impls']) - 1} more)" if len(te["impls"]) > 1 else ""
-                bench = _bench_value(m.get("benchmark"))
+        for t, te in sorted(k.targets.items()):
+            if te.is_available:
+                m = te.selected_impl
+                extra = f" (+{len(te.impls) - 1} more)" if len(te.impls) > 1 else ""
+                bench = _bench_value(m.benchmark)
                 btxt = f", {bench[1]} {bench[0]:.4g}" if bench else ""
-                p(f"      {t:14s} {te['selected']}{extra}  {_size(m['size'])}{btxt}"
-                  + (f"  [{_short(te['reason'], 50)}]" if te.get("reason") else "") + "\n")
+                p(f"      {t:14s} {te.selected}{extra}  {_size(m.size)}{btxt}"
+                  + (f"  [{_short(te.reason, 50)}]" if te.reason else "") + "\n")
             else:
-                p(f"      {t:14s} UNAVAILABLE: {_short(te.get('reason', ''))}\n")
-    if ix.get("csv"):
-        p(f"  benchmark table: {ix['csv']}\n")
+                p(f"      {t:14s} UNAVAILABLE: {_short(te.reason or '')}\n")
+    if ix.csv:
+        p(f"  benchmark table: {ix.csv}\n")
     return EXIT_OK
+
+
+def _versions(prov: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """The tool versions of a provenance record (older bundles: its string fields)."""
+    prov = prov or {}
+    v = prov.get("versions")
+    return v if isinstance(v, Mapping) else {k: x for k, x in prov.items() if isinstance(x, str)}
 
 
 # ---------------------------------------------------------------------- verify
@@ -90,15 +95,14 @@ def cmd_verify(path, *, out: TextIO | None = None, err: TextIO | None = None) ->
     if a is None:
         return EXIT_UNREADABLE
     checked, bad = 0, []
-    referenced = {"bundle.json"} | ({a.index["csv"]} if a.index.get("csv") else set())
-    for key, k in sorted(a.index["kernels"].items()):
-        for t, te in sorted(k["targets"].items()):
-            for impl, m in sorted(te.get("impls", {}).items()):
-                referenced.add(m["member"])
-                checked += 1
-                actual = sha256_hex(a.members[m["member"]])
-                if actual != m["sha256"]:
-                    bad.append((m["member"], m["sha256"], actual))
+    ix = a.bundle_index
+    referenced = {INDEX_NAME} | ({ix.csv} if ix.csv else set())
+    for *_, m in sorted(ix.impl_records(), key=lambda r: r[:3]):
+        referenced.add(m.member)
+        checked += 1
+        actual = sha256_hex(a.members[m.member])
+        if actual != m.sha256:
+            bad.append((m.member, m.sha256, actual))
     for member, want, got in bad:
         print(f"MISMATCH {member}: sha256 {got}, index says {want}", file=err)
     extra = sorted(set(a.members) - referenced)
@@ -118,7 +122,7 @@ _BENCH_KEYS = ("median_us", "median_ms", "median_s", "median", "p50_us", "p50", 
 
 def _bench_value(b: Any) -> tuple[float, str] | None:
     """(value, field) of a benchmark record's central time, whatever its schema."""
-    if not isinstance(b, dict):
+    if not isinstance(b, Mapping):
         return None
     for key in _BENCH_KEYS:
         v = b.get(key)
@@ -130,53 +134,63 @@ def _bench_value(b: Any) -> tuple[float, str] | None:
     return None
 
 
-def diff_indexes(old: dict[str, Any], new: dict[str, Any], bench_threshold: float = 0.05) -> dict[str, list[str]]:
-    """Differences between two indexes: added, removed, changed kernels; benchmark changes; metadata."""
+def _typed(index: BundleIndex | Mapping[str, Any]) -> BundleIndex:
+    return index if isinstance(index, BundleIndex) else BundleIndex.from_json(index)
+
+
+def _provenance_versions(prov: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    prov = prov or {}
+    v = prov.get("versions", prov)
+    return v if isinstance(v, Mapping) else {}
+
+
+def diff_indexes(old: BundleIndex | Mapping[str, Any], new: BundleIndex | Mapping[str, Any],
+                 bench_threshold: float = 0.05) -> dict[str, list[str]]:
+    """Differences between two indexes (typed, or their JSON): added, removed,
+    changed kernels; benchmark changes; metadata."""
+    old, new = _typed(old), _typed(new)
     res: dict[str, list[str]] = {"meta": [], "added": [], "removed": [], "changed": [], "bench": []}
     for field in ("name", "version", "format_version"):
-        if old.get(field) != new.get(field):
-            res["meta"].append(f"{field}: {old.get(field)} -> {new.get(field)}")
-    for t in sorted(set(old["targets"]) | set(new["targets"])):
-        a, b = old["targets"].get(t), new["targets"].get(t)
+        if getattr(old, field) != getattr(new, field):
+            res["meta"].append(f"{field}: {getattr(old, field)} -> {getattr(new, field)}")
+    for t in sorted(set(old.targets) | set(new.targets)):
+        a, b = old.targets.get(t), new.targets.get(t)
         if a is None:
             res["meta"].append(f"target {t} added")
         elif b is None:
             res["meta"].append(f"target {t} removed")
-        elif a["flags"] != b["flags"]:
-            res["meta"].append(f"target {t} flags: {' '.join(a['flags'])} -> {' '.join(b['flags'])}")
-    po, pn = old.get("provenance") or {}, new.get("provenance") or {}
-    vo = po.get("versions", po) if isinstance(po.get("versions", po), dict) else {}
-    vn = pn.get("versions", pn) if isinstance(pn.get("versions", pn), dict) else {}
+        elif a.flags != b.flags:
+            res["meta"].append(f"target {t} flags: {' '.join(a.flags)} -> {' '.join(b.flags)}")
+    vo, vn = _provenance_versions(old.provenance), _provenance_versions(new.provenance)
     for k in sorted(set(vo) | set(vn)):
         if isinstance(vo.get(k), (str, type(None))) and isinstance(vn.get(k), (str, type(None))) \
                 and vo.get(k) != vn.get(k):
             res["meta"].append(f"provenance {k}: {vo.get(k)} -> {vn.get(k)}")
-    ok, nk = old["kernels"], new["kernels"]
+    ok, nk = old.kernels, new.kernels
     res["added"] = sorted(set(nk) - set(ok))
     res["removed"] = sorted(set(ok) - set(nk))
     for key in sorted(set(ok) & set(nk)):
-        for t in sorted(set(ok[key]["targets"]) | set(nk[key]["targets"])):
-            a, b = ok[key]["targets"].get(t), nk[key]["targets"].get(t)
+        for t in sorted(set(ok[key].targets) | set(nk[key].targets)):
+            a, b = ok[key].targets.get(t), nk[key].targets.get(t)
             where = f"{key} on {t}"
             if a is None or b is None:
                 res["changed"].append(f"{where}: {'added' if a is None else 'removed'}")
                 continue
-            if a["status"] != b["status"]:
-                why = b.get("reason", "") if b["status"] == "unavailable" else f"selected {b['selected']}"
-                res["changed"].append(f"{where}: {a['status']} -> {b['status']} ({_short(why, 60)})")
+            if a.status != b.status:
+                why = f"selected {b.selected}" if b.is_available else b.reason or ""
+                res["changed"].append(f"{where}: {a.status.value} -> {b.status.value} ({_short(why, 60)})")
                 continue
-            if a["status"] != "available":
+            if not a.is_available:
                 continue
-            if a["selected"] != b["selected"]:
-                res["changed"].append(f"{where}: selection {a['selected']} -> {b['selected']}"
-                                      + (f" ({_short(b.get('reason', ''), 60)})" if b.get("reason") else ""))
-            for impl in sorted(set(a["impls"]) & set(b["impls"])):
-                ma, mb = a["impls"][impl], b["impls"][impl]
-                if ma["sha256"] != mb["sha256"]:
-                    res["changed"].append(f"{where}: {impl} vmfb changed (sha256 {ma['sha256'][:12]} -> "
-                                          f"{mb['sha256'][:12]}, {ma['size']} -> {mb['size']} bytes)")
-            ba = _bench_value(a["impls"].get(a["selected"], {}).get("benchmark"))
-            bb = _bench_value(b["impls"].get(b["selected"], {}).get("benchmark"))
+            if a.selected != b.selected:
+                res["changed"].append(f"{where}: selection {a.selected} -> {b.selected}"
+                                      + (f" ({_short(b.reason, 60)})" if b.reason else ""))
+            for impl in sorted(set(a.impls) & set(b.impls)):
+                ma, mb = a.impls[impl], b.impls[impl]
+                if ma.sha256 != mb.sha256:
+                    res["changed"].append(f"{where}: {impl} vmfb changed (sha256 {ma.sha256[:12]} -> "
+                                          f"{mb.sha256[:12]}, {ma.size} -> {mb.size} bytes)")
+            ba, bb = _bench_value(a.selected_impl.benchmark), _bench_value(b.selected_impl.benchmark)
             if ba and bb and ba[1] == bb[1] and ba[0] > 0:
                 rel = bb[0] / ba[0] - 1
                 if abs(rel) >= bench_threshold:
@@ -187,17 +201,16 @@ def diff_indexes(old: dict[str, Any], new: dict[str, Any], bench_threshold: floa
     return res
 
 
-def _recorded(index: dict[str, Any]) -> dict[str, str]:
+def _recorded(index: BundleIndex) -> dict[str, str]:
     """member -> the sha256 the index records for it (the kernel members)."""
-    return {m["member"]: m["sha256"] for k in index["kernels"].values() for te in k["targets"].values()
-            for m in (te.get("impls") or {}).values() if "member" in m and "sha256" in m}
+    return {m.member: m.sha256 for *_, m in index.impl_records()}
 
 
 def diff_members(old: Archive, new: Archive, index_differs: bool) -> list[str]:
     """Members added, removed or with other bytes (bench.csv, a vmfb the index
     does not vouch for), less what the index diff already says: a kernel
     member whose recorded sha256 changed, and bundle.json when ``index_differs``."""
-    ro, rn = _recorded(old.index), _recorded(new.index)
+    ro, rn = _recorded(old.bundle_index), _recorded(new.bundle_index)
     res = []
     for name in sorted(set(old.members) | set(new.members)):
         a, b = old.members.get(name), new.members.get(name)
@@ -205,7 +218,7 @@ def diff_members(old: Archive, new: Archive, index_differs: bool) -> list[str]:
             res.append(f"+ {name} ({_size(len(b))})")
         elif b is None:
             res.append(f"- {name} ({_size(len(a))})")
-        elif a != b and not (name == "bundle.json" and index_differs) \
+        elif a != b and not (name == INDEX_NAME and index_differs) \
                 and not (name in ro and name in rn and ro[name] != rn[name]):
             ha, hb = sha256_hex(a), sha256_hex(b)
             # bundle.json alone: fields the index diff does not show (a timing under the threshold, a reason)
@@ -223,10 +236,10 @@ def cmd_diff(old, new, *, out: TextIO | None = None, err: TextIO | None = None,
     a, b = _open(old, err), _open(new, err)
     if a is None or b is None:
         return EXIT_UNREADABLE
-    d = diff_indexes(a.index, b.index, bench_threshold)
+    d = diff_indexes(a.bundle_index, b.bundle_index, bench_threshold)
     p = out.write
-    p(f"--- {a.path} ({a.index['name']} {a.index['version']})\n")
-    p(f"+++ {b.path} ({b.index['name']} {b.index['version']})\n")
+    p(f"--- {a.path} ({a.bundle_index.name} {a.bundle_index.version})\n")
+    p(f"+++ {b.path} ({b.bundle_index.name} {b.bundle_index.version})\n")
     titles = (("meta", "bundle"), ("added", "kernels added"), ("removed", "kernels removed"),
               ("changed", "kernels changed"), ("bench", f"benchmark changes (>= {bench_threshold:.0%})"))
     for field, title in titles:

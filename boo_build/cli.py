@@ -45,6 +45,9 @@ def doit_config(out_dir: Path, jobs: int | None, quiet: bool) -> dict:
         "reporter": (QuietReporter if quiet else ProgressReporter).for_jobs(jobs or os.cpu_count() or 1),
         "default_tasks": ["build"],
         "verbosity": 0,
+        # the stdout of this call: doit's default is the one it saw at import
+        # (an in-process caller's may be gone by now: pytest's, a closed pipe)
+        "outfile": sys.stdout,
     }
 
 

@@ -1,9 +1,9 @@
 """Compile: MLIR text -> vmfb bytes with iree-compile, one subprocess per kernel.
 
 The MLIR goes in on stdin (iree-compile embeds the source path in the vmfb,
-so a fixed "-" keeps output byte-identical), and outputs are written to a
-temporary name and renamed, so a killed compile never leaves a file that
-looks finished.
+so a fixed "-" keeps output byte-identical), and the vmfb comes back on
+stdout: the caller writes it with ``records.write_atomic`` (re-exported
+here), so a killed compile never leaves a file that looks finished.
 """
 
 from __future__ import annotations
@@ -20,6 +20,11 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from .records import write_atomic  # the one atomic writer; callers import it from here too
+
+__all__ = ["COMPILER_ENV", "DEFAULT_TIMEOUT_S", "CompileInterrupted", "CompileResult", "compile_mlir", "compiler_path",
+           "compiler_version", "kill_running", "useful_stderr", "write_atomic"]
 
 DEFAULT_TIMEOUT_S = 900.0  # the slowest default-manifest compile takes ~280 s on 2 cores
 
@@ -142,17 +147,3 @@ def compile_mlir(mlir: str, flags: tuple[str, ...] | list[str], *, timeout: floa
         err = useful_stderr(err_bytes.decode(errors="replace")) or f"exit status {proc.returncode}"
         return CompileResult(False, shown, dt, error=err)
     return CompileResult(True, shown, dt, vmfb=out)
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write via a temporary file in the same folder and rename over ``path``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

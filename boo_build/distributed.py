@@ -3,7 +3,8 @@
 doit still drives the graph, its up-to-date checks and its database on the
 machine that started the build (the *driver*); only the work of an action
 travels. Imported only when ``--scheduler`` (or ``$DASK_SCHEDULER_ADDRESS``)
-is given: nothing else in boo_build imports Dask.
+is given: nothing else in boo_build imports Dask's client (``worker``, the
+functions Dask runs on a worker, asks only for ``get_worker`` there).
 
     with scheduler_session("tcp://host:8786") as address:   # or "local"
         res = remote_compile(address, mlir_text, flags, timeout)   # CompileResult
@@ -17,7 +18,8 @@ benchmarks of a target run only on workers that declared the resource named
 like the target (``dask worker ... --resources "gfx942=1"``; the CPU targets'
 resources are ``cpu`` and ``cpu-x86-64-v4``); with no such worker the record
 says ``"not run: no device (gfx942)"``, as a local build without that device
-does (the bundles are byte-identical), and nothing is submitted.
+does (``not_run`` makes both; the bundles are byte-identical), and nothing
+is submitted.
 
 Faults: a task whose worker dies is run again elsewhere (Dask reschedules it;
 ``distributed.scheduler.allowed-failures`` bounds how many worker deaths one
@@ -39,13 +41,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import shlex
 import threading
 import uuid
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, replace
-from functools import lru_cache
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, Iterator
 
 import dask
@@ -54,7 +54,15 @@ from distributed.client import FutureCancelledError
 from distributed.comm.addressing import normalize_address
 from distributed.comm.core import CommClosedError
 
+from . import not_run
 from .compile import CompileResult
+from .worker import (DistributedError, SchedulerLost, WorkerMismatch, bench_on_worker, catalogue_target,
+                     compile_on_worker, differences, match_on_worker, target_resource, toolchain_versions,
+                     validate_on_worker, worker_versions)
+
+__all__ = ["DistributedError", "LOCAL", "SchedulerLost", "WorkerMismatch", "check_workers", "local_resources",
+           "remote_bench", "remote_compile", "remote_device_map", "remote_validate", "run_on_resource",
+           "scheduler_session", "scheduler_workers", "target_resource", "toolchain_versions", "workers_with_resource"]
 
 LOCAL = "local"
 LOCAL_WORKERS = 2
@@ -65,29 +73,7 @@ CONNECT_TIMEOUT_S = 30.0
 WAIT_FOR_WORKERS_S = 120.0
 
 
-class DistributedError(RuntimeError):
-    """The cluster cannot do the build's work."""
-
-
-class SchedulerLost(DistributedError):
-    """The Dask scheduler went away (or could not be reached)."""
-
-
-class WorkerMismatch(DistributedError):
-    """A worker's compiler differs from the driver's (``workers`` names them)."""
-
-    def __init__(self, message: str, workers: Iterable[str] = ()):
-        super().__init__(message)
-        self.workers = tuple(workers)
-
-
 # ------------------------------------------------------------- resources
-def target_resource(target_name: str) -> str:
-    """The Dask worker resource that runs ``target_name``'s kernels: the
-    target's name itself (``cpu``, ``cpu-x86-64-v4``, ``gfx942``, ...)."""
-    return target_name
-
-
 def scheduler_workers(client: Client) -> dict[str, dict]:
     """Worker address -> the scheduler's view of it, fresh from the scheduler."""
     # Not client.scheduler_info(): it refreshes a cache shared by all threads
@@ -112,27 +98,6 @@ def local_resources() -> dict[str, float]:
 
 
 # -------------------------------------------------------------- versions
-def toolchain_versions() -> dict[str, str]:
-    """This process's compiler: ``iree-compile --version`` and the package version,
-    what must be equal on the driver and every worker for byte-identical output."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    from .compile import compiler_version
-
-    try:
-        pkg = version("iree-base-compiler")
-    except PackageNotFoundError:
-        pkg = "not installed"
-    return {"iree-compile": compiler_version(), "iree-base-compiler": pkg}
-
-
-@lru_cache(maxsize=1)
-def _worker_versions() -> dict[str, str]:
-    # Run in the worker process: its compiler does not change while it lives
-    # (a cache of a constant, not state), and --version costs ~0.4 s.
-    return toolchain_versions()
-
-
 def _expected(expected: dict[str, str] | str | None) -> dict[str, str]:
     """The driver's versions; a string replaces the iree-compile version (tests)."""
     if isinstance(expected, dict):
@@ -143,17 +108,13 @@ def _expected(expected: dict[str, str] | str | None) -> dict[str, str]:
     return base
 
 
-def _differences(have: dict[str, str], want: dict[str, str]) -> list[str]:
-    return [f"{k} {have.get(k, 'missing')!r} (driver: {want[k]!r})" for k in want if have.get(k) != want[k]]
-
-
 def check_workers(client: Client, expected: dict[str, str] | str | None = None,
                   workers: list[str] | None = None) -> dict[str, dict[str, str]]:
     """Every worker's compiler versions, refused with ``WorkerMismatch`` (naming
     each bad worker) unless equal to ``expected`` (default: the driver's own;
     a string stands for the driver's ``iree-compile --version``)."""
     want = _expected(expected)
-    got = client.run(_worker_versions, workers=workers, on_error="return")
+    got = client.run(worker_versions, workers=workers, on_error="return")
     problems, bad = [], []
     for addr in sorted(got):
         have = got[addr]
@@ -162,7 +123,7 @@ def check_workers(client: Client, expected: dict[str, str] | str | None = None,
                             "is boo-build installed there?")
             bad.append(addr)
             continue
-        diffs = _differences(have, want)
+        diffs = differences(have, want)
         if diffs:
             problems.append(f"worker {addr} has {'; '.join(diffs)}")
             bad.append(addr)
@@ -323,18 +284,6 @@ def _submit(s: Session, fn, *args, prefix: str, resources: dict[str, float] | No
 
 
 # -------------------------------------------------------------- compile
-def _compile_on_worker(mlir: str, flags: tuple[str, ...], timeout: float, expected: dict[str, str]) -> CompileResult:
-    from distributed import get_worker
-
-    from .compile import compile_mlir
-
-    diffs = _differences(_worker_versions(), expected)
-    if diffs:
-        raise WorkerMismatch(f"worker {get_worker().address} has {'; '.join(diffs)}: refusing to compile",
-                             [get_worker().address])
-    return compile_mlir(mlir, tuple(flags), timeout=timeout)
-
-
 def remote_compile(address: str, mlir: str, flags: tuple[str, ...], timeout: float) -> CompileResult:
     """Compile ``mlir`` with ``flags`` on any worker; same result as ``compile_mlir``.
 
@@ -342,7 +291,7 @@ def remote_compile(address: str, mlir: str, flags: tuple[str, ...], timeout: flo
     are equal), so records do not depend on which worker compiled."""
     s = _session(address)
     digest = hashlib.sha256(mlir.encode()).hexdigest()[:10]
-    res: CompileResult = _submit(s, _compile_on_worker, mlir, tuple(flags), float(timeout), s.versions,
+    res: CompileResult = _submit(s, compile_on_worker, mlir, tuple(flags), float(timeout), s.versions,
                                  prefix=f"boo-compile-{digest}")
     parts = shlex.split(res.command)
     if parts:
@@ -351,91 +300,12 @@ def remote_compile(address: str, mlir: str, flags: tuple[str, ...], timeout: flo
 
 
 # ------------------------------------------------- validate and benchmark
-def _not_run_validation(module_key: str, target_name: str, reason: str) -> dict:
-    from .validate import ValidationResult
-
-    return ValidationResult.not_run(module_key, target_name, reason).to_json()
-
-
-def _not_run_bench(subject: str, target_name: str, reason: str) -> dict:
-    """A ``BenchResult.not_run(...).to_json()`` (``subject`` as the graph names
-    it: a module key, or ``<signature>-eager``)."""
-    from .benchmark import BenchResult
-
-    if subject.endswith("-eager"):
-        subject, sig = "eager", subject.removesuffix("-eager")
-    else:
-        from .signature import ModuleId
-
-        sig = ModuleId.parse(subject).signature.key
-    return BenchResult.not_run(subject, sig, target_name, reason).to_json()
-
-
 def _no_worker(target_name: str, resource: str) -> str:
     """The reason for a target no worker declared: the words a local build
     without its device writes (the bundle must not depend on where it was
     built); which resource was missing goes to the log only."""
-    from .loader.devices import no_device_reason
-
     log.info("%s not run: no worker declared resource %s", target_name, resource)
-    return no_device_reason(_target(target_name).arch)
-
-
-def _worker_device(target, device: dict | None):
-    """(this worker's device for ``target``, or None, and why not)."""
-    from .loader.devices import DeviceInfo, discover, match_target
-
-    devices = discover()
-    if device:
-        wanted = DeviceInfo(**device)
-        if wanted in devices:  # the very device the driver chose (same machine)
-            return wanted, ""
-    return match_target(target, devices)
-
-
-def _no_device_reason(target, why: str) -> str:
-    from distributed import get_worker
-
-    res = target_resource(target.name)
-    return f"{why} on worker {get_worker().address} (it declared resource {res})"
-
-
-def _validate_on_worker(vmfb: bytes, module_key: str, target, device: dict | None, shapes=None) -> dict:
-    from .signature import ModuleId
-    from .validate import validate_kernel
-
-    dev, why = _worker_device(target, device)
-    if dev is None:
-        return _not_run_validation(module_key, target.name, _no_device_reason(target, why))
-    return validate_kernel(vmfb, ModuleId.parse(module_key), target, dev, shapes=shapes).to_json()
-
-
-def _eager_threads() -> int | None:
-    """torch's own thread count (None), as in a local build; but Dask's nanny
-    starts workers with OMP_NUM_THREADS=1, which would time eager on one
-    thread: then every core this worker may use (benchmarks run one at a time)."""
-    return len(os.sched_getaffinity(0)) if os.environ.get("OMP_NUM_THREADS") == "1" else None
-
-
-def _bench_on_worker(vmfb: bytes | None, subject: str, target, device: dict | None, shapes=()) -> dict:
-    from .benchmark import bench_eager_at, bench_kernel_at
-    from .signature import KernelSignature, ModuleId
-
-    if vmfb is None:  # torch eager for a signature, as tasks.bench_action does
-        return bench_eager_at(KernelSignature.parse(subject.removesuffix("-eager")), shapes,
-                              threads=_eager_threads()).to_json()
-    dev, why = _worker_device(target, device)
-    if dev is None:
-        return _not_run_bench(subject, target.name, _no_device_reason(target, why))
-    return bench_kernel_at(vmfb, ModuleId.parse(subject), target, dev, shapes).to_json()
-
-
-def _target(target_name: str):
-    # The driver's catalogue entry travels: a worker of another architecture
-    # would resolve "cpu" to its own CPU target.
-    from .targets import catalogue
-
-    return catalogue()[target_name]
+    return not_run.no_device(catalogue_target(target_name).arch)
 
 
 def run_on_resource(address: str, resource: str, fn, *args, prefix: str = "boo-task") -> tuple[bool, Any]:
@@ -452,11 +322,11 @@ def remote_validate(address: str, vmfb: bytes, module_key: str, target_name: str
     """``validate_kernel(...).to_json()`` on a worker with the target's
     resource, that worker's own device; a "not run" record when no worker has it.
     ``shapes``: a dynamic kernel's validation shapes."""
-    target = _target(target_name)
+    target = catalogue_target(target_name)
     res = target_resource(target_name)
-    ok, out = run_on_resource(address, res, _validate_on_worker,
+    ok, out = run_on_resource(address, res, validate_on_worker,
                               vmfb, module_key, target, device_dict, shapes, prefix=f"boo-validate-{target_name}")
-    return out if ok else _not_run_validation(module_key, target_name, _no_worker(target_name, res))
+    return out if ok else not_run.validation(module_key, target_name, _no_worker(target_name, res)).to_json()
 
 
 def remote_bench(address: str, vmfb: bytes | None, subject: str, target_name: str, device_dict: dict | None,
@@ -465,16 +335,11 @@ def remote_bench(address: str, vmfb: bytes | None, subject: str, target_name: st
     ``<signature>-eager`` subject) on a worker with the target's resource; a
     "not run" record when no worker has it. ``shapes``: a dynamic signature's
     benchmark shapes (``benchmark.bench_at``)."""
-    target = _target(target_name)
+    target = catalogue_target(target_name)
     res = target_resource(target_name)
-    ok, out = run_on_resource(address, res, _bench_on_worker,
+    ok, out = run_on_resource(address, res, bench_on_worker,
                               vmfb, subject, target, device_dict, shapes, prefix=f"boo-bench-{target_name}")
-    return out if ok else _not_run_bench(subject, target_name, _no_worker(target_name, res))
-
-
-def _match_on_worker(target) -> tuple[dict | None, str]:
-    dev, why = _worker_device(target, None)
-    return (asdict(dev) if dev else None), why
+    return out if ok else not_run.bench(subject, target_name, _no_worker(target_name, res)).to_json()
 
 
 def remote_device_map(address: str, target_names: Iterable[str]) -> dict[str, tuple[dict | None, str]]:
@@ -489,7 +354,7 @@ def remote_device_map(address: str, target_names: Iterable[str]) -> dict[str, tu
         if not workers:
             out[name] = (None, _no_worker(name, res))
             continue
-        found = s.client.run(_match_on_worker, _target(name), workers=workers, on_error="return")
+        found = s.client.run(match_on_worker, catalogue_target(name), workers=workers, on_error="return")
         reasons = []
         for w in sorted(found):
             got = found[w]

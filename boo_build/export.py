@@ -13,17 +13,18 @@ from dataclasses import dataclass
 
 import torch
 
+from . import ops
 from .modules import make_module, sample_args
 from .signature import KernelSignature, ModuleId
 
 SINGLE_DISPATCH = '#util.preprocessing_pipeline<"iree-preprocessing-make-single-dispatch">'
 
-# Ops the importer in iree-base-compiler 3.13 does not lower; torch's own
-# decompositions are applied for them before import.
-_DECOMPOSE = (
-    torch.ops.aten._fused_rms_norm.default,
-    torch.ops.aten._fused_rms_norm_backward.default,
-)
+
+def _decompose() -> list:
+    """Ops the importer in iree-base-compiler 3.13 does not lower (each op's
+    ``decompositions``, e.g. ``aten._fused_rms_norm``): torch's own
+    decompositions are applied for them before import."""
+    return list(dict.fromkeys(d for name in ops.names() for d in ops.get(name).decompositions()))
 
 
 # torch.export keeps tracing state per process ("ProxyTorchDispatchMode slot
@@ -77,7 +78,7 @@ def export_mlir(mid: ModuleId) -> str:
     args = sample_args(mid.signature)
     with _EXPORT_LOCK, warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        with extend_aot_decompositions(from_current=True, add_ops=list(_DECOMPOSE)):
+        with extend_aot_decompositions(from_current=True, add_ops=_decompose()):
             exported = aot.export(module, args=args, dynamic_shapes=dynamic_shapes(mid.signature),
                                   function_name=mid.func_name)
         exported.import_to("full")

@@ -38,23 +38,26 @@ no doit. New index fields are optional (format version 1 stays)::
 
 from __future__ import annotations
 
-import copy
 import csv
+import dataclasses
 import io
 import math
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, TextIO
 
 from .benchmark import (
     COLUMNS, COMPILED, EAGER, BenchResult, bench_eager_at, bench_kernel_at, table_rows, table_text,
 )
-from .loader.bundle import Archive, BundleFormatError, read_archive, sha256_hex
+from .loader.archive import Archive, read_archive, sha256_hex
+from .loader.choice import bundle_targets
 from .loader.devices import DeviceInfo, discover, match_target
-from .pack import CSV_NAME, write_bundle
-from .selection import Selection, select
+from .loader.errors import BundleFormatError
+from .loader.format import CSV_NAME, BundleIndex, TargetRecord
+from .measure_report import KernelMeasurement, MeasureReport, markdown, summary_line, to_json
+from .pack import write_bundle
+from .selection import select
 from .signature import KernelSignature, ModuleId
 from .targets import Target, cuda_capability
 from .validate import ValidationResult, validate_kernel
@@ -77,53 +80,6 @@ ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 class MeasureError(Exception):
     """Nothing can be measured (bad bundle, no device for any target); the message says why."""
-
-
-# ------------------------------------------------------------------ records
-@dataclass(frozen=True)
-class KernelMeasurement:
-    """One kernel on one target, as measured here."""
-
-    key: str
-    target: str
-    validations: Mapping[str, ValidationResult]
-    benches: Mapping[str, BenchResult]
-    eager: BenchResult
-    compiled: BenchResult
-    selection: Selection
-    bytes_moved: int
-
-    @property
-    def selected(self) -> BenchResult | None:
-        b = self.benches.get(self.selection.impl) if self.selection.impl else None
-        return b if b is not None and b.ok else None
-
-    def gbs(self) -> float | None:
-        b = self.selected
-        return self.bytes_moved / b.median_s / 1e9 if b and b.median_s else None
-
-    def speedup(self, baseline: BenchResult) -> float | None:
-        b = self.selected
-        return baseline.median_s / b.median_s if b and baseline.ok and b.median_s else None
-
-    @property
-    def problem(self) -> bool:
-        return any(v.status in ("failed", "error") for v in self.validations.values()) or self.selected is None
-
-
-@dataclass(frozen=True)
-class MeasureReport:
-    source: str
-    bundle: str  # the new bundle's path
-    devices: Mapping[str, dict]  # target -> device record (provenance)
-    skipped: Mapping[str, str]  # target -> why not measured here
-    kernels: tuple[KernelMeasurement, ...]
-    not_measured: tuple[tuple[str, str, str], ...] = ()  # (key, target, why)
-    peaks: Mapping[str, float | None] = field(default_factory=dict)  # target -> GB/s
-
-    @property
-    def problem(self) -> bool:
-        return bool(self.not_measured) or any(k.problem for k in self.kernels)
 
 
 # ------------------------------------------------------------------ devices
@@ -211,12 +167,10 @@ def _versions() -> dict[str, str | None]:
             "python": platform.python_version()}
 
 
-def plan_targets(index: Mapping[str, Any], devices, only: tuple[str, ...] | None = None
+def plan_targets(index: BundleIndex | Mapping[str, Any], devices, only: tuple[str, ...] | None = None
                  ) -> tuple[dict[str, tuple[Target, DeviceInfo]], dict[str, str]]:
     """({target: (Target, device)} measured here, {target: why not})."""
-    from .loader.bundle import _bundle_targets
-
-    targets = _bundle_targets(index)
+    targets = bundle_targets(index)
     if only:
         unknown = [t for t in only if t not in targets]
         if unknown:
@@ -249,9 +203,8 @@ def measure_bundle(src: str | Path, out: str | Path, *, targets: tuple[str, ...]
         archive = read_archive(src)
     except BundleFormatError as e:
         raise MeasureError(str(e)) from None
-    index = copy.deepcopy(archive.index)
-    members = {m["member"]: archive.members[m["member"]] for k in index["kernels"].values()
-               for te in k["targets"].values() for m in (te.get("impls") or {}).values()}
+    index = archive.bundle_index  # immutable: each measured entry makes a new one
+    members = {m.member: archive.members[m.member] for *_, m in index.impl_records()}
     runs, skipped = plan_targets(index, discover() if devices is None else devices, targets)
     if not runs:
         lines = "\n".join(f"  {t}: {why}" for t, why in sorted(skipped.items())) or "  (no targets)"
@@ -261,10 +214,10 @@ def measure_bundle(src: str | Path, out: str | Path, *, targets: tuple[str, ...]
     not_measured: list[tuple[str, str, str]] = []
     dev_records, peaks = {}, {}
     compile_spent = 0.0
-    todo = [(key, name) for name in sorted(runs) for key in sorted(index["kernels"])
-            if (index["kernels"][key]["targets"].get(name) or {}).get("status") == "available"]
+    todo = [(key, name) for name in sorted(runs) for key in sorted(index.kernels)
+            if (te := index.kernels[key].targets.get(name)) is not None and te.is_available]
     for key, name in todo:  # every checksum before anything runs
-        _check_members(archive, key, name, index["kernels"][key]["targets"][name])
+        _check_members(archive, key, name, index.kernels[key].targets[name])
     for n, (key, name) in enumerate(todo, 1):
         target, dev = runs[name]
         if budget_s is not None and time.monotonic() - start > budget_s:
@@ -272,15 +225,15 @@ def measure_bundle(src: str | Path, out: str | Path, *, targets: tuple[str, ...]
             continue
         tdev = torch_device_for(dev)
         kw = _measure_kw(tdev, max_seconds)
-        sig = KernelSignature.from_json(index["kernels"][key]["signature"])
-        te = index["kernels"][key]["targets"][name]
+        sig = index.kernels[key].signature
+        te = index.kernels[key].targets[name]
         # a dynamic kernel is validated at its validation shapes, timed at its export example
         timed = sig.example()
         shapes = (timed.input_shape,) if sig.is_dynamic else ()
         vals: dict[str, ValidationResult] = {}
         bens: dict[str, BenchResult] = {}
-        for impl in sorted(te["impls"]):
-            vmfb = archive.members[te["impls"][impl]["member"]]
+        for impl in sorted(te.impls):
+            vmfb = archive.members[te.impls[impl].member]
             mid = ModuleId(sig, impl)
             vals[impl] = validate_kernel(vmfb, mid, target, dev, torch_device=tdev)
             if vals[impl].passed:
@@ -299,15 +252,15 @@ def measure_bundle(src: str | Path, out: str | Path, *, targets: tuple[str, ...]
             t0 = time.monotonic()
             compiled = bench_eager_at(sig, shapes, target=name, torch_device=tdev, compiled=True, **kw)
             compile_spent += time.monotonic() - t0
-        sel = select(sig, name, list(te["impls"]), vals, bens)
+        sel = select(sig, name, list(te.impls), vals, bens)
         m = KernelMeasurement(key, name, vals, bens, eager, compiled, sel, bytes_moved(timed))
         measured.append(m)
         dev_records[name] = device_record(dev)
         peaks[name] = peak_bandwidth(dev)
-        _update_entry(index, members, m, dev)
-        log(f"[{n}/{len(todo)}] {name} {key}: {_summary(m)}")
+        index = _update_entry(index, members, m, dev)
+        log(f"[{n}/{len(todo)}] {name} {key}: {summary_line(m)}")
 
-    prov = index.setdefault("provenance", {})
+    prov = dict(index.provenance or {})
     meas = dict(prov.get("measured") or {})
     versions = _versions()
     for name, (target, dev) in sorted(runs.items()):
@@ -325,7 +278,7 @@ def measure_bundle(src: str | Path, out: str | Path, *, targets: tuple[str, ...]
         }
     prov["measured"] = meas
     csv_bytes = _merged_csv(archive, measured)
-    index["csv"] = CSV_NAME
+    index = dataclasses.replace(index, provenance=prov, csv=CSV_NAME, absent=index.absent - {"csv"})
     path = write_bundle(Path(out), index, members, csv_bytes)
     read_archive(path)  # what was written reads back (format, members, sizes)
     return MeasureReport(source=archive.path, bundle=str(path), devices=dev_records, skipped=skipped,
@@ -338,44 +291,44 @@ def _measure_kw(tdev: str | None, max_seconds: float) -> dict[str, Any]:
     return {"max_seconds": max_seconds}
 
 
-def _check_members(archive: Archive, key: str, target: str, te: Mapping[str, Any]) -> None:
-    for impl, m in te["impls"].items():
-        actual = sha256_hex(archive.members[m["member"]])
-        if actual != m["sha256"]:
-            raise MeasureError(f"{archive.path}: member {m['member']} ({key} on {target}, {impl}) is corrupt: "
-                               f"sha256 {actual}, the index says {m['sha256']}")
+def _check_members(archive: Archive, key: str, target: str, te: TargetRecord) -> None:
+    for impl, m in te.impls.items():
+        actual = sha256_hex(archive.members[m.member])
+        if actual != m.sha256:
+            raise MeasureError(f"{archive.path}: member {m.member} ({key} on {target}, {impl}) is corrupt: "
+                               f"sha256 {actual}, the index says {m.sha256}")
 
 
-def _update_entry(index: dict[str, Any], members: dict[str, bytes], m: KernelMeasurement,
-                  dev: DeviceInfo) -> None:
-    """Write ``m`` into ``index`` (and drop the members of failed implementations)."""
-    te = index["kernels"][m.key]["targets"][m.target]
-    rejected = dict(te.get("rejected") or {})
+def _update_entry(index: BundleIndex, members: dict[str, bytes], m: KernelMeasurement,
+                  dev: DeviceInfo) -> BundleIndex:
+    """``index`` with ``m`` written in (and the members of failed implementations dropped)."""
+    te = index.kernels[m.key].targets[m.target]
+    rejected = dict(te.rejected or {})
     kept = {}
-    for impl, rec in te["impls"].items():
+    for impl, rec in te.impls.items():
         v = m.validations[impl]
         if v.passed:
             b = m.benches.get(impl)
-            kept[impl] = dict(rec, validation=v.to_json(), benchmark=b.to_json() if b is not None else None)
+            kept[impl] = dataclasses.replace(rec, validation=v.to_json(), absent=frozenset(),
+                                             benchmark=b.to_json() if b is not None else None)
         else:
             rejected[impl] = m.selection.rejected.get(impl) or f"validation {v.status}: {v.reason}"
-            members.pop(rec["member"], None)
-    extra = {"measured": {"device": dev.name, "bytes": m.bytes_moved, "eager": m.eager.to_json(),
-                          "torch_compile": m.compiled.to_json()}}
+            members.pop(rec.member, None)
+    measured = {"device": dev.name, "bytes": m.bytes_moved, "eager": m.eager.to_json(),
+                "torch_compile": m.compiled.to_json()}
+    rejected = dict(sorted(rejected.items()))
     if m.selection.impl is None or m.selection.impl not in kept:
         reason = m.selection.reason if m.selection.impl is None else f"{m.selection.impl} not validated"
-        new = {"status": "unavailable", "reason": f"measured on {dev.name}: {reason}",
-               "rejected": dict(sorted(rejected.items())), **extra}
+        new = TargetRecord.unavailable(f"measured on {dev.name}: {reason}", rejected, measured=measured)
     else:
-        new = {"status": "available", "selected": m.selection.impl, "reason": m.selection.reason,
-               "impls": kept, "rejected": dict(sorted(rejected.items())), **extra}
-    index["kernels"][m.key]["targets"][m.target] = new
+        new = TargetRecord.available(m.selection.impl, kept, m.selection.reason, rejected, measured=measured)
+    return index.with_entry(m.key, m.target, new)
 
 
 def _merged_csv(archive: Archive, measured: list[KernelMeasurement]) -> bytes:
     """The bundle's benchmark table with the measured rows replaced (others kept)."""
     old: list[dict[str, str]] = []
-    name = archive.index.get("csv")
+    name = archive.bundle_index.csv
     if name and name in archive.members:
         old = list(csv.DictReader(io.StringIO(archive.members[name].decode("utf-8", "replace"))))
     vals, bens, sels = {}, {}, {}
@@ -393,80 +346,6 @@ def _merged_csv(archive: Archive, measured: list[KernelMeasurement]) -> bytes:
     rows = [new.pop((r.get("key"), r.get("target")), None) or {c: r.get(c, "") for c in COLUMNS} for r in old]
     rows += [new[k] for k in sorted(new)]
     return table_text(rows).encode()
-
-
-def _us(b: BenchResult | None) -> str:
-    return f"{b.median_s * 1e6:.1f}" if b is not None and b.ok else "-"
-
-
-def _summary(m: KernelMeasurement) -> str:
-    impls = ", ".join(f"{i} {_us(m.benches.get(i)) + ' us' if m.validations[i].passed else m.validations[i].status}"
-                      for i in sorted(m.validations))
-    base = "; ".join(f"{what} {_us(b) + ' us' if b.ok else b.status}"
-                     for what, b in (("eager", m.eager), ("torch.compile", m.compiled)))
-    return f"{impls}; {base}; selected {m.selection.impl or 'none'}"
-
-
-# ------------------------------------------------------------------ reports
-def _x(v: float | None) -> str:
-    return f"{v:.2f}x" if v is not None else "-"
-
-
-def _baseline(b: BenchResult) -> str:
-    return _us(b) if b.ok else b.status
-
-
-def markdown(report: MeasureReport) -> str:
-    """The results as a markdown table (per kernel: validation, time, GB/s,
-    share of peak, speed-ups over torch eager and torch.compile)."""
-    lines = [f"# boo-build measure: {Path(report.source).name}", ""]
-    for name, rec in sorted(report.devices.items()):
-        cc = f", compute capability {rec['compute_capability']}" if "compute_capability" in rec else ""
-        peak = report.peaks.get(name)
-        ptxt = f"peak {peak:g} GB/s (datasheet)" if peak else "peak bandwidth unknown"
-        lines.append(f"- target `{name}` on {rec['name']} ({rec['uri']}, {rec['arch']}{cc}); {ptxt}")
-    for name, why in sorted(report.skipped.items()):
-        lines.append(f"- target `{name}` not measured: {why}")
-    lines += ["", "| kernel | target | validation | selected | time (us) | GB/s | % of peak | eager (us) "
-              "| torch.compile (us) | vs eager | vs torch.compile |",
-              "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for m in report.kernels:
-        val = ", ".join(f"{i} {m.validations[i].status}" for i in sorted(m.validations))
-        gbs, peak = m.gbs(), report.peaks.get(m.target)
-        share = "-" if gbs is None else f"{100 * gbs / peak:.1f}%" if peak else "unknown"
-        lines.append(f"| `{m.key}` | {m.target} | {val} | {m.selection.impl or 'none'} | {_us(m.selected)} | "
-                     f"{'-' if gbs is None else f'{gbs:.3g}'} | {share} | {_baseline(m.eager)} | "
-                     f"{_baseline(m.compiled)} | {_x(m.speedup(m.eager))} | {_x(m.speedup(m.compiled))} |")
-    for key, target, why in report.not_measured:
-        lines.append(f"| `{key}` | {target} | not measured: {why} | | | | | | | | |")
-    problems = []
-    for m in report.kernels:
-        for impl, v in sorted(m.validations.items()):
-            if v.status in ("failed", "error"):
-                problems.append(f"- `{m.key}` {m.target} {impl}: {v.summary()}")
-        for what, b in (("eager", m.eager), ("torch.compile", m.compiled)):
-            if b.status == "error":
-                problems.append(f"- `{m.key}` {m.target} {what}: {b.reason}")
-    if problems:
-        lines += ["", "Problems:", *problems]
-    lines += ["", f"New bundle: `{report.bundle}`", ""]
-    return "\n".join(lines)
-
-
-def to_json(report: MeasureReport) -> dict[str, Any]:
-    return {
-        "source": report.source, "bundle": report.bundle, "devices": dict(report.devices),
-        "skipped": dict(report.skipped), "peaks_gbs": dict(report.peaks),
-        "not_measured": [list(t) for t in report.not_measured],
-        "kernels": [{
-            "key": m.key, "target": m.target, "selected": m.selection.impl, "reason": m.selection.reason,
-            "bytes": m.bytes_moved, "gbs": m.gbs(),
-            "validation": {i: v.to_json() for i, v in sorted(m.validations.items())},
-            "benchmark": {i: b.to_json() for i, b in sorted(m.benches.items())},
-            "eager": m.eager.to_json(), "torch_compile": m.compiled.to_json(),
-            "speedup_vs_eager": m.speedup(m.eager), "speedup_vs_compile": m.speedup(m.compiled),
-        } for m in report.kernels],
-    }
 
 
 # ------------------------------------------------------------------ command

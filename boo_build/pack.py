@@ -15,66 +15,33 @@ The file is reproducible: the same inputs give the same bytes (members sorted,
 mtime 0, uid/gid 0, empty user/group names, mode 0644, a fixed zstd level, no
 timestamps in the JSON, canonical JSON with sorted keys).
 
-Index schema (``format_version`` 1; 2 when a kernel has dynamic dimensions,
-the schema being the same, so that older loaders refuse it clearly)::
-
-    {
-      "format": "boo-bundle",
-      "format_version": 1,
-      "name": str, "version": str (semver),
-      "provenance": {...},                       # as given by the caller
-      "iree_runtime": {"compiler": str,          # optional (absent in older bundles):
-                       "min": str,               # iree-compile's version, the oldest
-                       "max_tested": str},       # iree-base-runtime known to load the
-                                                 # modules, the newest tested (RUNTIME_RANGE)
-      "targets": {target: {"driver", "arch", "flags": [...]}},
-      "csv": "bench.csv" | null,
-      "kernels": {
-        signature key: {
-          "signature": KernelSignature.to_json(),  # a dynamic one: names in input_shape
-                                                   # and "max_elements" (optional field)
-          "functions": {impl: MLIR function name},   # every impl seen for it
-          "targets": {
-            target: {
-              "status": "available",
-              "selected": impl, "reason": why it was selected,
-              "impls": {impl: {"member": "kernels/<target>/<module key>.vmfb",
-                               "function": str, "sha256": hex, "size": int,
-                               "validation": dict|null, "benchmark": dict|null}},
-              "rejected": {impl: why it is not packed}
-            } | {
-              "status": "unavailable", "reason": str,
-              "rejected": {impl: why}
-            }
-          }
-        }
-      }
-    }
+The index is ``loader/format.py``'s ``BundleIndex`` (its docstring has the
+schema and the rule for changing it); this module fills it in.
 """
 
 from __future__ import annotations
 
 import io
 import json
-import os
 import re
 import tarfile
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 import zstandard
 
-from .loader.bundle import (  # one definition of the format, shared with the loader
-    DYNAMIC_FORMAT_VERSION, FORMAT, FORMAT_VERSION, INDEX_NAME, READABLE_VERSIONS, RUNTIME_FIELD, Archive, iree_release,
-    read_archive, sha256_hex,
+from .loader.archive import Archive, read_archive, sha256_hex
+from .loader.format import (  # one definition of the format, shared with the loader
+    CSV_NAME, FORMAT, FORMAT_VERSION, INDEX_NAME, READABLE_VERSIONS, BundleIndex, ImplRecord, KernelRecord, Status,
+    TargetRecord, TargetSpec, format_version_for,
 )
+from .loader.versions import iree_release
 from .names import name_problem, version_problem
+from .records import write_atomic
 from .signature import IMPLS, KernelSignature, ModuleId
 from .targets import Target
 
-CSV_NAME = "bench.csv"
 ZSTD_LEVEL = 12
 SUFFIX = ".tar.zst"
 
@@ -135,8 +102,8 @@ class TargetEntry:
         return cls(selected=None, reason=reason, impls={}, rejected=dict(rejected or {}))
 
     @property
-    def status(self) -> str:
-        return "available" if self.selected is not None else "unavailable"
+    def status(self) -> Status:
+        return Status.AVAILABLE if self.selected is not None else Status.UNAVAILABLE
 
 
 @dataclass(frozen=True)
@@ -174,7 +141,9 @@ def runtime_requirements(compiler: str | None) -> dict[str, str] | None:
 
 
 def canonical_json(obj: Any) -> bytes:
-    """Canonical JSON bytes: sorted keys, fixed separators, trailing newline."""
+    """Canonical JSON bytes: sorted keys, fixed separators, trailing newline.
+    The index's encoding since format version 1 (UTF-8, not ASCII escapes; no
+    NaN): changing it changes every bundle's bytes."""
     return (json.dumps(obj, sort_keys=True, indent=1, ensure_ascii=False, allow_nan=False) + "\n").encode()
 
 
@@ -199,8 +168,8 @@ def _check_entry(k: KernelEntry, target_names: set[str]) -> None:
 
 def build_index(*, name: str, version: str, targets: list[Target], kernels: list[KernelEntry],
                 provenance: Mapping[str, Any], csv_bytes: bytes | None, compiler: str | None = None
-                ) -> tuple[dict[str, Any], dict[str, bytes]]:
-    """The index dict and the vmfb members (member path -> bytes). ``compiler``
+                ) -> tuple[BundleIndex, dict[str, bytes]]:
+    """The index and the vmfb members (member path -> bytes). ``compiler``
     (``iree-compile --version`` text) adds the ``iree_runtime`` field."""
     # the manifest's rules (names.py), checked again for callers that skip it
     problem = name_problem(name) or version_problem(version)
@@ -219,56 +188,41 @@ def build_index(*, name: str, version: str, targets: list[Target], kernels: list
         seen[k.key] = k
 
     members: dict[str, bytes] = {}
-    kjson: dict[str, Any] = {}
+    records: dict[str, KernelRecord] = {}
     for key in sorted(seen):
         k = seen[key]
         functions: dict[str, str] = {}
-        tjson: dict[str, Any] = {}
+        entries: dict[str, TargetRecord] = {}
         for tname in sorted(k.targets):
             te = k.targets[tname]
-            entry: dict[str, Any] = {"status": te.status, "reason": te.reason,
-                                     "rejected": dict(sorted(te.rejected.items()))}
             for impl in te.rejected:
                 functions[impl] = ModuleId(k.signature, impl).func_name
-            if te.selected is not None:
-                impls: dict[str, Any] = {}
-                for impl in sorted(te.impls):
-                    art = te.impls[impl]
-                    mid = ModuleId(k.signature, impl)
-                    try:
-                        data = Path(art.vmfb).read_bytes()
-                    except OSError as e:
-                        raise PackError(f"kernel {key} target {tname} impl {impl}: cannot read vmfb: {e}") from None
-                    if not data:
-                        raise PackError(f"kernel {key} target {tname} impl {impl}: vmfb {art.vmfb} is empty")
-                    mpath = member_path(tname, mid.key)
-                    members[mpath] = data
-                    functions[impl] = mid.func_name
-                    impls[impl] = {
-                        "member": mpath, "function": mid.func_name,
-                        "sha256": sha256_hex(data), "size": len(data),
-                        "validation": None if art.validation is None else dict(art.validation),
-                        "benchmark": None if art.benchmark is None else dict(art.benchmark),
-                    }
-                entry["selected"] = te.selected
-                entry["impls"] = impls
-            tjson[tname] = entry
-        kjson[key] = {"signature": k.signature.to_json(), "functions": dict(sorted(functions.items())),
-                      "targets": tjson}
-    index = {
-        "format": FORMAT,
-        "format_version": (DYNAMIC_FORMAT_VERSION if any(k.signature.is_dynamic for k in kernels)
-                           else FORMAT_VERSION),
-        "name": name,
-        "version": version,
-        "provenance": dict(provenance),
-        "targets": {n: {"driver": t.driver, "arch": t.arch, "flags": list(t.flags)} for n, t in sorted(tmap.items())},
-        "csv": CSV_NAME if csv_bytes is not None else None,
-        "kernels": kjson,
-    }
-    runtime = runtime_requirements(compiler)
-    if runtime is not None:
-        index[RUNTIME_FIELD] = runtime
+            rejected = dict(sorted(te.rejected.items()))
+            if te.selected is None:
+                entries[tname] = TargetRecord.unavailable(te.reason, rejected)
+                continue
+            impls: dict[str, ImplRecord] = {}
+            for impl in sorted(te.impls):
+                art = te.impls[impl]
+                mid = ModuleId(k.signature, impl)
+                try:
+                    data = Path(art.vmfb).read_bytes()
+                except OSError as e:
+                    raise PackError(f"kernel {key} target {tname} impl {impl}: cannot read vmfb: {e}") from None
+                if not data:
+                    raise PackError(f"kernel {key} target {tname} impl {impl}: vmfb {art.vmfb} is empty")
+                mpath = member_path(tname, mid.key)
+                members[mpath] = data
+                functions[impl] = mid.func_name
+                impls[impl] = ImplRecord(member=mpath, function=mid.func_name, sha256=sha256_hex(data),
+                                         size=len(data), validation=art.validation, benchmark=art.benchmark)
+            entries[tname] = TargetRecord.available(te.selected, impls, te.reason, rejected)
+        records[key] = KernelRecord(k.signature, entries, dict(sorted(functions.items())))
+    index = BundleIndex(
+        format_version=format_version_for(k.signature for k in kernels),
+        targets={n: TargetSpec(t.driver, t.arch, t.flags) for n, t in sorted(tmap.items())},
+        kernels=records, name=name, version=version, provenance=dict(provenance),
+        csv=CSV_NAME if csv_bytes is not None else None, iree_runtime=runtime_requirements(compiler))
     return index, members
 
 
@@ -312,34 +266,21 @@ def pack_bundle(out_path: Path, *, name: str, version: str, targets: list[Target
     return write_bundle(out_path, index, vmfbs, csv_bytes, level)
 
 
-def write_bundle(out_path: Path, index: Mapping[str, Any], vmfbs: Mapping[str, bytes],
+def write_bundle(out_path: Path, index: BundleIndex, vmfbs: Mapping[str, bytes],
                  csv_bytes: bytes | None = None, level: int = ZSTD_LEVEL) -> Path:
     """Write an index and its vmfb members (member path -> bytes) as a bundle,
     atomically, to ``out_path`` (a folder or a ``.tar.zst`` path, as in
-    ``pack_bundle``); return its path."""
-    members = [(INDEX_NAME, canonical_json(index))] + sorted(vmfbs.items())
+    ``pack_bundle``); return its path. ``index``: a ``BundleIndex`` (or its JSON)."""
+    if not isinstance(index, BundleIndex):
+        index = BundleIndex.from_json(index)
+    members = [(INDEX_NAME, canonical_json(index.to_json()))] + sorted(vmfbs.items())
     if csv_bytes is not None:
         members.append((CSV_NAME, bytes(csv_bytes)))
     blob = compress(tar_bytes(members), level)
     out_path = Path(out_path)
-    path = out_path if out_path.name.endswith(SUFFIX) else out_path / bundle_filename(index["name"], index["version"])
-    _write_atomic(path, blob)
+    path = out_path if out_path.name.endswith(SUFFIX) else out_path / bundle_filename(index.name, index.version)
+    write_atomic(path, blob)
     return path
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 # ------------------------------------------------------- from a build report

@@ -13,7 +13,12 @@ from collections import Counter
 
 from doit.reporter import ConsoleReporter
 
+from .records import CompileStatus, ExportStatus, ValidationStatus
+
 STAGES = ("export", "compile", "validate", "bench", "report", "pack")
+# Outcomes shown as "ok"; any other status an action returns is shown in
+# capitals (FAILED, NOT RUN, SKIPPED, ERROR).
+OK_STATUSES = frozenset({ExportStatus.OK, ExportStatus.UNAVAILABLE, CompileStatus.UNAVAILABLE, ValidationStatus.PASSED})
 
 
 def _stage(task) -> str:
@@ -101,7 +106,7 @@ class ProgressReporter(ConsoleReporter):
     def add_success(self, task):
         values = getattr(task, "values", None) or {}
         status = values.get("status", "ok")
-        self._line("ok" if status in ("ok", "passed", "unavailable") else status.upper(), task)
+        self._line("ok" if status in OK_STATUSES else status.upper(), task)
 
     def skip_uptodate(self, task):
         self._line("up to date", task)

@@ -1,29 +1,21 @@
 """Float64 reference: torch autograd of a plain forward.
 
-Deliberately independent of ``modules`` (no shared math): the reference
-differentiates a textbook forward, so a mistake in a hand-written backward
-cannot hide in both.
+Deliberately independent of the implementations (no shared math): the
+reference differentiates a textbook forward (the op's ``forward64``), so a
+mistake in a hand-written backward cannot hide in both.
 """
 
 from __future__ import annotations
 
 import torch
 
+from . import ops
 from .signature import BIAS_GRAD, INPUT_GRAD, WEIGHT_GRAD, KernelSignature
 
 
 def _forward64(sig: KernelSignature, x, w, b):
     dims = tuple(range(x.dim() - len(sig.normalized_shape), x.dim()))
-    if sig.op == "layer_norm":
-        mean = x.mean(dim=dims, keepdim=True)
-        var = ((x - mean) ** 2).mean(dim=dims, keepdim=True)
-        rstd = 1.0 / torch.sqrt(var + sig.eps)
-        y = (x - mean) * rstd
-        stats = (mean, rstd)
-    else:
-        rstd = 1.0 / torch.sqrt((x * x).mean(dim=dims, keepdim=True) + sig.eps)
-        y = x * rstd
-        stats = (rstd,)
+    y, stats = ops.get(sig.op).forward64(sig, x, dims)
     if w is not None:
         y = y * w
     if b is not None:
@@ -32,7 +24,7 @@ def _forward64(sig: KernelSignature, x, w, b):
 
 
 def statistics(sig: KernelSignature, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """(mean, rstd) or (rstd,) of ``x`` in float64, in ATen's stats layout."""
+    """The op's statistics of ``x`` (e.g. (mean, rstd)) in float64, in ATen's stats layout."""
     _, stats = _forward64(sig, x.to(torch.float64), None, None)
     return stats
 
@@ -50,7 +42,8 @@ def reference(sig: KernelSignature, args: tuple[torch.Tensor, ...]) -> tuple[tor
         b = rest[1] if sig.bias else None
         y, stats = _forward64(sig, x, w, b)
         return (y,) + stats
-    n_stats = 1 if sig.op == "rms_norm" else 2
+    op = ops.get(sig.op)
+    n_stats = len(op.stats)
     gy, x = a[0], a[1]
     w_given = a[2 + n_stats] if sig.takes_weight else None
     x = x.clone().requires_grad_(True)
@@ -62,6 +55,6 @@ def reference(sig: KernelSignature, args: tuple[torch.Tensor, ...]) -> tuple[tor
     if sig.bias:
         b = torch.zeros(sig.normalized_shape, dtype=torch.float64, device=x.device, requires_grad=True)
     y, _ = _forward64(sig, x, w, b)
-    wanted = [(INPUT_GRAD, x), (WEIGHT_GRAD, w), (BIAS_GRAD, b)]
-    tensors = [t for bit, t in wanted if sig.mask & bit]
+    given = {INPUT_GRAD: x, WEIGHT_GRAD: w, BIAS_GRAD: b}
+    tensors = [given[bit] for bit in op.grads if sig.mask & bit]
     return tuple(torch.autograd.grad(y, tensors, grad_outputs=gy))

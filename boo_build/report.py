@@ -1,21 +1,22 @@
-"""Gather stage records into the build report, summary, CSV; pack the bundle.
+"""Gather stage records into the build report, its summary and the CSV rows.
 
 The report file holds no run-specific fields (run ids, compile seconds), so
 an unchanged build rewrites nothing and the pack task stays up to date.
+Pure functions of the records on disk; ``actions.report_action`` writes the
+report and prints the summary.
 """
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from doit.exceptions import TaskFailed
-
-from .signature import ModuleId, dumps
-from .tasks import read_json, stable_record
+from . import not_run
+from .layout import eager_subject
+from .records import CompileStatus, ValidationStatus, read_json, stable_record
+from .signature import ModuleId
 
 
 def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -52,7 +53,7 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
         sig = req.signature
         entry: dict[str, Any] = {"key": sig.key, "signature": sig.to_json(), "targets": {}, "impls": list(req.impls)}
         for t in plan.targets:
-            dev, dev_reason = devices.get(t.name, (None, "not run: validation disabled (--no-validate)"))
+            dev, dev_reason = devices.get(t.name, (None, not_run.VALIDATION_DISABLED))
             impls: dict[str, Any] = {}
             compiled, vals, bens, impl_failures = [], {}, {}, []
             for impl in req.impls:
@@ -65,12 +66,12 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
                 ben = read_json(lay.bench(t.name, mid.key)) if dev and config.bench else None
                 impls[impl] = {"export": stable_record(exports.get(mid.key)), "compile": stable_record(comp),
                                "validation": stable_record(val), "bench": stable_record(ben)}
-                if comp and comp.get("status") == "ok":
+                if comp and comp.get("status") == CompileStatus.OK:
                     compiled.append(impl)
-                elif comp and comp.get("status") == "failed":
+                elif comp and comp.get("status") == CompileStatus.FAILED:
                     first = (comp.get("error") or "").strip().splitlines()[:1]
                     impl_failures.append(f"{mid.key} on {t.name}: compile failed: {first[0] if first else ''}")
-                if val and val.get("status") in ("failed", "error"):
+                if val and val.get("status") in (ValidationStatus.FAILED, ValidationStatus.ERROR):
                     impl_failures.append(f"{mid.key} on {t.name}: validation {val['status']}: {val.get('reason', '')}")
                 vals[impl] = ValidationResult.from_json(val) if val else None
                 bens[impl] = BenchResult.from_json(ben) if ben else None
@@ -80,7 +81,7 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
                     benches[(mid.key, t.name)] = bens[impl]
             if dev is None:
                 # Nothing ran: say why instead of leaving validation empty.
-                vals = {i: ValidationResult.not_run(ModuleId(sig, i).key, t.name, dev_reason) if i in compiled else None
+                vals = {i: not_run.validation(ModuleId(sig, i).key, t.name, dev_reason) if i in compiled else None
                         for i in req.impls}
             sel = select(sig, t.name, compiled, vals, bens)
             # say why an implementation did not compile, not just that it did not
@@ -92,7 +93,7 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
                 failures.extend(impl_failures)
             else:
                 dropped.extend(f"{f} (ships {sel.impl})" for f in impl_failures)
-            eager = read_json(lay.bench(t.name, f"{sig.key}-eager")) if dev and config.bench else None
+            eager = read_json(lay.bench(t.name, eager_subject(sig.key))) if dev and config.bench else None
             if eager:
                 benches[("eager:" + sig.key, t.name)] = BenchResult.from_json(eager)
             if sel.impl is None:
@@ -104,13 +105,14 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
                 per_target[t.name]["unavailable"] += 1
             else:
                 validated = vals.get(sel.impl)
-                vstatus = validated.status if validated else "not run"
-                vtext = "passed" if vstatus == "passed" else (dev_reason if dev is None else vstatus)
+                vstatus = validated.status if validated else ValidationStatus.NOT_RUN
+                passed = vstatus == ValidationStatus.PASSED
+                vtext = ValidationStatus.PASSED if passed else (dev_reason if dev is None else vstatus)
                 status = {"status": "available", "selected": sel.impl, "measured": sel.measured,
                           "selection_reason": sel.reason, "validation": vtext,
                           "rejected": dict(sorted(sel.rejected.items()))}
                 per_target[t.name]["available"] += 1
-                per_target[t.name]["validated" if vstatus == "passed" else "not validated"] += 1
+                per_target[t.name]["validated" if passed else "not validated"] += 1
             entry["targets"][t.name] = {**status, "impls": impls, "eager": stable_record(eager)}
         kernels.append(entry)
     _dynamic_sizes(kernels)
@@ -124,7 +126,7 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
         "toolchain": {"compiler": toolchain.compiler, **toolchain.versions},
         "targets": {t.name: {"flags": list(config.flags_for(t)), "driver": t.driver,
                              "device": devices.get(t.name, (None, ""))[0],
-                             "device_status": devices.get(t.name, (None, "not run: validation disabled"))[1]}
+                             "device_status": devices.get(t.name, (None, not_run.VALIDATION_DISABLED))[1]}
                     for t in plan.targets},
         "benchmarks": "ran" if config.bench else "skipped (--no-bench)",
         "kernels": kernels,
@@ -172,7 +174,7 @@ def _dynamic_sizes(kernels: list[dict]) -> None:
 def _why_not_compiled(comp: dict | None) -> str:
     if not comp:
         return "not compiled: no compile record"
-    if comp.get("status") == "unavailable":
+    if comp.get("status") == CompileStatus.UNAVAILABLE:
         return comp.get("reason", "unavailable")
     first = (comp.get("error") or "").strip().splitlines()[:1]
     return f"compile failed: {first[0] if first else comp.get('status')}"
@@ -212,35 +214,3 @@ def summary_text(report: dict, stats: dict, bundle_path: Path, allow_missing: bo
     else:
         lines.append(f"  bundle: {bundle_path}")
     return "\n".join(lines)
-
-
-def report_action(plan, config, devices, toolchain):
-    from .benchmark import write_table
-    from .compile import write_atomic
-
-    report, stats = gather(plan, config, devices, toolchain)
-    text = (dumps(report) + "\n").encode()
-    lay = plan.layout
-    if not lay.report.exists() or lay.report.read_bytes() != text:
-        write_atomic(lay.report, text)
-    write_table(stats["rows"], lay.csv)
-    # sys.stdout may be another thread's capture buffer left behind by doit.
-    out = sys.__stdout__ or sys.stdout
-    out.write(summary_text(report, stats, lay.bundle(plan.manifest), config.allow_missing) + "\n")
-    out.flush()
-    if failed(report) and not config.allow_missing:
-        from .report_page import from_build, write_page
-
-        # No pack (and no page task) follows: the page shows this build without a bundle.
-        write_page(from_build(lay.root, None, f"not written: {len(report['missing'])} requested kernel(s) "
-                              "missing (--allow-missing ships them as unavailable)"), lay.page)
-        return TaskFailed(f"{len(report['missing'])} requested kernel(s) missing; see {lay.report} and {lay.page}")
-    return True
-
-
-def pack_action(plan, config, toolchain):
-    from .pack import pack_from_report
-
-    pack_from_report(plan.layout.report, plan.layout.root, plan.layout.bundle(plan.manifest),
-                     csv_path=plan.layout.csv)
-    return True

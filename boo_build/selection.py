@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from .records import ValidationStatus
 from .signature import IMPLS, KernelSignature
 
 DEFAULT_ORDER = ("manual", "aten")  # preferred default first
@@ -79,11 +80,11 @@ def select(sig: KernelSignature, target_name: str, compiled_impls: Sequence[str]
         v = validations.get(impl)
         if v is None:
             unchecked.append(impl)
-        elif v.status == "passed":
+        elif v.status == ValidationStatus.PASSED:
             validated.append(impl)
-        elif v.status == "not run":
+        elif v.status == ValidationStatus.NOT_RUN:
             not_run.append((impl, v.reason))
-        elif v.status == "failed":
+        elif v.status == ValidationStatus.FAILED:
             rejected[impl] = f"failed validation: {v.reason}" if v.reason else "failed validation"
         else:  # error
             rejected[impl] = f"validation error: {v.reason}" if v.reason else "validation error"

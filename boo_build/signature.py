@@ -6,7 +6,7 @@ Key format (``KernelSignature.key``), fields joined by ``-``::
 
     {op}-{dtype}-{input shape}-n{normalized shape}-{affine}[-s{stats}][-eps{eps}][-max{elements}]-m{mask}
 
-* op: ``layer_norm`` | ``rms_norm``
+* op: a registered op's name (``boo_build.ops``: ``layer_norm``, ``rms_norm``)
 * dtype / stats: ``f32`` | ``f16`` | ``bf16``; the stats field (dtype of the saved
   mean/rstd) appears only when it differs from ATen's default for that dtype.
 * shapes: dims joined by ``x``. A dynamic dimension (a name, see below) is
@@ -19,16 +19,12 @@ Key format (``KernelSignature.key``), fields joined by ``-``::
   written ``em`` (``1e-06`` -> ``eps1em06``) so the key splits cleanly on ``-``.
 * max: for a dynamic signature whose ``max_elements`` differs from
   ``DEFAULT_MAX_ELEMENTS`` only (static signatures have none).
-* mask: MIOpen-style bit set, see ``Mask``.
+* mask: MIOpen-style bit set (``boo_build.ops.base``: 1 forward, 2 input, 4 weight, 8 bias gradient).
 
-Dynamic dimensions: an ``input_shape`` entry that is a name (``[a-z][a-z0-9_]*``,
-at most ``MAX_NAME`` characters) stands for any size from 1 up to its upper
-bound; the same name twice in one shape means the same size. Normalized
-dimensions are always integers. The upper bound comes from the shape limits:
-every tensor has at most ``max_elements`` elements (the manifest's), so a
-name's bound is the largest size that keeps the input within ``max_elements``
-with the static dims as given and every other name at 1, and at most
-``MAX_DIM``; a call must also keep the whole input within ``max_elements``
+Dynamic dimensions: an ``input_shape`` entry that is a name stands for any
+size from 1 up to its upper bound (``boo_build.shapes``); the same name twice
+in one shape means the same size. Normalized dimensions are always integers.
+A call must also keep the whole input within ``max_elements``
 (``KernelSignature.dim_bounds``, ``bind``). ``bind`` turns a dynamic
 signature into the static one it runs as for a given input shape.
 
@@ -36,16 +32,15 @@ An exported module (``ModuleId``) is a signature plus an implementation:
 ``{signature key}-{impl}``, e.g. ``layer_norm-bf16-8x128x768-n768-wb-m14-aten``.
 Its MLIR function name is the key with ``-`` and ``.`` made identifier-safe.
 
-Calling convention of every kernel (both implementations, all targets):
+Calling convention of every kernel (every implementation, all targets), from
+the op's data (``boo_build.ops.base``; ``inputs`` / ``outputs``):
 
-* layer_norm mask 1:  (x, [weight], [bias]) -> (y, mean, rstd)
-* layer_norm backward: (grad_y, x, mean, rstd, [weight if affine and mask & 2])
-  -> the requested gradients in the order input, weight, bias
-* rms_norm mask 1:    (x, [weight]) -> (y, rstd)
-* rms_norm backward:  (grad_y, x, rstd, [weight if affine and mask & 2])
-  -> the requested gradients in the order input, weight
+* forward (mask 1): (x, [weight], [bias]) -> (y, *stats), e.g. layer_norm
+  (y, mean, rstd), rms_norm (y, rstd)
+* backward: (grad_y, x, *stats, [weight if affine and mask & 2])
+  -> the requested gradients in the op's order (input, weight[, bias])
 
-mean and rstd have the input's leading dims followed by a 1 per normalized
+Statistics such as mean and rstd have the input's leading dims followed by a 1 per normalized
 dim (ATen's layout), in ``stats_dtype``.
 """
 
@@ -56,65 +51,60 @@ import functools
 import hashlib
 import json
 import math
-import numbers
-import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterator, Sequence
 
-OPS = ("layer_norm", "rms_norm")
-IMPLS = ("aten", "manual")
-DEFAULT_EPS = 1e-5
+from . import dtypes, ops
+from .ops.base import BIAS_GRAD, DEFAULT_EPS, FORWARD, GRAD_NAMES, IMPLS, INPUT_GRAD, WEIGHT_GRAD
+from .shapes import (  # re-exported (__all__): the shared vocabulary
+    DEFAULT_MAX_ELEMENTS, DIM_NAME, MAX_DIM, MAX_NAME, MAX_RANK, SignatureError, as_dims, bounds,
+    dim_name_problem, dims_from_text, dims_text, dynamic_problem, eps_problem, max_elements_problem,
+    suffix_problem,
+)
 
-# dtype name -> short code used in keys
-DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
-_DTYPE_ALIASES = {
-    "float32": "float32", "f32": "float32", "fp32": "float32", "float": "float32",
-    "float16": "float16", "f16": "float16", "fp16": "float16", "half": "float16",
-    "bfloat16": "bfloat16", "bf16": "bfloat16", "bfp16": "bfloat16",
-}
-_SHORT_TO_DTYPE = {v: k for k, v in DTYPES.items()}
+__all__ = [
+    "ALL_MASKS", "BIAS_GRAD", "DEFAULT_EPS", "DEFAULT_MAX_ELEMENTS", "DIM_NAME", "FORWARD", "IMPLS", "INPUT_GRAD",
+    "MAX_DIM", "MAX_NAME", "MAX_RANK", "WEIGHT_GRAD", "KernelSignature", "ModuleId", "SignatureError",
+    "affine_problem", "canonical_dtype", "default_stats_dtype", "dim_name_problem", "dumps", "dynamic_problem",
+    "eps_problem", "format_eps", "function_name", "mask_problem", "max_elements_problem", "parse_eps",
+    "shape_text", "suffix_problem",
+]
 
-FORWARD, INPUT_GRAD, WEIGHT_GRAD, BIAS_GRAD = 1, 2, 4, 8
-ALL_MASKS = {
-    "layer_norm": (1, 2, 4, 6, 8, 10, 12, 14),
-    "rms_norm": (1, 2, 4, 6),
-}
-_BIT_NAMES = {FORWARD: "forward", INPUT_GRAD: "input", WEIGHT_GRAD: "weight", BIAS_GRAD: "bias"}
-
-# Shape limits (the manifest enforces them; dynamic dims take their bounds from them).
-MAX_RANK = 8
-MAX_DIM = 2**31 - 1
-DEFAULT_MAX_ELEMENTS = 2**31  # per tensor; a manifest's [bundle] max_elements changes it
-MAX_NAME = 16  # characters of a dynamic dimension's name: keys stay short enough for file names
-DIM_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-_KEY_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 # Sizes a dynamic signature is exported with (torch.export specializes 0 and 1):
 # distinct, so no two names look equal to the tracer.
 _EXAMPLE_SIZES = (3, 5, 7, 11, 13, 17, 19, 23)
 
 
-class SignatureError(ValueError):
-    """A signature that cannot exist; the message says which field and why."""
+class _Masks(Mapping):
+    """op name -> its valid masks, read from the op registry (``boo_build.ops``)."""
+
+    def __getitem__(self, op: str) -> tuple[int, ...]:
+        try:
+            return ops.get(op).masks
+        except ops.UnknownOp:
+            raise KeyError(op) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(ops.names())
+
+    def __len__(self) -> int:
+        return len(ops.names())
+
+
+ALL_MASKS = _Masks()
 
 
 def canonical_dtype(name: str) -> str:
-    try:
-        return _DTYPE_ALIASES[str(name).lower()]
-    except KeyError:
-        raise SignatureError(
-            f"unknown dtype {name!r}: use one of float32, float16, bfloat16"
-        ) from None
+    dt = dtypes.canonical(name)
+    if dt is None:
+        raise SignatureError(f"unknown dtype {name!r}: use one of {', '.join(dtypes.NAMES)}")
+    return dt
 
 
 def default_stats_dtype(op: str, dtype: str) -> str:
-    """ATen's dtype for the saved statistics: its accumulation type, float32
-    for all three dtypes (as native_layer_norm on GPUs and _fused_rms_norm
-    everywhere; bf16 statistics lose the mean of an offset input)."""
-    return "float32"
-
-
-def mask_names(mask: int) -> tuple[str, ...]:
-    return tuple(name for bit, name in _BIT_NAMES.items() if mask & bit)
+    """ATen's dtype for the saved statistics (the op's ``default_stats_dtype``)."""
+    return ops.get(op).default_stats_dtype(dtype)
 
 
 def format_eps(eps: float) -> str:
@@ -125,25 +115,7 @@ def parse_eps(text: str) -> float:
     return float(text.replace("em", "e-").replace("ep", "e+"))
 
 
-def shape_text(shape: Iterable[int | str]) -> str:
-    """A shape as in keys: dims joined by ``x``, dynamic dims in capitals."""
-    return "x".join(d.upper() if isinstance(d, str) else str(d) for d in shape)
-
-
-_shape_text = shape_text
-
-
-def _parse_shape_text(text: str) -> tuple[int | str, ...]:
-    dims: list[int | str] = []
-    for d in text.split("x"):
-        if d.isdigit():
-            dims.append(int(d))
-        elif _KEY_NAME.match(d):
-            dims.append(d.lower())
-        else:
-            raise SignatureError(f"bad shape {text!r}: expected dims joined by 'x' (numbers, or dynamic "
-                                 "names in capitals), e.g. 8x128x768 or BATCHxSEQx768")
-    return tuple(dims)
+shape_text = dims_text
 
 
 @dataclass(frozen=True, order=True)
@@ -165,10 +137,10 @@ class KernelSignature:
 
     def __post_init__(self) -> None:
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen)
-        if self.op not in OPS:
-            raise SignatureError(f"unknown op {self.op!r}: use one of {', '.join(OPS)}")
-        set_("input_shape", _as_dims("input_shape", self.input_shape, names=True))
-        set_("normalized_shape", _as_dims("normalized_shape", self.normalized_shape))
+        if self.op not in ops.names():
+            raise SignatureError(f"unknown op {self.op!r}: use one of {', '.join(ops.names())}")
+        set_("input_shape", as_dims("input_shape", self.input_shape, names=True))
+        set_("normalized_shape", as_dims("normalized_shape", self.normalized_shape))
         if any(isinstance(d, str) for d in self.input_shape):
             limit = DEFAULT_MAX_ELEMENTS if self.max_elements is None else self.max_elements
             problem = max_elements_problem(limit) or dynamic_problem(self.input_shape, self.normalized_shape, limit)
@@ -179,7 +151,7 @@ class KernelSignature:
             set_("max_elements", None)
         set_("dtype", canonical_dtype(self.dtype))
         set_("stats_dtype", canonical_dtype(self.stats_dtype) if self.stats_dtype
-             else default_stats_dtype(self.op, self.dtype))
+             else ops.get(self.op).default_stats_dtype(self.dtype))
         set_("affine", bool(self.affine))
         set_("bias", bool(self.bias))
         problem = (eps_problem(self.eps)
@@ -228,7 +200,7 @@ class KernelSignature:
         name at 1, at most ``MAX_DIM`` ({} for a static signature)."""
         if not self.is_dynamic:
             return {}
-        return _bounds(self.input_shape, self.max_elements)
+        return bounds(self.input_shape, self.max_elements)
 
     def bind(self, shape: Sequence[int]) -> "KernelSignature":
         """The static signature this one runs as for an input of ``shape``
@@ -319,7 +291,7 @@ class KernelSignature:
         x = ("input", self.input_shape, self.dtype)
         w = ("weight", self.normalized_shape, self.dtype)
         b = ("bias", self.normalized_shape, self.dtype)
-        stats = ("rstd",) if self.op == "rms_norm" else ("mean", "rstd")
+        stats = ops.get(self.op).stats
         if self.is_forward:
             return (x,) + ((w,) if self.affine else ()) + ((b,) if self.bias else ())
         return (
@@ -330,32 +302,26 @@ class KernelSignature:
 
     def outputs(self) -> tuple[tuple[str, tuple[int, ...], str], ...]:
         """(name, shape, dtype) of each kernel result, in order."""
+        op = ops.get(self.op)
         if self.is_forward:
-            stats = ("rstd",) if self.op == "rms_norm" else ("mean", "rstd")
             return (("output", self.input_shape, self.dtype),) + tuple(
-                (s, self.stats_shape, self.stats_dtype) for s in stats
+                (s, self.stats_shape, self.stats_dtype) for s in op.stats
             )
-        out = []
-        if self.mask & INPUT_GRAD:
-            out.append(("grad_input", self.input_shape, self.dtype))
-        if self.mask & WEIGHT_GRAD:
-            out.append(("grad_weight", self.normalized_shape, self.dtype))
-        if self.mask & BIAS_GRAD:
-            out.append(("grad_bias", self.normalized_shape, self.dtype))
-        return tuple(out)
+        shapes = {INPUT_GRAD: self.input_shape, WEIGHT_GRAD: self.normalized_shape, BIAS_GRAD: self.normalized_shape}
+        return tuple((f"grad_{GRAD_NAMES[bit]}", shapes[bit], self.dtype) for bit in op.grads if self.mask & bit)
 
     # -- text forms ---------------------------------------------------------
     @functools.cached_property  # the build graph asks thousands of times
     def key(self) -> str:
         parts = [
             self.op,
-            DTYPES[self.dtype],
-            _shape_text(self.input_shape),
-            "n" + _shape_text(self.normalized_shape),
+            dtypes.CODES[self.dtype],
+            dims_text(self.input_shape),
+            "n" + dims_text(self.normalized_shape),
             self.affine_code,
         ]
-        if self.stats_dtype != default_stats_dtype(self.op, self.dtype):
-            parts.append("s" + DTYPES[self.stats_dtype])
+        if self.stats_dtype != ops.get(self.op).default_stats_dtype(self.dtype):
+            parts.append("s" + dtypes.CODES[self.stats_dtype])
         if self.eps != DEFAULT_EPS:
             parts.append("eps" + format_eps(self.eps))
         if self.is_dynamic and self.max_elements != DEFAULT_MAX_ELEMENTS:
@@ -369,7 +335,7 @@ class KernelSignature:
         if len(parts) < 6:
             raise SignatureError(f"bad signature key {key!r}: too few fields")
         op, dt, shape, norm, affine, *rest = parts
-        if dt not in _SHORT_TO_DTYPE:
+        if dt not in dtypes.BY_CODE:
             raise SignatureError(f"bad signature key {key!r}: unknown dtype code {dt!r}")
         if not norm.startswith("n"):
             raise SignatureError(f"bad signature key {key!r}: expected n<normalized shape>, got {norm!r}")
@@ -383,17 +349,17 @@ class KernelSignature:
                 fields["eps"] = parse_eps(part[3:])
             elif part.startswith("max") and part[3:].isdigit():
                 fields["max_elements"] = int(part[3:])
-            elif part.startswith("s") and part[1:] in _SHORT_TO_DTYPE:
-                fields["stats_dtype"] = _SHORT_TO_DTYPE[part[1:]]
+            elif part.startswith("s") and part[1:] in dtypes.BY_CODE:
+                fields["stats_dtype"] = dtypes.BY_CODE[part[1:]]
             else:
                 raise SignatureError(f"bad signature key {key!r}: unknown field {part!r}")
         if "mask" not in fields:
             raise SignatureError(f"bad signature key {key!r}: no m<mask> field")
         sig = cls(
             op=op,
-            dtype=_SHORT_TO_DTYPE[dt],
-            input_shape=_parse_shape_text(shape),
-            normalized_shape=_parse_shape_text(norm[1:]),
+            dtype=dtypes.BY_CODE[dt],
+            input_shape=dims_from_text("shape", shape, keys=True, example="8x128x768 or BATCHxSEQx768"),
+            normalized_shape=dims_from_text("shape", norm[1:], keys=True, example="768"),
             affine=affine != "nw",
             bias=affine == "wb",
             **fields,
@@ -431,120 +397,16 @@ class KernelSignature:
         return self.key
 
 
-# Field checks, one problem (or None) each: KernelSignature raises the first;
-# the manifest calls them separately to report every problem of an entry.
-
-def eps_problem(eps: Any) -> str | None:
-    """eps is a real number (not a bool or a string, which torch refuses too), positive and finite."""
-    if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
-        return f"eps must be a number (int or float), got {eps!r}"
-    if not (eps > 0 and math.isfinite(eps)):
-        return f"eps must be a positive finite number, got {eps!r}"
-    return None
-
-
-def dim_name_problem(where: str, name: Any) -> str | None:
-    """A dynamic dimension's name: ``[a-z][a-z0-9_]*``, at most ``MAX_NAME`` characters."""
-    if isinstance(name, str) and DIM_NAME.match(name) and len(name) <= MAX_NAME:
-        return None
-    return (f"{where} {name!r} is not a dynamic dimension name: a name is a lower-case letter followed by "
-            f"lower-case letters, digits or '_' (at most {MAX_NAME} characters), e.g. \"batch\"")
-
-
-def max_elements_problem(value: Any) -> str | None:
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return None
-    return (f"max_elements must be a positive integer (elements per tensor, default "
-            f"{DEFAULT_MAX_ELEMENTS}), got {value!r}")
-
-
-def dynamic_problem(input_shape: tuple, normalized_shape: tuple[int, ...], max_elements: int) -> str | None:
-    """Dynamic dims only before the normalized ones, and room for each to be at least 2."""
-    n = len(normalized_shape)
-    for i, d in enumerate(input_shape[max(len(input_shape) - n, 0):], max(len(input_shape) - n, 0)):
-        if isinstance(d, str):
-            return (f"input_shape dimension {i} ({d!r}) is normalized: normalized dimensions must be integers "
-                    "(dynamic names are allowed only in the leading dimensions)")
-    static = math.prod(d for d in input_shape if isinstance(d, int))
-    if static > max_elements:
-        return (f"input_shape {list(input_shape)} has {static} elements with every dynamic dimension at 1, "
-                f"more than max_elements = {max_elements}")
-    tight = [name for name, b in _bounds(input_shape, max_elements).items() if b < 2]
-    if tight:
-        return (f"dynamic dimension {tight[0]!r} of input_shape {list(input_shape)} can only be 1 under "
-                f"max_elements = {max_elements}: write 1, or raise max_elements")
-    return None
-
-
-def _bounds(input_shape: tuple, max_elements: int) -> dict[str, int]:
-    static = math.prod(d for d in input_shape if isinstance(d, int))
-    room = max_elements // static
-    out = {}
-    for name in dict.fromkeys(d for d in input_shape if isinstance(d, str)):
-        k = input_shape.count(name)  # a repeated name: size**k elements
-        b = int(round(room ** (1.0 / k)))
-        while b ** k > room:
-            b -= 1
-        while (b + 1) ** k <= room:
-            b += 1
-        out[name] = min(b, MAX_DIM)
-    return out
-
-
-def suffix_problem(input_shape: tuple[int, ...], normalized_shape: tuple[int, ...]) -> str | None:
-    n = len(normalized_shape)
-    if n > len(input_shape) or tuple(input_shape[-n:]) != tuple(normalized_shape):
-        return (f"normalized_shape {list(normalized_shape)} is not a suffix of "
-                f"input_shape {list(input_shape)}")
-    return None
-
+# Field checks of the op's rules, one problem (or None) each (the others are
+# in ``shapes``): KernelSignature raises the first; the manifest calls them
+# separately to report every problem of an entry.
 
 def affine_problem(op: str, affine: bool, bias: bool) -> str | None:
-    if op == "rms_norm" and bias:
-        return "rms_norm has no bias: set bias = false"
-    if bias and not affine:
-        return "bias requires affine = true (a bias without a weight is not a norm ATen has)"
-    return None
+    return ops.get(op).affine_problem(affine, bias)
 
 
 def mask_problem(op: str, mask: Any, affine: bool, bias: bool) -> str | None:
-    if not isinstance(mask, int) or isinstance(mask, bool):
-        return f"mask must be an integer, got {mask!r}"
-    valid = ALL_MASKS[op]
-    if mask not in valid:
-        why = (
-            "0 selects nothing" if mask == 0
-            else "forward (1) cannot be combined with gradients" if mask & FORWARD and mask != FORWARD
-            else "rms_norm has no bias gradient (8)" if op == "rms_norm" and mask & BIAS_GRAD
-            else "only bits 1, 2, 4, 8 exist"
-        )
-        return f"mask {mask} is invalid for {op}: {why}; valid masks: {', '.join(map(str, valid))}"
-    if mask & WEIGHT_GRAD and not affine:
-        return f"mask {mask} asks for a weight gradient but affine = false"
-    if mask & BIAS_GRAD and not bias:
-        return f"mask {mask} asks for a bias gradient but bias = false"
-    return None
-
-
-def _as_dims(name: str, value: Any, names: bool = False) -> tuple[int | str, ...]:
-    """Positive ints, and with ``names`` dynamic dimension names too."""
-    if isinstance(value, (int, str)) and not isinstance(value, bool):
-        value = (value,)
-    try:
-        dims = tuple(value)
-    except TypeError:
-        raise SignatureError(f"{name} must be a list of positive integers, got {value!r}") from None
-    for i, d in enumerate(dims):
-        if isinstance(d, str) and names:
-            problem = dim_name_problem(f"{name} dimension {i}", d)
-            if problem:
-                raise SignatureError(problem)
-        elif not (isinstance(d, int) and not isinstance(d, bool) and d > 0):
-            what = "positive integers or dynamic dimension names" if names else "positive integers"
-            raise SignatureError(f"{name} must be a non-empty list of {what}, got {list(dims)}")
-    if not dims:
-        raise SignatureError(f"{name} must be a non-empty list of positive integers, got []")
-    return dims
+    return ops.get(op).mask_problem(mask, affine, bias)
 
 
 @dataclass(frozen=True, order=True)

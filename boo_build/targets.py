@@ -9,6 +9,13 @@ import platform
 from dataclasses import dataclass
 
 
+# IREE's CPU runtime drivers, the one list of them: local-task runs a kernel on
+# a pool of worker threads (CPU targets are built for and measured with it);
+# local-sync runs the same code on the calling thread.
+LOCAL_TASK, LOCAL_SYNC = "local-task", "local-sync"
+CPU_DRIVERS = (LOCAL_TASK, LOCAL_SYNC)
+
+
 @dataclass(frozen=True)
 class Target:
     name: str
@@ -18,7 +25,7 @@ class Target:
 
     @property
     def is_cpu(self) -> bool:
-        return self.driver == "local-task"
+        return self.driver in CPU_DRIVERS
 
 
 # Flags iree-turbine's BOO runtime passes for HIP (kernel/boo/runtime/launch.py),
@@ -51,7 +58,7 @@ def _cpu(name: str, cpu: str, triple: str) -> Target:
     # A named baseline, never "host": a bundle runs on other machines.
     return Target(
         name=name,
-        driver="local-task",
+        driver=LOCAL_TASK,
         flags=(
             "--iree-hal-target-device=local",
             "--iree-hal-local-target-device-backends=llvm-cpu",

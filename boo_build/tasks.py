@@ -19,11 +19,14 @@ A stage depends on the *content* of the previous stage's output
 timings. Re-exporting an identical module therefore recompiles nothing, and
 recompiling an identical vmfb revalidates nothing.
 
-Stage records are JSON files beside the artifacts (see docs/ARCHITECTURE.md).
-A failed export/compile/validation is recorded, not raised, so other tasks
-carry on; like a success it is redone when its inputs change
-(``boo-build forget`` retries it as is). The report task fails the build when a requested
-kernel is missing, unless ``allow_missing``.
+Here: the build's configuration, the plan (manifests and targets), the
+up-to-date checks and the graph. The actions the tasks run are in
+``actions``, where outputs go in ``layout``, how records are written in
+``records``. Stage records are JSON files beside the artifacts (see
+docs/ARCHITECTURE.md). A failed export/compile/validation is recorded, not
+raised, so other tasks carry on; like a success it is redone when its inputs
+change (``boo-build forget`` retries it as is). The report task fails the
+build when a requested kernel is missing, unless ``allow_missing``.
 """
 
 from __future__ import annotations
@@ -31,24 +34,33 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import platform
 import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 from doit.tools import config_changed
 
-from . import __version__
-from .compile import DEFAULT_TIMEOUT_S, write_atomic  # stdlib only: cheap at graph load
+from .actions import bench_action, compile_action, export_action, pack_action, report_action, validate_action
+from .compile import DEFAULT_TIMEOUT_S  # stdlib only: cheap at graph load
+from .layout import Layout, eager_subject
 from .manifest import Manifest, load_manifest
-from .signature import KernelSignature, ModuleId, dumps
+from .not_run import VALIDATION_DISABLED
+from .records import dumps, read_json, stable_record, write_json
+from .signature import KernelSignature
 from .targets import Target, catalogue, dynamic_flags, resolve
+from .toolchain import Toolchain
+
+__all__ = ["BuildConfig", "BuildError", "Layout", "Plan", "Toolchain", "bench_action", "compile_action",
+           "content_digest", "export_action", "inputs_unchanged", "interrupt_on_sigterm", "pack_action", "plan",
+           "read_json", "record_ok", "report_action", "stable_record", "task_creators", "validate_action",
+           "write_json"]
 
 PKG_DIR = Path(__file__).resolve().parent
-# Source files whose change must re-export every module.
-EXPORT_SOURCES = tuple(str(PKG_DIR / f) for f in ("modules.py", "export.py", "signature.py"))
+# Source files whose change must re-export every module (the ops' math lives in ops/).
+OP_SOURCES = tuple(str(p) for p in sorted((PKG_DIR / "ops").glob("*.py")))
+EXPORT_SOURCES = tuple(str(PKG_DIR / f) for f in ("modules.py", "export.py", "signature.py")) + OP_SOURCES
 
 
 @dataclass(frozen=True)
@@ -75,58 +87,6 @@ class BuildConfig:
         return target.flags + extra
 
 
-class Layout:
-    """Where each stage's outputs live for one bundle."""
-
-    def __init__(self, out_dir: Path, bundle_name: str):
-        self.out_dir = Path(out_dir)
-        self.root = self.out_dir / bundle_name
-
-    def mlir(self, mid: ModuleId) -> Path:
-        return self.root / "mlir" / f"{mid.key}.mlir"
-
-    def export_record(self, mid: ModuleId) -> Path:
-        return self.root / "mlir" / f"{mid.key}.export.json"
-
-    def vmfb(self, target: str, mid: ModuleId) -> Path:
-        return self.root / "vmfb" / target / f"{mid.key}.vmfb"
-
-    def compile_record(self, target: str, mid: ModuleId) -> Path:
-        return self.root / "vmfb" / target / f"{mid.key}.compile.json"
-
-    def validation(self, target: str, mid: ModuleId) -> Path:
-        return self.root / "validate" / target / f"{mid.key}.json"
-
-    def bench(self, target: str, subject: str) -> Path:
-        return self.root / "bench" / target / f"{subject}.json"
-
-    @property
-    def report(self) -> Path:
-        return self.root / "build-report.json"
-
-    @property
-    def csv(self) -> Path:
-        return self.root / "bench.csv"
-
-    @property
-    def page(self) -> Path:
-        return self.root / "report.html"
-
-    def bundle(self, manifest: Manifest) -> Path:
-        return self.out_dir / f"{manifest.bundle.name}-{manifest.bundle.version}.tar.zst"
-
-
-def read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def write_json(path: Path, data: Any) -> None:
-    write_atomic(Path(path), (dumps(data) + "\n").encode())
-
-
 def record_ok(path: Path) -> Callable[..., bool]:
     """uptodate check: the stage's record exists and is readable. A failure
     is up to date too while its inputs are unchanged: the compiler is
@@ -138,16 +98,6 @@ def record_ok(path: Path) -> Callable[..., bool]:
 
     check.__name__ = f"record_ok({Path(path).name})"
     return check
-
-
-VOLATILE_FIELDS = ("run_id", "seconds")  # differ between runs that produced the same result
-
-
-def stable_record(rec: dict | None) -> dict | None:
-    """A stage record without its volatile fields: what the result is."""
-    if rec is None:
-        return None
-    return {k: v for k, v in rec.items() if k not in VOLATILE_FIELDS}
 
 
 def content_digest(path: Path) -> str | None:
@@ -180,40 +130,6 @@ def inputs_unchanged(*paths: Path) -> Callable[..., bool]:
 
     check.__name__ = f"inputs_unchanged({', '.join(Path(n).name for n in names)})"
     return check
-
-
-# ------------------------------------------------------------- toolchain
-@dataclass(frozen=True)
-class Toolchain:
-    compiler: str  # iree-compile --version
-    versions: dict[str, str]
-
-    @staticmethod
-    def detect(cache_dir: Path | None = None) -> "Toolchain":
-        """Versions of everything that shapes the output. ``iree-compile
-        --version`` costs ~0.4 s, so it is cached in ``cache_dir`` keyed on
-        the compiler binary's path, size and mtime."""
-        from importlib.metadata import PackageNotFoundError, version
-
-        from .compile import compiler_path, compiler_version
-
-        vers = {"boo-build": __version__, "python": platform.python_version()}
-        for dist in ("iree-base-compiler", "iree-base-runtime", "iree-turbine", "torch"):
-            try:
-                vers[dist] = version(dist)
-            except PackageNotFoundError:
-                vers[dist] = "not installed"
-        path = os.path.realpath(compiler_path())
-        st = os.stat(path)
-        stamp = f"{path}:{st.st_size}:{st.st_mtime_ns}:{vers['iree-base-compiler']}"
-        cache = Path(cache_dir) / ".toolchain.json" if cache_dir else None
-        cached = read_json(cache) if cache else None
-        if cached and cached.get("stamp") == stamp:
-            return Toolchain(compiler=cached["compiler"], versions=vers)
-        comp = compiler_version(path)
-        if cache:
-            write_json(cache, {"stamp": stamp, "compiler": comp})
-        return Toolchain(compiler=comp, versions=vers)
 
 
 @dataclass(frozen=True)
@@ -257,114 +173,6 @@ def plan(config: BuildConfig) -> list[Plan]:
 
 class BuildError(Exception):
     """A build that cannot start: bad manifest, unknown target, bad option."""
-
-
-# --------------------------------------------------------------- actions
-def export_action(mid_key: str, mlir_path: str, record_path: str, run_id: str) -> bool:
-    from .export import export_module
-
-    mid = ModuleId.parse(mid_key)
-    t0 = time.monotonic()
-    res = export_module(mid)
-    rec = {"module": mid_key, "status": res.status, "reason": res.reason, "run_id": run_id,
-           "seconds": round(time.monotonic() - t0, 3), "func_name": mid.func_name}
-    # An unavailable export leaves an empty file (a missing input would make
-    # the compile task's content check fail on every build); the record says why.
-    text = res.mlir.encode() if res.ok else b""
-    write_atomic(Path(mlir_path), text)
-    if res.ok:
-        rec["mlir_sha256"] = hashlib.sha256(text).hexdigest()
-    write_json(Path(record_path), rec)
-    return {"status": res.status}
-
-
-def compile_action(mid_key: str, target: str, flags: list[str], mlir_path: str, export_record: str,
-                   vmfb_path: str, record_path: str, timeout: float, run_id: str,
-                   scheduler: str | None = None) -> bool:
-    from .compile import compile_mlir
-
-    exp = read_json(Path(export_record)) or {}
-    base = {"module": mid_key, "target": target, "flags": list(flags), "run_id": run_id}
-    if exp.get("status") != "ok":
-        Path(vmfb_path).unlink(missing_ok=True)
-        write_json(Path(record_path), {**base, "status": "unavailable",
-                                       "reason": f"export unavailable: {exp.get('reason', 'no export record')}"})
-        return {"status": "unavailable"}
-    mlir = Path(mlir_path).read_text()
-    if scheduler:
-        from .distributed import remote_compile
-
-        res = remote_compile(scheduler, mlir, tuple(flags), timeout)
-    else:
-        res = compile_mlir(mlir, tuple(flags), timeout=timeout)
-    if res.ok:
-        write_atomic(Path(vmfb_path), res.vmfb)
-        write_json(Path(record_path), {**base, "status": "ok", "command": res.command,
-                                       "seconds": round(res.seconds, 3), "size": len(res.vmfb),
-                                       "sha256": hashlib.sha256(res.vmfb).hexdigest()})
-    else:
-        Path(vmfb_path).unlink(missing_ok=True)
-        write_json(Path(record_path), {**base, "status": "failed", "command": res.command,
-                                       "error": res.error, "seconds": round(res.seconds, 3)})
-    return {"status": "ok" if res.ok else "failed"}
-
-
-def validate_action(mid_key: str, target_name: str, vmfb_path: str, compile_record: str,
-                    record_path: str, device: dict | None, run_id: str, scheduler: str | None = None,
-                    shapes: list | None = None) -> dict:
-    """``shapes``: a dynamic kernel's validation shapes (``validate.validation_shapes``)."""
-    from .loader.devices import DeviceInfo
-    from .validate import ValidationResult, validate_kernel
-
-    mid = ModuleId.parse(mid_key)
-    comp = read_json(Path(compile_record)) or {}
-    if comp.get("status") != "ok":
-        why = f"not compiled: {comp.get('status', 'no record')}"
-        rec = ValidationResult.not_run(mid_key, target_name, why).to_json()
-    elif scheduler:
-        from .distributed import remote_validate
-
-        rec = remote_validate(scheduler, Path(vmfb_path).read_bytes(), mid_key, target_name, device, shapes)
-    else:
-        target = catalogue()[target_name]
-        dev = DeviceInfo(**device) if device else None
-        rec = validate_kernel(Path(vmfb_path).read_bytes(), mid, target, dev, shapes=shapes).to_json()
-    rec["run_id"] = run_id
-    write_json(Path(record_path), rec)
-    return {"status": rec["status"]}
-
-
-def bench_action(subject: str, target_name: str, vmfb_path: str | None, validation_record: str | None,
-                 record_path: str, device: dict | None, run_id: str, scheduler: str | None = None,
-                 shapes: list | tuple = ()) -> dict:
-    """``shapes``: a dynamic signature's benchmark shapes (``Manifest.bench_shapes``)."""
-    from .benchmark import BenchResult, bench_eager_at, bench_kernel_at
-    from .loader.devices import DeviceInfo
-
-    dev = DeviceInfo(**device) if device else None
-    val = read_json(Path(validation_record)) if validation_record else None
-    if scheduler and (vmfb_path is None or (val or {}).get("status") == "passed"):
-        from .distributed import remote_bench
-
-        vmfb = Path(vmfb_path).read_bytes() if vmfb_path else None
-        rec = {**remote_bench(scheduler, vmfb, subject, target_name, device, shapes), "run_id": run_id}
-        write_json(Path(record_path), rec)
-        return {"status": rec["status"]}
-    if vmfb_path is None:  # torch eager for a signature
-        res = bench_eager_at(KernelSignature.parse(subject.removesuffix("-eager")), shapes, threads=None)
-    else:
-        mid = ModuleId.parse(subject)
-        val = val or {}
-        if val.get("status") != "passed":
-            res = BenchResult(subject=subject, signature=mid.signature.key, target=target_name,
-                              status="skipped", reason=f"not validated: {val.get('status', 'no record')}",
-                              min_s=None, median_s=None, p90_s=None, reps=0, threads=0)
-        else:
-            res = bench_kernel_at(Path(vmfb_path).read_bytes(), mid, catalogue()[target_name], dev, shapes)
-    rec = res.to_json()
-    rec["run_id"] = run_id
-    write_json(Path(record_path), rec)
-    return {"status": rec["status"]}
 
 
 # ------------------------------------------------------------ generators
@@ -438,7 +246,7 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
 
     def _runnable(p: Plan):
         for t in p.targets:
-            dev, why = devices.get(t.name, (None, "validation disabled"))
+            dev, why = devices.get(t.name, (None, VALIDATION_DISABLED))
             if dev is not None:
                 yield t, dev
 
@@ -455,7 +263,8 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
                                                        str(lay.compile_record(t.name, mid)),
                                                        str(lay.validation(t.name, mid)), dev, run,
                                                        config.scheduler, shapes])],
-                        "file_dep": [str(PKG_DIR / f) for f in ("tolerances.py", "reference.py", "validate.py")],
+                        "file_dep": [str(PKG_DIR / f) for f in ("tolerances.py", "reference.py", "validate.py")]
+                        + list(OP_SOURCES),  # the reference's forward is the op's
                         "task_dep": [f"compile:{p.manifest.bundle.name}/{t.name}/{mid.key}"],
                         "targets": [str(lay.validation(t.name, mid))],
                         "uptodate": [config_changed(_with_shapes({"device": dev}, shapes)),
@@ -479,7 +288,7 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
                                      [p.layout.compile_record(t.name, mid), p.layout.validation(t.name, mid)],
                                      p.manifest.bench_shapes(mid.signature)))
                 for req in p.manifest.kernels:
-                    subjects.append((f"{req.signature.key}-eager", None, None, [],
+                    subjects.append((eager_subject(req.signature.key), None, None, [],
                                      p.manifest.bench_shapes(req.signature)))
                 for subject, vmfb, val, deps, shapes in subjects:
                     name = f"{b}/{t.name}/{subject}"
@@ -508,8 +317,6 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
 
     def task_report():
         """Summary, build report and benchmark CSV (always runs; fails if kernels are missing)."""
-        from .report import report_action
-
         for p in plans:
             b = p.manifest.bundle.name
             yield {
@@ -523,8 +330,6 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
 
     def task_pack():
         """Pack one versioned, compressed bundle per manifest."""
-        from .report import pack_action
-
         for p in plans:
             b = p.manifest.bundle.name
             out = p.layout.bundle(p.manifest)
@@ -608,7 +413,7 @@ def _bench_names(p: Plan, devices: dict, config: BuildConfig) -> list[str]:
     for t in p.targets:
         if devices.get(t.name, (None,))[0]:
             out += [f"bench:{b}/{t.name}/{m.key}" for m in p.manifest.module_ids]
-            out += [f"bench:{b}/{t.name}/{r.signature.key}-eager" for r in p.manifest.kernels]
+            out += [f"bench:{b}/{t.name}/{eager_subject(r.signature.key)}" for r in p.manifest.kernels]
     return out
 
 

@@ -2,10 +2,11 @@
 with the float64 reference, under the rule in ``tolerances``.
 
 Cases: each seed once as drawn (``seed0``) and once with a large mean offset
-added to the input (``seed0+offset1000``): a naive one-pass variance
-(E[x^2] - E[x]^2) in float32 loses several digits there. The offset is chosen
-per dtype so that the shifted input stays representable with a few bits of
-its deviation left (see ``OFFSETS``).
+added to the input (``seed0+offset100`` in float32, ``+offset128`` in float16,
+``+offset16`` in bfloat16): a naive one-pass variance (E[x^2] - E[x]^2) in
+float32 loses several digits there. The offset is chosen per dtype so that the
+shifted input stays representable with a few bits of its deviation left (see
+``OFFSETS``).
 
 Each output is checked with the tolerance of *its own* dtype: the data outputs
 with the signature's dtype, the saved statistics (float32 by default) with
@@ -28,11 +29,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from .records import ValidationStatus
 from .signature import KernelSignature, ModuleId, SignatureError, shape_text
 from .targets import Target
 from .tolerances import Tolerance, error_scale, tolerance
 
-STATUSES = ("passed", "failed", "not run", "error")
+STATUSES = tuple(ValidationStatus)  # passed, failed, not run, error (plain strings in the JSON)
 
 # Mean offset of the stress case, per input dtype. float32: 100 sigma, where a
 # float32 E[x^2]-E[x]^2 is off by ~0.5 % of the variance (far past the
@@ -50,7 +52,7 @@ RULE = "|got - ref| <= atol * rms(ref) + rtol * |ref|, per output, tolerance of 
 @dataclass(frozen=True)
 class OutputCheck:
     name: str  # output name from the signature (output, mean, rstd, grad_input, ...)
-    case: str  # "seed0", "seed0+offset1000"
+    case: str  # "seed0", "seed0+offset100" (``cases``; a dynamic kernel's end in "@<shape>")
     max_abs: float  # max |got - ref|
     max_rel: float  # max |got - ref| / max(|ref|, atol * scale)
     worst_index: tuple[int, ...]  # element with the largest error relative to its bound
@@ -98,14 +100,16 @@ class ValidationResult:
 
     @classmethod
     def not_run(cls, module: str, target: str, reason: str, tolerance: dict | None = None) -> "ValidationResult":
-        """The "not run" record, wherever one is made (validate_kernel, the
-        graph, the report, a Dask worker): ``reason`` says why, e.g.
-        ``loader.devices.no_device_reason(arch)`` for a target with no device."""
-        return cls(module=module, target=target, status="not run", reason=reason, tolerance=dict(tolerance or {}))
+        """The "not run" record: ``validate_kernel`` makes it for a target with
+        no device here, ``not_run.validation`` wherever else one is made (the
+        graph, the report, a Dask worker), with one wording per cause there
+        (``not_run.no_device(arch)`` for a target with no device)."""
+        return cls(module=module, target=target, status=ValidationStatus.NOT_RUN, reason=reason,
+                   tolerance=dict(tolerance or {}))
 
     @property
     def passed(self) -> bool:
-        return self.status == "passed"
+        return self.status == ValidationStatus.PASSED
 
     def worst(self) -> OutputCheck | None:
         """The check furthest past (or closest to) its tolerance."""
@@ -118,7 +122,7 @@ class ValidationResult:
         return max((c.max_abs for c in self.outputs), default=None, key=_sort_ratio)
 
     def summary(self) -> str:
-        if self.status == "passed":
+        if self.status == ValidationStatus.PASSED:
             w = self.worst()
             return f"passed ({w.ratio:.2g}x tolerance at worst)" if w else "passed"
         return f"{self.status}: {self.reason}" if self.reason else self.status
@@ -301,7 +305,7 @@ def validate_kernel(vmfb: bytes, mid: ModuleId, target: Target, device, *, seeds
     try:
         runner = KernelRunner(open_device(device.uri), vmfb, mid.func_name)
     except Exception as e:  # noqa: BLE001 - a vmfb the runtime rejects is an error, not a crash
-        return ValidationResult(status="error", reason=f"load failed: {type(e).__name__}: {_first_line(e)}", **base)
+        return ValidationResult(status=ValidationStatus.ERROR, reason=f"load failed: {type(e).__name__}: {_first_line(e)}", **base)
 
     outputs_spec = sig.outputs()
     checks: list[OutputCheck] = []
@@ -313,18 +317,18 @@ def validate_kernel(vmfb: bytes, mid: ModuleId, target: Target, device, *, seeds
         try:
             got = runner(*_to_device(args, device))
         except Exception as e:  # noqa: BLE001
-            return ValidationResult(status="error", reason=f"{case}: {type(e).__name__}: {_first_line(e)}",
+            return ValidationResult(status=ValidationStatus.ERROR, reason=f"{case}: {type(e).__name__}: {_first_line(e)}",
                                     outputs=tuple(checks), **base)
         if len(got) != len(outputs_spec):
             return ValidationResult(
-                status="failed", outputs=tuple(checks),
+                status=ValidationStatus.FAILED, outputs=tuple(checks),
                 reason=f"{case}: kernel returned {len(got)} outputs, the signature has {len(outputs_spec)}", **base)
         expected = reference(csig, args)
         for (name, shape, dtype), g, e in zip(outputs_spec, got, expected):
             g = _to_torch(g)
             if tuple(g.shape) != tuple(shape) or _dtype_name(g) != dtype:
                 return ValidationResult(
-                    status="failed", outputs=tuple(checks),
+                    status=ValidationStatus.FAILED, outputs=tuple(checks),
                     reason=f"{case}: {name} is {_dtype_name(g)}{list(g.shape)}, expected {dtype}{list(shape)}",
                     **base)
             checks.append(compare(name, case, g, e, tolerance(dtype), dtype))
@@ -332,8 +336,8 @@ def validate_kernel(vmfb: bytes, mid: ModuleId, target: Target, device, *, seeds
     if bad:
         worst = max(bad, key=lambda c: _sort_ratio(c.ratio))
         more = f" (and {len(bad) - 1} more output check(s) out of tolerance)" if len(bad) > 1 else ""
-        return ValidationResult(status="failed", reason=worst.describe() + more, outputs=tuple(checks), **base)
-    return ValidationResult(status="passed", reason="", outputs=tuple(checks), **base)
+        return ValidationResult(status=ValidationStatus.FAILED, reason=worst.describe() + more, outputs=tuple(checks), **base)
+    return ValidationResult(status=ValidationStatus.PASSED, reason="", outputs=tuple(checks), **base)
 
 
 def _first_line(e: BaseException) -> str:
@@ -343,9 +347,7 @@ def _first_line(e: BaseException) -> str:
 
 
 def _dtype_name(t) -> str:
-    import torch
-
-    return {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}.get(t.dtype, str(t.dtype))
+    return str(t.dtype).removeprefix("torch.")  # torch.bfloat16 -> "bfloat16", the signature's spelling
 
 
 def _to_device(args, device):
@@ -358,21 +360,18 @@ def _to_device(args, device):
 
 
 def _to_numpy(t):
-    import torch
+    """A CPU tensor as numpy (bfloat16 as ml_dtypes.bfloat16): the loader's conversion."""
+    from .loader.arrays import numpy_from_torch
 
-    if t.dtype == torch.bfloat16:
-        import ml_dtypes
-
-        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
-    return t.numpy()
+    return numpy_from_torch(t)
 
 
 def _to_torch(x):
-    import numpy as np
+    """A kernel output as a torch tensor (numpy outputs of host-staged GPU calls)."""
     import torch
 
     if isinstance(x, torch.Tensor):
         return x
-    if x.dtype.name == "bfloat16":
-        return torch.from_numpy(np.ascontiguousarray(x).view(np.int16)).view(torch.bfloat16)
-    return torch.from_numpy(np.ascontiguousarray(x))
+    from .loader.arrays import torch_from_numpy
+
+    return torch_from_numpy(x)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from boo_build.benchmark import (
-    COLUMNS, EAGER, BenchResult, Stats, bench_eager, bench_kernel, eager_fn, measure, summarize,
+    COLUMNS, EAGER, BenchResult, Stats, bench_eager, bench_kernel, eager_fn, eager_key, measure, summarize,
     table_rows, write_table,
 )
 from boo_build.loader.devices import discover
@@ -159,8 +159,8 @@ def test_table_rows_and_csv(tmp_path):
                    (b_man, "cpu"): _val(b_man, "passed", 1e-2),
                    (b_man, "gfx942"): ValidationResult(b_man, "gfx942", "not run", "not run: no device (gfx942)")}
     benches = {(a_aten, "cpu"): _bench(a_aten, a, 100e-6), (a_man, "cpu"): _bench(a_man, a, 50e-6),
-               ("eager:" + a.key, "cpu"): _bench(EAGER, a, 200e-6),
-               (b_man, "cpu"): _bench(b_man, b, 400e-6), (b.key + "-eager", "cpu"): _bench(EAGER, b, 100e-6)}
+               eager_key(a.key, "cpu"): _bench(EAGER, a, 200e-6),
+               (b_man, "cpu"): _bench(b_man, b, 400e-6), eager_key(b.key, "cpu"): _bench(EAGER, b, 100e-6)}
     selections = {(a.key, "cpu"): Selection("aten", True, "fastest validated", {"manual": "failed validation"}),
                   (b.key, "cpu"): Selection("manual", True, "fastest validated", {}),
                   (b.key, "gfx942"): Selection("manual", False, "default until measured: not run: no device", {})}

@@ -238,7 +238,7 @@ def test_each_compile_checks_its_worker(mixed, mlir):
     """A worker that joins after the session's check is refused by the task itself."""
     addr, _, _ = mixed
     s = bd._session(addr)
-    fut = s.client.submit(bd._compile_on_worker, mlir, CPU.flags, 60.0, {**s.versions, "iree-compile": "other"},
+    fut = s.client.submit(bd.compile_on_worker, mlir, CPU.flags, 60.0, {**s.versions, "iree-compile": "other"},
                           pure=False)
     with pytest.raises(bd.WorkerMismatch, match="refusing to compile"):
         fut.result()

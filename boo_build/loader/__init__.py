@@ -1,10 +1,13 @@
 """The small runtime that loads and runs bundled kernels.
 
 Light on purpose: importing it imports the standard library, zstandard and
-``boo_build.signature``/``targets`` only. torch is needed only for torch
-tensors (numpy arrays work without it), iree.runtime's native module on the
-first kernel load (or GPU discovery); the
-build side (iree.compiler, iree.turbine, doit) never.
+the pure-Python ``boo_build`` modules (``signature``, ``targets``, ...) only.
+The first kernel load (or GPU discovery) imports numpy and IREE's native
+runtime extension (``native.py``), not the ``iree.runtime`` package, whose
+import costs about a second of ``ml_dtypes``: that package is imported only to
+stage numpy arrays or CPU tensors for a GPU kernel. torch is needed only for
+torch tensors (numpy arrays work without it); the build side (iree.compiler,
+iree.turbine, doit) never.
 
     from boo_build.loader import open_bundle
     bundle = open_bundle("norms-1.0.0.tar.zst", fallback="eager")

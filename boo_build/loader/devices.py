@@ -76,6 +76,12 @@ def cpu_flags(cpuinfo: str) -> frozenset[str]:
     return frozenset()
 
 
+def cpu_level(arch: str) -> int:
+    """How capable a CPU arch is: 0 for ``generic`` (or anything not x86-64),
+    then 1 for ``x86-64`` up to 4 for ``x86-64-v4``."""
+    return X86_LEVELS.index(arch) + 1 if arch in X86_LEVELS else 0
+
+
 def x86_level(flags: Iterable[str]) -> str:
     """The highest x86-64 level whose flags (and those of every lower level) are all present."""
     have = set(flags)

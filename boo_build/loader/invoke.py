@@ -34,11 +34,9 @@ Import cost: the loader talks to the native extension (``native.py``), not
 ``iree.runtime`` only on the GPU staging path.
 
 Lifetime: outputs point into memory owned by the HAL device, so the device
-must outlive them; ``open_device`` keeps one device per URI until the process
-ends (iree.runtime's own ``get_device`` cache does the same; when iree.runtime
-is already imported, its cache is used so the process has one device per URI).
-At exit the runtime's objects are released in an order IREE accepts (see
-"Exit" below), so that nanobind reports no leaked instances.
+must outlive them: ``open_device`` (``hal.py``, with the CPU worker threads
+and the release at exit) keeps one device per URI until the process ends.
+Array and dtype conversion is in ``arrays.py``; both are re-exported here.
 
 Threads: a VM context is thread-compatible, not thread-safe (iree-org/iree
 #12948), so a runner keeps a small pool of contexts over one shared module:
@@ -49,31 +47,24 @@ shared; executable creation is serialized by the same lock.
 
 from __future__ import annotations
 
-import atexit
 import math
-import os
 import re
 import sys
-import threading
-import time
-import weakref
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
+from .arrays import (
+    ALIGNMENT, _torch_dtype, aligned_copy, aligned_empty, element_type, numpy_dtype, numpy_from_torch,
+    torch_from_numpy,
+)
+from .hal import _EXIT, _LOAD_LOCK, RuntimeDevice, cpu_threads, open_device, set_cpu_threads
 from .native import runtime as _rt
 
-ALIGNMENT = 64  # bytes; IREE's heap buffer import rejects anything less aligned
-
-# One lock for every module load / context creation in the process: executable
-# creation touches process-wide CPU feature data without synchronization.
-_LOAD_LOCK = threading.Lock()
-
-# DLPack device type codes (dlpack.h)
-_DLPACK_CPU, _DLPACK_CUDA, _DLPACK_ROCM = 1, 2, 10
-_DLPACK_CODE = {"local-task": _DLPACK_CPU, "local-sync": _DLPACK_CPU, "cuda": _DLPACK_CUDA, "hip": _DLPACK_ROCM}
-_CPU_DRIVERS = ("local-task", "local-sync")
+# What callers import from here (the benchmark, validation, the bundle, tests).
+__all__ = [
+    "ALIGNMENT", "KernelError", "KernelRunner", "RuntimeDevice", "aligned_copy", "aligned_empty", "cpu_threads",
+    "element_type", "numpy_dtype", "numpy_from_torch", "open_device", "set_cpu_threads", "torch_from_numpy",
+]
 
 
 class KernelError(RuntimeError):
@@ -86,138 +77,7 @@ def _full_rt():
     return rt
 
 
-# One HAL device per URI for the life of the process: outputs handed out point
-# into device memory, and destroying a device under them crashes at exit.
-_DEVICES: dict[str, Any] = {}
-
-
-def _hal_device(uri: str):
-    from .devices import configure_driver
-
-    configure_driver(uri)
-    full = sys.modules.get("iree.runtime")
-    if full is not None:  # share iree.runtime's cache when the app uses it too
-        return full.get_device(uri)
-    device = _DEVICES.get(uri)
-    if device is None:
-        device = _rt().get_cached_hal_driver(uri).create_device_by_uri(uri)
-        _DEVICES[uri] = device
-    return device
-
-
-# ------------------------------------------------------------ CPU threads
-def set_cpu_threads(count: int) -> bool:
-    """Ask for ``count`` local-task workers (``--task_topology_max_group_count``;
-    IREE uses at most one worker per physical core).
-
-    Only a local-task driver created afterwards sees the flag: the driver is
-    created once per process, on the first local-task ``open_device``. Returns
-    False when workers already exist (the flag is then recorded but too late).
-    """
-    if count < 1:
-        raise ValueError(f"thread count must be positive, got {count}")
-    too_late = bool(_worker_threads())
-    _rt().parse_flags(f"--task_topology_max_group_count={int(count)}")
-    return not too_late
-
-
-def _worker_threads() -> list[str]:
-    names = []
-    try:
-        tids = os.listdir("/proc/self/task")
-    except OSError:
-        return names
-    for tid in tids:
-        try:
-            with open(f"/proc/self/task/{tid}/comm") as f:
-                name = f.read().strip()
-        except OSError:
-            continue
-        if name.startswith("iree-worker"):
-            names.append(name)
-    return names
-
-
-def cpu_threads(wait_s: float = 0.2) -> int:
-    """How many local-task worker threads this process runs (0 before the first
-    local-task device exists). Workers name themselves when they start, so the
-    count is read until two reads agree (at most ``wait_s``)."""
-    deadline = time.monotonic() + wait_s
-    last = len(_worker_threads())
-    while time.monotonic() < deadline:
-        time.sleep(0.005)
-        now = len(_worker_threads())
-        if now == last:
-            return now
-        last = now
-    return last
-
-
-# ---------------------------------------------------------------- devices
-@dataclass(eq=False)
-class RuntimeDevice:
-    """An opened IREE device: its HAL device, VM instance and HAL module."""
-
-    uri: str
-    driver: str
-    hal_device: Any  # HalDevice
-    vm_instance: Any  # VmInstance
-    hal_module: Any  # the HAL VmModule every context links
-    dlpack_device: tuple[int, int]  # (DLPack device type, index) of its memory
-
-    @property
-    def is_cpu(self) -> bool:
-        return self.driver in _CPU_DRIVERS
-
-    def threads(self) -> int:
-        """Worker threads running this device's work (CPU drivers; 0 for GPUs)."""
-        if self.driver == "local-sync":
-            return 1
-        return cpu_threads() if self.driver == "local-task" else 0
-
-    def close(self) -> None:
-        """Drop the runtime objects (at exit, after its runners': ``_Exit``)."""
-        self.hal_module = self.vm_instance = self.hal_device = None
-
-
-def open_device(uri: str = "local-task") -> RuntimeDevice:
-    """Open the device at ``uri`` ("local-task", "hip://0", "cuda://0").
-
-    Every RuntimeDevice for one URI shares one HAL device, which lives until
-    the process ends (outputs handed out point into its memory)."""
-    rt = _rt()
-    driver = uri.split("://", 1)[0].split("?", 1)[0]
-    with _LOAD_LOCK:
-        hal_device = _hal_device(uri)
-        instance = rt.VmInstance()
-        hal_module = rt.create_hal_module(instance, hal_device)
-    index = 0
-    tail = uri.split("://", 1)[1] if "://" in uri else ""
-    if tail.isdigit():
-        index = int(tail)
-    device = RuntimeDevice(uri=uri, driver=driver, hal_device=hal_device, vm_instance=instance,
-                           hal_module=hal_module, dlpack_device=(_DLPACK_CODE.get(driver, _DLPACK_CPU), index))
-    _EXIT.opened(device)
-    return device
-
-
-# --------------------------------------------------------------- helpers
-def aligned_empty(shape, dtype, alignment: int = ALIGNMENT) -> np.ndarray:
-    """An uninitialized C-contiguous numpy array whose data is ``alignment``-aligned."""
-    dtype = np.dtype(dtype)
-    shape = tuple(int(d) for d in shape)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    raw = np.empty(nbytes + alignment, np.uint8)
-    offset = (-raw.ctypes.data) % alignment
-    return raw[offset:offset + nbytes].view(dtype).reshape(shape)
-
-
-def aligned_copy(array: np.ndarray) -> np.ndarray:
-    out = aligned_empty(array.shape, array.dtype)
-    out[...] = array
-    return out
-
-
+# ----------------------------------------------------------------- runner
 _SIGNATURE = re.compile(r"\((\d*)([a-z]*)_([a-z]*)\)")
 
 
@@ -479,125 +339,3 @@ class KernelRunner:
 
     def __repr__(self) -> str:
         return f"KernelRunner({self.func_name!r} on {self.device.uri})"
-
-
-def numpy_from_torch(t) -> np.ndarray:
-    """A CPU torch tensor's data as a numpy array (shared; bfloat16 as ml_dtypes.bfloat16)."""
-    import torch
-
-    t = t.detach().contiguous()
-    if t.dtype == torch.bfloat16:
-        import ml_dtypes  # ships with iree-base-runtime
-
-        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
-    return t.numpy()
-
-
-def torch_from_numpy(a: np.ndarray):
-    """A numpy array as a CPU torch tensor (shared unless read-only; ml_dtypes.bfloat16 as bfloat16)."""
-    import torch
-
-    if not a.flags.writeable:  # torch.from_numpy warns about, and would write into, read-only memory
-        a = a.copy()
-    if a.dtype.name == "bfloat16":
-        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
-    return torch.from_numpy(a)
-
-
-_NUMPY_TO_HAL = {
-    "float32": "FLOAT_32", "float16": "FLOAT_16", "float64": "FLOAT_64", "int8": "SINT_8", "uint8": "UINT_8",
-    "int16": "SINT_16", "uint16": "UINT_16", "int32": "SINT_32", "uint32": "UINT_32", "int64": "SINT_64",
-    "uint64": "UINT_64", "bool": "BOOL_8", "bfloat16": "BFLOAT_16",
-}
-
-
-def _torch_dtype(torch, element_type: int):
-    """torch dtype of a HAL element type."""
-    return getattr(torch, _element_name(element_type))
-
-
-def element_type(dtype) -> int:
-    """HAL element type of a numpy dtype (ml_dtypes.bfloat16 included)."""
-    name = np.dtype(dtype).name
-    try:
-        return int(getattr(_rt().HalElementType, _NUMPY_TO_HAL[name]))
-    except KeyError:
-        raise TypeError(f"no HAL element type for numpy dtype {name}") from None
-
-
-def _element_name(element_type: int) -> str:
-    """numpy's (and torch's) dtype name of a HAL element type, signless integers as signed."""
-    E = _rt().HalElementType
-    for name, hal in _NUMPY_TO_HAL.items():
-        if int(getattr(E, hal)) == element_type:
-            return name
-    signless = {int(E.INT_32): "int32", int(E.INT_64): "int64", int(E.INT_16): "int16", int(E.INT_8): "int8"}
-    if element_type in signless:
-        return signless[element_type]
-    raise TypeError(f"no dtype for HAL element type {element_type:#x}")
-
-
-def numpy_dtype(element_type: int) -> np.dtype:
-    """numpy dtype of a HAL element type (bfloat16 as ml_dtypes.bfloat16)."""
-    name = _element_name(element_type)
-    if name == "bfloat16":
-        import ml_dtypes  # ships with iree-base-runtime
-
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(name)
-
-
-# -------------------------------------------------------------------- exit
-class _Exit:
-    """Releases the runtime's objects at interpreter exit (``atexit``), in an
-    order IREE accepts, whatever the process still holds.
-
-    nanobind reports every runtime object still alive when iree's native
-    module is finalized ("nanobind: leaked N instances!", a line per object),
-    and a process may hold its bundles to the end in ways Python never frees
-    (an autograd graph kept in a global whose nodes hold the model, as
-    ``torch.utils.checkpoint`` makes). Checked on iree-base-runtime 3.13:
-
-    * every runner's contexts, functions and module, then every device's HAL
-      module and VM instance can go at exit while kernel outputs live on: they
-      go (a kernel call afterwards raises ``KernelError``);
-    * a HAL device cannot: kernel outputs point into its memory, and reading
-      or freeing one after the device is destroyed crashes; and Python does
-      not say when the last one goes (torch frees no storage objects during
-      interpreter finalization, and module teardown frees ``_DEVICES`` before
-      objects garbage-collected later: a checkpointed graph's outputs, freed
-      after their device, crashed the process). So each device gets one
-      reference that is never dropped (it lives until the process ends, as
-      ``_DEVICES`` means it to), and the runtime's leak report, which would
-      list it (and its driver), is turned off once the rest is released
-      (``disable_leak_checker``, the runtime's own switch; iree-turbine sets
-      it at import).
-    """
-
-    def __init__(self):
-        self.runners: "weakref.WeakSet[KernelRunner]" = weakref.WeakSet()
-        self.devices: "weakref.WeakSet[RuntimeDevice]" = weakref.WeakSet()
-        self._registered = False
-
-    def opened(self, device: RuntimeDevice) -> None:
-        self.devices.add(device)
-        if not self._registered:
-            self._registered = True
-            atexit.register(self.release)
-
-    def release(self) -> None:
-        import ctypes
-
-        for r in list(self.runners):
-            r.close()
-        kept = {}
-        for d in list(self.devices):
-            kept[id(d.hal_device)] = d.hal_device
-            d.close()
-        for hal in kept.values():
-            if hal is not None:
-                ctypes.pythonapi.Py_IncRef(ctypes.py_object(hal))
-        _rt().disable_leak_checker()  # what is left: the devices, kept on purpose
-
-
-_EXIT = _Exit()

@@ -31,9 +31,12 @@ from typing import Any, Iterable
 
 import torch
 
+from .. import dtypes
+from .. import ops as op_registry
 from ..signature import KernelSignature, SignatureError
 from . import ops
-from .bundle import FALLBACKS, Bundle, _family_key, open_bundle, rms_default_eps
+from .bundle import FALLBACKS, Bundle, open_bundle
+from .lookup import _family_key
 from .ops import BUNDLE_ENV, default_bundle, set_default_bundle
 
 
@@ -119,6 +122,9 @@ class RMSNorm(_BundleAttr, torch.nn.RMSNorm):
 
 
 # ---------------------------------------------------------------- swapping
+# torch's norm classes -> (the op they are, the class they become)
+_SWAPS = {torch.nn.LayerNorm: ("layer_norm", LayerNorm), torch.nn.RMSNorm: ("rms_norm", RMSNorm)}
+
 @dataclass(frozen=True)
 class Swapped:
     """A norm ``replace_norms`` replaced."""
@@ -154,9 +160,6 @@ class ReplaceReport:
         return "\n".join(lines)
 
 
-_DTYPES = ("float32", "float16", "bfloat16")  # what kernels take
-
-
 def _qualname(cls: type) -> str:
     if getattr(torch.nn, cls.__name__, None) is cls:
         return f"torch.nn.{cls.__name__}"  # as users write it, not torch.nn.modules.normalization....
@@ -175,7 +178,7 @@ def _kernel_masks(bundle: Bundle, op: str, normalized_shape: tuple[int, ...], dt
     form at some input shape (the loader's own matching, ``_family_key``)."""
     masks = set()
     have = {_family_key(s) for s in bundle.signatures()}
-    for mask in (1, 2, 4, 6, 8, 10, 12, 14) if op == "layer_norm" else (1, 2, 4, 6):
+    for mask in op_registry.get(op).masks:
         try:
             probe = KernelSignature(op, normalized_shape, normalized_shape, dtype, mask, eps=eps, affine=affine,
                                     bias=bias)
@@ -194,16 +197,16 @@ def _check(bundle: Bundle, op: str, normalized_shape: tuple[int, ...], params: l
         if p.device.type != device:
             return (f"its parameters are on {p.device}, the bundle runs on {bundle.device.uri} "
                     f"(target {bundle.target.name}): move the model first"), ""
-    dtypes = _DTYPES
+    kinds = dtypes.NAMES  # what kernels take
     if params:
         name = str(params[0].dtype).removeprefix("torch.")
-        if name not in _DTYPES:
-            return f"dtype {name}: the kernels take {', '.join(_DTYPES)}", ""
-        dtypes = (name,)
-    found = {dt: _kernel_masks(bundle, op, normalized_shape, dt, affine, bias, eps) for dt in dtypes}
+        if name not in dtypes.NAMES:
+            return f"dtype {name}: the kernels take {', '.join(dtypes.NAMES)}", ""
+        kinds = (name,)
+    found = {dt: _kernel_masks(bundle, op, normalized_shape, dt, affine, bias, eps) for dt in kinds}
     forward = [dt for dt, m in found.items() if 1 in m]
     if not forward:
-        form = _form(op, normalized_shape, dtypes[0] if params else None, affine, bias, eps)
+        form = _form(op, normalized_shape, kinds[0] if params else None, affine, bias, eps)
         widths = sorted({f"{list(s.normalized_shape)} {s.dtype}" for s in bundle.signatures()
                          if s.op == op and s.is_forward})
         why = (f"the bundle has no {op} kernel for {form} on target {bundle.target.name}"
@@ -287,16 +290,16 @@ def replace_norms(model: torch.nn.Module, bundle: Bundle | str | os.PathLike | N
         if isinstance(m, (LayerNorm, RMSNorm)):
             left.append(Left(name, was, "already a boo_build.loader.nn module"))
             continue
-        if cls in (torch.nn.LayerNorm, torch.nn.RMSNorm):
-            op = "layer_norm" if cls is torch.nn.LayerNorm else "rms_norm"
+        if cls in _SWAPS:
+            op, ours = _SWAPS[cls]
             ns = tuple(m.normalized_shape)
-            eps = m.eps if op == "layer_norm" or m.eps is not None else rms_default_eps()
+            eps = m.eps if m.eps is not None else op_registry.get(op).none_eps
             params = [p for p in (m.weight, getattr(m, "bias", None)) if p is not None]
             why, note = _check(b, op, ns, params, m.weight is not None, getattr(m, "bias", None) is not None, eps)
             if why:
                 left.append(Left(name, was, why))
                 continue
-            m.__class__ = LayerNorm if op == "layer_norm" else RMSNorm
+            m.__class__ = ours
             m.bundle = b
             replaced.append(Swapped(name, was, _qualname(m.__class__), note))
         elif isinstance(m, (torch.nn.LayerNorm, torch.nn.RMSNorm)):

@@ -1,0 +1,405 @@
+"""The bundle format: ``bundle.json`` as typed, immutable records.
+
+One definition shared by the writer (``pack.py``), the loader, ``boo-build
+info|verify|diff`` and ``boo-build measure``. Each record reads its JSON with
+``from_json`` and writes it back with ``to_json``; ``to_json(from_json(d)) ==
+d`` for every index the code writes and for older bundles: fields this code
+does not know are kept (``extra``), optional fields that were absent stay
+absent. Pure Python (stdlib and ``boo_build.signature``): the loader imports it.
+
+The rule for changing it: a new optional field keeps the format version; a
+field removed, or one whose meaning changes, bumps ``FORMAT_VERSION``; a bundle
+built before each change is kept under ``tests/fixtures/`` and must keep opening.
+
+Index (``format_version`` 1; 2 when a kernel has dynamic dimensions, same
+schema, so that loaders reading only 1 refuse it clearly)::
+
+    {"format": "boo-bundle", "format_version": 1,
+     "name": str, "version": str (semver), "provenance": {...},
+     "iree_runtime": {"compiler", "min", "max_tested"},    # optional
+     "targets": {target: {"driver", "arch", "flags": [...]}},
+     "csv": "bench.csv" | null,
+     "kernels": {key: {
+        "signature": KernelSignature.to_json(), "functions": {impl: MLIR function},
+        "targets": {target: {"status": "available", "selected": impl, "reason": str,
+                             "impls": {impl: {"member", "function", "sha256", "size",
+                                              "validation": dict|null, "benchmark": dict|null}},
+                             "rejected": {impl: why}}
+                          | {"status": "unavailable", "reason": str, "rejected": {impl: why}}}}}}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Iterator, Mapping
+
+from ..signature import KernelSignature, SignatureError
+from .errors import BundleFormatError
+
+FORMAT = "boo-bundle"
+FORMAT_VERSION = 1
+# Version 2 = version 1 whose kernel keys and signatures may name dynamic
+# dimensions: a loader that reads only 1 refuses it with "upgrade boo-build"
+# instead of failing on a key it cannot parse. Static-only bundles stay 1.
+DYNAMIC_FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+INDEX_NAME = "bundle.json"
+CSV_NAME = "bench.csv"
+# Optional index field (format version 1; absent in bundles written before it):
+# {"compiler": iree-compile version, "min": oldest iree-base-runtime known to
+# load the modules, "max_tested": newest one tested}. Written by pack.py,
+# checked by ``versions.check_runtime`` when a bundle is opened.
+RUNTIME_FIELD = "iree_runtime"
+
+
+class Status(enum.StrEnum):
+    """A kernel's state on one target (a ``str``: the JSON stays the same)."""
+
+    AVAILABLE = "available"
+    UNAVAILABLE = "unavailable"
+
+
+class IndexProblem(ValueError):
+    """An index that parses but says something impossible; the message says where."""
+
+
+def format_version_for(signatures) -> int:
+    """The format version a bundle of these kernel signatures is written as."""
+    return DYNAMIC_FORMAT_VERSION if any(s.is_dynamic for s in signatures) else FORMAT_VERSION
+
+
+# JSON values inside records are read-only (mappings as MappingProxyType,
+# arrays as tuples) and written back as plain dicts and lists.
+def _frozen(v: Any) -> Any:
+    if isinstance(v, Mapping):
+        return MappingProxyType({k: _frozen(x) for k, x in v.items()})
+    if isinstance(v, (list, tuple)):
+        return tuple(_frozen(x) for x in v)
+    return v
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, enum.Enum):
+        return v.value
+    if isinstance(v, Mapping):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    return v
+
+
+def _mapping(d: Any, what: str) -> Mapping[str, Any]:
+    if not isinstance(d, Mapping):
+        raise TypeError(f"{what} must be an object, got {type(d).__name__}")
+    return d
+
+
+def _typed(v: Any, kind: type, what: str) -> Any:
+    if not isinstance(v, kind) or (kind is int and isinstance(v, bool)):
+        raise TypeError(f"{what} must be a {kind.__name__}, got {v!r}")
+    return v
+
+
+def _extra(d: Mapping[str, Any], known: tuple[str, ...]) -> Mapping[str, Any]:
+    return _frozen({k: v for k, v in d.items() if k not in known})
+
+
+def _freeze_fields(obj: Any, *names: str) -> None:
+    """Make a frozen dataclass's mapping fields read-only (the caller's dicts are copied)."""
+    for n in names:
+        v = getattr(obj, n)
+        if v is not None:
+            object.__setattr__(obj, n, _frozen(v))
+
+
+# ---------------------------------------------------------------------- records
+@dataclass(frozen=True)
+class ImplRecord:
+    """One packed implementation: its vmfb member and the records of its build."""
+
+    member: str
+    function: str
+    sha256: str
+    size: int
+    validation: Mapping[str, Any] | None = None
+    benchmark: Mapping[str, Any] | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    absent: frozenset[str] = frozenset()  # of validation/benchmark: not in the JSON (rather than null)
+
+    _KNOWN = ("member", "function", "sha256", "size", "validation", "benchmark")
+
+    def __post_init__(self):
+        _freeze_fields(self, "validation", "benchmark", "extra")
+
+    @classmethod
+    def from_json(cls, d: Any) -> "ImplRecord":
+        d = _mapping(d, "an impl entry")
+        return cls(member=_typed(d["member"], str, "member"), function=_typed(d["function"], str, "function"),
+                   sha256=_typed(d["sha256"], str, "sha256"), size=_typed(d["size"], int, "size"),
+                   validation=d.get("validation"), benchmark=d.get("benchmark"), extra=_extra(d, cls._KNOWN),
+                   absent=frozenset(k for k in ("validation", "benchmark") if k not in d))
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"member": self.member, "function": self.function, "sha256": self.sha256,
+                               "size": self.size}
+        for k in ("validation", "benchmark"):
+            if k not in self.absent:
+                out[k] = _plain(getattr(self, k))
+        out.update(_plain(self.extra))
+        return out
+
+
+@dataclass(frozen=True)
+class TargetRecord:
+    """A kernel on one target: available (``selected`` among ``impls``) or
+    unavailable (``reason`` says why). ``rejected``: why each implementation
+    not packed was dropped. ``None`` fields are absent from the JSON."""
+
+    status: Status
+    reason: str | None = None
+    selected: str | None = None
+    impls: Mapping[str, ImplRecord] | None = None
+    rejected: Mapping[str, str] | None = None
+    # fields this code does not know (measure's "measured", ...)
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    _KNOWN = ("status", "reason", "selected", "impls", "rejected")
+
+    def __post_init__(self):
+        object.__setattr__(self, "status", Status(self.status))
+        _freeze_fields(self, "impls", "rejected", "extra")
+
+    @classmethod
+    def available(cls, selected: str, impls: Mapping[str, ImplRecord], reason: str = "",
+                  rejected: Mapping[str, str] | None = None, **extra: Any) -> "TargetRecord":
+        return cls(Status.AVAILABLE, reason, selected, impls, dict(rejected or {}), extra)
+
+    @classmethod
+    def unavailable(cls, reason: str, rejected: Mapping[str, str] | None = None, **extra: Any) -> "TargetRecord":
+        return cls(Status.UNAVAILABLE, reason, None, None, dict(rejected or {}), extra)
+
+    @property
+    def is_available(self) -> bool:
+        return self.status is Status.AVAILABLE
+
+    @property
+    def selected_impl(self) -> ImplRecord | None:
+        """The selected implementation's entry (available targets)."""
+        return self.impls[self.selected] if self.is_available else None
+
+    @classmethod
+    def from_json(cls, d: Any, where: str = "target entry") -> "TargetRecord":
+        d = _mapping(d, "a target entry")
+        try:
+            status = Status(d["status"])
+        except ValueError:
+            raise IndexProblem(f"{where}: unknown status {d['status']!r}") from None
+        impls = d.get("impls")
+        if impls is not None:
+            impls = {i: ImplRecord.from_json(m) for i, m in _mapping(impls, "impls").items()}
+        rec = cls(status=status, reason=d.get("reason"), selected=d.get("selected"), impls=impls,
+                  rejected=None if d.get("rejected") is None else dict(_mapping(d["rejected"], "rejected")),
+                  extra=_extra(d, cls._KNOWN))
+        if status is Status.AVAILABLE and (impls is None or rec.selected not in impls):
+            raise IndexProblem(f"{where}: selected impl {d.get('selected')!r} has no entry")
+        return rec
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"status": self.status.value}
+        for k in ("reason", "selected"):
+            if getattr(self, k) is not None:
+                out[k] = getattr(self, k)
+        if self.impls is not None:
+            out["impls"] = {i: m.to_json() for i, m in self.impls.items()}
+        if self.rejected is not None:
+            out["rejected"] = dict(self.rejected)
+        out.update(_plain(self.extra))
+        return out
+
+
+@dataclass(frozen=True)
+class KernelRecord:
+    """One kernel signature: its MLIR functions and its state per target."""
+
+    signature: KernelSignature
+    targets: Mapping[str, TargetRecord]
+    functions: Mapping[str, str] | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    # the signature's JSON as read (written back as it was); None: signature.to_json()
+    signature_json: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+
+    _KNOWN = ("signature", "functions", "targets")
+
+    def __post_init__(self):
+        _freeze_fields(self, "targets", "functions", "extra", "signature_json")
+
+    @property
+    def key(self) -> str:
+        return self.signature.key
+
+    @classmethod
+    def from_json(cls, d: Any, where: str = "kernel") -> "KernelRecord":
+        d = _mapping(d, "a kernel entry")
+        sig = KernelSignature.from_json(d["signature"])
+        targets = {t: TargetRecord.from_json(te, f"{where} target {t}")
+                   for t, te in _mapping(d["targets"], "targets").items()}
+        fns = d.get("functions")
+        return cls(signature=sig, targets=targets, functions=None if fns is None else _mapping(fns, "functions"),
+                   extra=_extra(d, cls._KNOWN), signature_json=d["signature"])
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"signature": (self.signature.to_json() if self.signature_json is None
+                                             else _plain(self.signature_json))}
+        if self.functions is not None:
+            out["functions"] = dict(self.functions)
+        out["targets"] = {t: te.to_json() for t, te in self.targets.items()}
+        out.update(_plain(self.extra))
+        return out
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """A bundle target: the IREE driver and arch its modules were compiled for, with which flags."""
+
+    driver: str
+    arch: str
+    flags: tuple[str, ...]
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        object.__setattr__(self, "flags", tuple(self.flags))
+        _freeze_fields(self, "extra")
+
+    @classmethod
+    def from_json(cls, d: Any) -> "TargetSpec":
+        d = _mapping(d, "a target")
+        flags = d["flags"]
+        if not isinstance(flags, (list, tuple)):
+            raise TypeError(f"flags must be a list, got {flags!r}")
+        return cls(driver=d["driver"], arch=d["arch"], flags=tuple(flags),
+                   extra=_extra(d, ("driver", "arch", "flags")))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"driver": self.driver, "arch": self.arch, "flags": list(self.flags), **_plain(self.extra)}
+
+
+@dataclass(frozen=True)
+class BundleIndex:
+    """``bundle.json``. ``None`` fields (and ``csv`` when in ``absent``) are absent from the JSON."""
+
+    format_version: int
+    targets: Mapping[str, TargetSpec]
+    kernels: Mapping[str, KernelRecord]
+    name: str | None = None
+    version: str | None = None
+    provenance: Mapping[str, Any] | None = None
+    csv: str | None = None
+    iree_runtime: Mapping[str, Any] | None = None  # RUNTIME_FIELD, checked when opened (versions.py)
+    format: str = FORMAT
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    absent: frozenset[str] = frozenset()  # {"csv"} when the JSON has no csv field (rather than null)
+
+    _KNOWN = ("format", "format_version", "name", "version", "provenance", "targets", "csv", "kernels",
+              RUNTIME_FIELD)
+
+    def __post_init__(self):
+        _freeze_fields(self, "targets", "kernels", "provenance", "iree_runtime", "extra")
+
+    @classmethod
+    def from_json(cls, d: Any) -> "BundleIndex":
+        """The typed index (format and version are ``check_index``'s to check).
+        Raises KeyError/TypeError/ValueError (``IndexProblem``)/SignatureError."""
+        d = _mapping(d, INDEX_NAME)
+        targets = {n: TargetSpec.from_json(t) for n, t in _mapping(d["targets"], "targets").items()}
+        kernels = {}
+        for key, k in _mapping(d["kernels"], "kernels").items():
+            rec = kernels[key] = KernelRecord.from_json(k, f"kernel {key}")
+            for tname in rec.targets:
+                if tname not in targets:
+                    raise IndexProblem(f"kernel {key} names unknown target {tname!r}")
+        prov = d.get("provenance")
+        return cls(format_version=d["format_version"], targets=targets, kernels=kernels, name=d.get("name"),
+                   version=d.get("version"), provenance=None if prov is None else _mapping(prov, "provenance"),
+                   csv=d.get("csv"), iree_runtime=d.get(RUNTIME_FIELD), format=d["format"],
+                   extra=_extra(d, cls._KNOWN), absent=frozenset({"csv"} - set(d)))
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"format": self.format, "format_version": self.format_version}
+        for k in ("name", "version"):
+            if getattr(self, k) is not None:
+                out[k] = getattr(self, k)
+        if self.provenance is not None:
+            out["provenance"] = _plain(self.provenance)
+        out["targets"] = {n: t.to_json() for n, t in self.targets.items()}
+        if "csv" not in self.absent:
+            out["csv"] = self.csv
+        out["kernels"] = {k: rec.to_json() for k, rec in self.kernels.items()}
+        if self.iree_runtime is not None:
+            out[RUNTIME_FIELD] = _plain(self.iree_runtime)
+        out.update(_plain(self.extra))
+        return out
+
+    # -------------------------------------------------------------- queries
+    def entries(self) -> Iterator[tuple[str, str, TargetRecord]]:
+        """(kernel key, target, entry) of every kernel on every target."""
+        for key, k in self.kernels.items():
+            for tname, te in k.targets.items():
+                yield key, tname, te
+
+    def impl_records(self) -> Iterator[tuple[str, str, str, ImplRecord]]:
+        """(kernel key, target, impl, entry) of every packed implementation."""
+        for key, tname, te in self.entries():
+            for impl, m in (te.impls or {}).items():
+                yield key, tname, impl, m
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        """{target: {"available": n, "unavailable": n}} over the kernels."""
+        out = {t: {s.value: 0 for s in Status} for t in self.targets}
+        for _, tname, te in self.entries():
+            out[tname][te.status.value] += 1
+        return out
+
+    def with_entry(self, key: str, target: str, entry: TargetRecord) -> "BundleIndex":
+        """This index with kernel ``key``'s entry on ``target`` replaced."""
+        k = self.kernels[key]
+        kernel = dataclasses.replace(k, targets={**k.targets, target: entry})
+        return dataclasses.replace(self, kernels={**self.kernels, key: kernel})
+
+
+# ----------------------------------------------------------------------- checks
+def check_index(index: Any, members: Mapping[str, bytes], path: str = "bundle") -> BundleIndex:
+    """Format name and version, the schema, and every referenced member
+    present with its size; the typed index. Raises ``BundleFormatError``."""
+    if not isinstance(index, Mapping) or index.get("format") != FORMAT:
+        fmt = index.get("format") if isinstance(index, Mapping) else None
+        raise BundleFormatError(f"{path}: {INDEX_NAME} is not a {FORMAT} index (format {fmt!r})")
+    ver = index.get("format_version")
+    if ver not in READABLE_VERSIONS or isinstance(ver, bool):
+        raise BundleFormatError(
+            f"{path}: bundle format version {ver!r} is not supported; this loader reads format "
+            f"version{'s' if len(READABLE_VERSIONS) > 1 else ''} {', '.join(map(str, READABLE_VERSIONS))}"
+            + (" (upgrade boo-build to read newer bundles)" if isinstance(ver, int) and ver > max(READABLE_VERSIONS)
+               else ""))
+    try:
+        typed = BundleIndex.from_json(index)
+    except IndexProblem as e:
+        raise BundleFormatError(f"{path}: {e}") from None
+    except (KeyError, TypeError, AttributeError, ValueError, SignatureError) as e:
+        raise BundleFormatError(f"{path}: malformed {INDEX_NAME}: {type(e).__name__}: {e}") from None
+    for _, _, _, m in typed.impl_records():
+        if m.member not in members:
+            raise BundleFormatError(f"{path}: member {m.member} named by the index is missing")
+        if len(members[m.member]) != m.size:
+            raise BundleFormatError(f"{path}: member {m.member} has {len(members[m.member])} bytes, "
+                                    f"the index says {m.size}")
+    return typed
+
+
+__all__ = [
+    "BundleIndex", "CSV_NAME", "DYNAMIC_FORMAT_VERSION", "FORMAT", "FORMAT_VERSION", "INDEX_NAME", "ImplRecord",
+    "IndexProblem", "KernelRecord", "READABLE_VERSIONS", "RUNTIME_FIELD", "Status", "TargetRecord", "TargetSpec",
+    "check_index", "format_version_for",
+]

@@ -1,0 +1,167 @@
+"""Which of a bundle's kernels serves a call, on the target the bundle was opened for.
+
+A call's signature is looked up by its exact key first; then among static
+kernels that differ only where the call cannot tell (``_relaxed_key``); then
+among dynamic kernels of its family (``_family_key``) whose bounds take its
+shape. When none does, ``not_found`` says why, with the nearest keys.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from .. import ops
+from ..signature import DEFAULT_EPS, KernelSignature, SignatureError
+from .errors import KernelNotFound
+from .format import BundleIndex
+from .nearest import nearest_keys
+
+_MEMO_LIMIT = 4096  # resolved signatures kept per bundle
+
+
+class _Kernel:
+    """One signature's selected implementation on the bundle's target."""
+
+    __slots__ = ("sig", "key", "impl", "member", "function", "sha256", "runner", "verified")
+
+    def __init__(self, sig, impl, member, function, sha256):
+        self.sig, self.impl, self.member, self.function, self.sha256 = sig, impl, member, function, sha256
+        self.key = sig.key
+        self.runner = None
+        self.verified = False
+
+
+class KernelTable:
+    """One bundle target's kernels: the runnable ones by key, why the others are
+    not runnable, and the second-chance lookups."""
+
+    def __init__(self, index: BundleIndex, target: str):
+        self.target = target
+        self.kernels: dict[str, _Kernel] = {}
+        self.unavailable: dict[str, str] = {}
+        for key, k in index.kernels.items():
+            te = k.targets.get(target)
+            if te is None:
+                self.unavailable[key] = f"not built for target {target}"
+            elif not te.is_available:
+                self.unavailable[key] = f"unavailable on target {target}: {te.reason or ''}"
+            else:
+                m = te.selected_impl
+                self.kernels[key] = _Kernel(k.signature, te.selected, m.member, m.function, m.sha256)
+        # Second-chance lookups for what ATen's arguments cannot pin down (see _relaxed_key),
+        # and the dynamic kernels, by what a call must match besides its leading dims (_family_key).
+        self.relaxed: dict[str, list[str]] = defaultdict(list)
+        self.dynamic: dict[str, list[str]] = defaultdict(list)
+        for key in sorted(self.kernels):
+            ksig = self.kernels[key].sig
+            if ksig.is_dynamic:
+                self.dynamic[_family_key(ksig)].append(key)
+            else:
+                self.relaxed[_relaxed_key(ksig)].append(key)
+        # per-call memo (dict get/set are atomic under the GIL; a race only recomputes)
+        self._resolved: dict[KernelSignature, tuple[_Kernel, KernelSignature] | None] = {}
+
+    def resolve(self, sig: KernelSignature) -> tuple[_Kernel, KernelSignature] | None:
+        """(kernel, the static signature it runs as) for a call's static ``sig``:
+        the exact key, else a static kernel that differs only where it does not
+        matter (``_relaxed_key``), preferring the default stats dtype, else a
+        dynamic kernel that takes the call's shape (``resolve_dynamic``)."""
+        try:
+            return self._resolved[sig]
+        except KeyError:
+            pass
+        found = self._resolve_uncached(sig)
+        if len(self._resolved) > _MEMO_LIMIT:
+            self._resolved.clear()
+        self._resolved[sig] = found
+        return found
+
+    def _resolve_uncached(self, sig: KernelSignature) -> tuple[_Kernel, KernelSignature] | None:
+        k = self.kernels.get(sig.key)
+        if k is not None:
+            return k, k.sig
+        cands = self.relaxed.get(_relaxed_key(sig), ())
+
+        def rank(c: str):
+            ks = self.kernels[c].sig
+            return (ks.stats_dtype != "float32", ks.bias != sig.bias, ks.eps != sig.eps, c)
+
+        best = min(cands, key=rank, default=None)
+        if best is not None:
+            return self.kernels[best], self.kernels[best].sig
+        return self.resolve_dynamic(sig)[0]
+
+    def resolve_dynamic(self, sig: KernelSignature) -> tuple[tuple[_Kernel, KernelSignature] | None, dict[str, str]]:
+        """The dynamic kernel for a static ``sig`` (same op, normalized shape, dtype,
+        mask, eps and affine form as ``_relaxed_key`` compares them; its static
+        dims equal and the call within its bounds: ``KernelSignature.bind``),
+        the one with the most static dims first, and why each other one of the
+        family does not take the call."""
+        best, why_not = None, {}
+        for c in self.dynamic.get(_family_key(sig), ()):
+            k = self.kernels[c]
+            try:
+                bound = k.sig.bind(sig.input_shape)
+            except SignatureError as e:
+                why_not[c] = str(e)
+                continue
+            rank = (-k.sig.static_dims, k.sig.stats_dtype != "float32", k.sig.bias != sig.bias,
+                    k.sig.eps != sig.eps, len(k.sig.input_shape) != len(sig.input_shape), c)
+            if best is None or rank < best[0]:
+                best = (rank, k, bound)
+        return (None if best is None else (best[1], best[2])), why_not
+
+    def not_found(self, key: str) -> KernelNotFound:
+        reason = self.unavailable.get(key, "")
+        try:
+            sig = KernelSignature.parse(key)
+        except SignatureError:
+            sig = None
+        if not reason:
+            relaxed = _relaxed_key(sig) if sig is not None else None
+            for other, why in sorted(self.unavailable.items()):
+                if relaxed and _relaxed_key(KernelSignature.parse(other)) == relaxed:
+                    reason = f"{why} (as {other})"
+                    break
+        if not reason and sig is not None and not sig.is_dynamic:  # a dynamic kernel that would take it
+            for other, why in sorted(self.unavailable.items()):
+                o = KernelSignature.parse(other)
+                if o.is_dynamic and _family_key(o) == _family_key(sig):
+                    try:
+                        o.bind(sig.input_shape)
+                    except SignatureError:
+                        continue
+                    reason = f"{why} (as {other})"
+                    break
+        near = nearest_keys(key, self.kernels)
+        if sig is not None and not sig.is_dynamic:
+            # the dynamic kernels that came close: right width and kind, wrong size
+            _, why_not = self.resolve_dynamic(sig)
+            if why_not:
+                reason = "; ".join([reason] * bool(reason) + [
+                    "dynamic kernels of this kind do not take the call: " + "; ".join(why_not.values())])
+                near = list(why_not) + [k for k in near if k not in why_not]
+        return KernelNotFound(key, self.target, near, reason)
+
+
+def _relaxed_key(sig: KernelSignature) -> str:
+    """The key with what a call cannot pin down, or what does not change the
+    kernel, normalized: the stats dtype; for backward kernels eps (the saved
+    statistics carry it) and, for an op with a bias, whether it has one (a
+    backward kernel never takes the bias; only the bias gradient needs it)."""
+    changes: dict[str, Any] = {"stats_dtype": "float32"}
+    if not sig.is_forward:
+        changes["eps"] = DEFAULT_EPS
+        if ops.get(sig.op).has_bias:
+            changes["bias"] = sig.affine
+    return sig.replace(**changes).key
+
+
+def _family_key(sig: KernelSignature) -> str:
+    """``_relaxed_key`` without the leading dims: what a dynamic kernel and a
+    call must share (op, dtype, normalized shape, mask, affine form, eps)."""
+    return _relaxed_key(sig.replace(input_shape=sig.normalized_shape, max_elements=None))
+
+
+__all__ = ["KernelTable"]

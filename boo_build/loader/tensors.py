@@ -1,0 +1,105 @@
+"""A call's arrays: torch tensors or numpy arrays, told apart and handled alike.
+
+The loader's entry points take either and give back what they were given
+(the loader runs without torch). Neither library is imported to tell the
+kinds apart: an argument can only be a torch tensor (a numpy array) when
+torch (numpy) is already imported. torch is imported only when a call needs
+it (torch tensors, the eager fallback); numpy likewise.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ..dtypes import name_of, numpy_dtype, torch_dtype
+
+_TORCH = None
+
+
+def _torch():
+    global _TORCH
+    if _TORCH is None:
+        import torch
+
+        _TORCH = torch
+    return _TORCH
+
+
+def _dtype_name(t) -> str | None:
+    """The kernel dtype name of an array's dtype (``boo_build.dtypes``), None if kernels take none."""
+    return name_of(t.dtype)
+
+
+# The entry points take torch tensors or numpy arrays (the loader runs without
+# torch), and give back what they were given. What they do to their arguments,
+# per kind; neither library is imported to tell the kinds apart: an argument
+# can only be a torch tensor (a numpy array) when torch (numpy) is imported.
+class _TorchArrays:
+    name, dtype_prefix = "torch.Tensor", "torch."
+
+    @staticmethod
+    def owns(t) -> bool:
+        torch = sys.modules.get("torch")
+        return torch is not None and isinstance(t, torch.Tensor)
+
+    dtype_name = staticmethod(_dtype_name)
+
+    @staticmethod
+    def contiguous(t):
+        return t if t.is_contiguous() else t.contiguous()
+
+    @staticmethod
+    def full(shape, value, dtype: str, like):
+        return _torch().full(shape, value, dtype=torch_dtype(dtype), device=like.device)
+
+    @staticmethod
+    def cast(t, dtype: str):
+        return t.to(torch_dtype(dtype))
+
+    @staticmethod
+    def eager(fn, args: tuple, what: str):
+        return fn(*args)
+
+
+class _NumpyArrays:
+    name, dtype_prefix = "numpy.ndarray", ""
+
+    @staticmethod
+    def owns(t) -> bool:
+        np = sys.modules.get("numpy")
+        return np is not None and isinstance(t, np.ndarray)
+
+    dtype_name = staticmethod(_dtype_name)  # ml_dtypes.bfloat16's name is "bfloat16"
+
+    @staticmethod
+    def contiguous(t):
+        return t if t.flags.c_contiguous else sys.modules["numpy"].ascontiguousarray(t)
+
+    @staticmethod
+    def full(shape, value, dtype: str, like):
+        return sys.modules["numpy"].full(shape, value, dtype=numpy_dtype(dtype))
+
+    @staticmethod
+    def cast(t, dtype: str):
+        return t.astype(numpy_dtype(dtype), copy=False)
+
+    @staticmethod
+    def eager(fn, args: tuple, what: str):
+        """torch's op on numpy arrays: shared as CPU tensors, results back as arrays."""
+        try:
+            _torch()
+        except ImportError as e:
+            raise ImportError(f"{what}; fallback='eager' runs torch's op, but torch cannot be imported ({e}): "
+                              "install torch, or build the kernel into the bundle") from None
+        from .invoke import numpy_from_torch, torch_from_numpy
+
+        outs = fn(*(torch_from_numpy(a) if _NumpyArrays.owns(a) else a for a in args))
+        return tuple(numpy_from_torch(o) for o in outs)
+
+
+def _arrays_of(name: str, t):
+    """The kind of a call's first array argument, which the others must share."""
+    for kind in (_TorchArrays, _NumpyArrays):
+        if kind.owns(t):
+            return kind
+    raise TypeError(f"{name} must be a torch.Tensor or a numpy.ndarray, got {type(t).__name__}")

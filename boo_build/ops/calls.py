@@ -1,0 +1,119 @@
+"""The body every op's ATen-style loader entry point shares (pure Python).
+
+An entry point (``Bundle.native_layer_norm`` & co.) checks a call's arrays
+through the ``Bundle`` it is bound to (``prepare``, ``check_array``,
+``check_stats``), builds the call's ``KernelSignature``, and runs the kernel
+(``dispatch``) or, opened with ``fallback="eager"``, the op's torch fallback.
+torch tensors or numpy arrays go in, the same kind comes out; neither
+library is imported here. A call that autograd records (grad mode on, a
+torch argument requiring grad) goes to the op's custom ops instead
+(``Op.torch_library``), whose bodies call back here with autograd handled.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from .base import DEFAULT_EPS, FORWARD, INPUT_GRAD, WEIGHT_GRAD, BIAS_GRAD
+
+
+def wants_grad(*tensors) -> bool:
+    """Whether autograd records the call: grad mode on and a torch argument that
+    requires grad (numpy arrays never do)."""
+    torch = sys.modules.get("torch")
+    return (torch is not None and torch.is_grad_enabled()
+            and any(getattr(t, "requires_grad", False) for t in tensors))
+
+
+def stats_shape(shape: tuple[int, ...], normalized_shape: tuple[int, ...]) -> tuple[int, ...]:
+    """ATen's layout of mean/rstd: the leading dims, then a 1 per normalized dim."""
+    n = len(normalized_shape)
+    return shape[:len(shape) - n] + (1,) * n
+
+
+def norm_shape(normalized_shape) -> tuple[int, ...]:
+    if isinstance(normalized_shape, int):
+        return (normalized_shape,)
+    try:
+        return tuple(int(d) for d in normalized_shape)
+    except TypeError:
+        raise TypeError(f"normalized_shape must be an int or a sequence of ints, got {normalized_shape!r}") from None
+
+
+def as_stats(arrays, t, sig):
+    """Statistics in the kernel's layout and dtype."""
+    return arrays.contiguous(arrays.cast(t.reshape(sig.stats_shape), sig.stats_dtype))
+
+
+def spread(mask: int, outs, bits) -> tuple:
+    """The gradients a kernel returned, None where ``mask`` did not ask (ATen's form)."""
+    it = iter(outs)
+    return tuple(next(it) if mask & bit else None for bit in bits)
+
+
+def backward_mask(op, output_mask, params: dict) -> int:
+    """The mask of an ATen-style backward call: ``output_mask`` (one boolean per
+    gradient, ``op.grads`` order), a parameter's gradient only where it is given."""
+    m = [bool(v) for v in output_mask]
+    if len(m) != len(op.grads):
+        raise ValueError(f"output_mask must have {len(op.grads)} booleans, got {output_mask!r}")
+    return sum(bit for bit, want in zip(op.grads, m) if want and (bit == INPUT_GRAD or params[bit] is not None))
+
+
+# ------------------------------------------------------------ zero-size input
+# No kernel has a zero dim: an input with no elements gets torch's results
+# (ATen's on the CPU) without one: empty outputs; the statistics of rows of
+# zero elements (there are rows when a normalized dim is 0) are the op's
+# (``zero_size_stat``: mean 0, rstd NaN), in the stats dtype non-empty calls
+# return; weight and bias gradients, sums over no rows, are zeros of the
+# weight's shape.
+def zero_size_forward(op, arrays, x, ns: tuple[int, ...]) -> tuple:
+    shape, dt = tuple(x.shape), arrays.dtype_name(x)
+    sd, st = op.default_stats_dtype(dt), stats_shape(shape, ns)
+    y = arrays.full(shape, 0, dt, x)
+    return (y,) + tuple(arrays.full(st, op.zero_size_stat(name), sd, x) for name in op.stats)
+
+
+def zero_size_grads(arrays, x, ns: tuple[int, ...], mask: int, bits) -> tuple:
+    dt = arrays.dtype_name(x)
+    return tuple(arrays.full(tuple(x.shape) if bit == INPUT_GRAD else ns, 0, dt, x) if mask & bit else None
+                 for bit in bits)
+
+
+# ---------------------------------------------------------------- the bodies
+def forward(bundle, op, input, normalized_shape, weight, bias, eps):
+    """A forward call without autograd -> (y, *stats)."""
+    arrays, sig, ns, x, w, b = bundle.prepare(op.name, input, normalized_shape, weight, bias, eps, FORWARD)
+    if sig is None:
+        return zero_size_forward(op, arrays, x, ns)
+    args = (x,) + ((w,) if w is not None else ()) + ((b,) if b is not None else ())
+    return bundle.dispatch(sig, arrays, lambda _: args, op.eager_forward, lambda: (sig, x, w, b))
+
+
+def backward(bundle, op, mask: int, grad_out, input, normalized_shape, stats: tuple, weight, bias,
+             eps: float | None):
+    """A backward call without autograd, ``mask`` from ``backward_mask`` (not 0)
+    -> the gradients in ``op.grads`` order, None where not asked. ``eps`` only
+    picks between kernels built for different eps (it does not enter the math)."""
+    arrays, sig, ns, x, w, b = bundle.prepare(op.name, input, normalized_shape, weight, bias,
+                                              DEFAULT_EPS if eps is None else eps, mask)
+    gy = bundle.check_array("grad_out", grad_out, arrays.dtype_name(x), tuple(x.shape), arrays=arrays)
+    stats = tuple(bundle.check_stats(name, t, arrays, x, ns) for name, t in zip(op.stats, stats))
+    if sig is None:
+        return zero_size_grads(arrays, x, ns, mask, op.grads)
+
+    def args(ks):
+        return (gy, x) + tuple(as_stats(arrays, t, ks) for t in stats) + ((w,) if ks.takes_weight else ())
+
+    outs = bundle.dispatch(sig, arrays, args, op.eager_backward, lambda: (
+        ns, sig.mask, gy, x, *(as_stats(arrays, t, sig) for t in stats), w, b))
+    return spread(sig.mask, outs, op.grads)
+
+
+def params_of(weight, bias) -> dict:
+    return {WEIGHT_GRAD: weight, BIAS_GRAD: bias}
+
+
+def no_grads(op) -> tuple:
+    return (None,) * len(op.grads)
+

@@ -1,0 +1,284 @@
+"""Layer norm: ``aten.native_layer_norm`` and ``native_layer_norm_backward``.
+
+Masks (MIOpen's -F): 1 forward; 2 input, 4 weight, 8 bias gradient, every
+non-empty combination of them one combined backward kernel (ATen's
+``output_mask``, in the order input, weight, bias). Affine forms: weight and
+bias, weight only, neither. Statistics: mean and rstd.
+
+* forward (mask 1): (x, [weight], [bias]) -> (y, mean, rstd)
+* backward: (grad_y, x, mean, rstd, [weight if affine and mask & 2])
+  -> the requested gradients in the order input, weight, bias
+
+MIOpen commands ``layernorm``, ``layernormfp16``, ``layernormbfp16``; ``-m 1``
+means weight and bias. Loader entry points: ``Bundle.native_layer_norm`` and
+``native_layer_norm_backward``, differentiable through the custom ops
+``boo::layer_norm`` / ``boo::layer_norm_backward``.
+
+Pure Python at import; torch only inside functions.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Callable
+
+from . import calls
+from .base import BIAS_GRAD, DEFAULT_EPS, INPUT_GRAD, WEIGHT_GRAD, Op
+
+
+@dataclass(frozen=True)
+class LayerNorm(Op):
+    name: str = "layer_norm"
+    masks: tuple[int, ...] = (1, 2, 4, 6, 8, 10, 12, 14)
+    grads: tuple[int, ...] = (INPUT_GRAD, WEIGHT_GRAD, BIAS_GRAD)
+    stats: tuple[str, ...] = ("mean", "rstd")
+    has_bias: bool = True
+    commands: tuple[tuple[str, str], ...] = (
+        ("layernorm", "float32"), ("layernormfp16", "float16"), ("layernormbfp16", "bfloat16"))
+    autocast_aten: str = "aten::layer_norm"
+
+    def zero_size_stat(self, name: str) -> float:
+        return 0.0 if name == "mean" else super().zero_size_stat(name)
+
+    def implementation(self, impl: str) -> Callable:
+        return _implementations()[impl]
+
+    def forward64(self, sig, x, dims):
+        import torch
+
+        mean = x.mean(dim=dims, keepdim=True)
+        var = ((x - mean) ** 2).mean(dim=dims, keepdim=True)
+        rstd = 1.0 / torch.sqrt(var + sig.eps)
+        return (x - mean) * rstd, (mean, rstd)
+
+    def eager_forward(self, sig, x, w, b):
+        import torch
+
+        y, mean, rstd = torch.ops.aten.native_layer_norm(x, list(sig.normalized_shape), w, b, sig.eps)
+        sd = getattr(torch, sig.stats_dtype)
+        return y, mean.to(sd).reshape(sig.stats_shape), rstd.to(sd).reshape(sig.stats_shape)
+
+    def eager_backward(self, ns, mask, gy, x, mean, rstd, w, b):
+        import torch
+
+        c, dt = torch.float32, x.dtype  # ATen on the CPU wants one dtype: run in float32
+        want = [bool(mask & bit) for bit in self.grads]
+        outs = torch.ops.aten.native_layer_norm_backward(
+            gy.to(c), x.to(c), list(ns), mean.to(c), rstd.to(c),
+            None if w is None else w.to(c), None if b is None else b.to(c), want)
+        return tuple(o.to(dt) for o, wanted in zip(outs, want) if wanted)
+
+    def eager_call(self, sig, x, w, b, grad_out, compiled):
+        """``aten.native_layer_norm`` / ``native_layer_norm_backward`` with the
+        output mask (statistics as eager's own forward saves them)."""
+        import torch
+
+        aten, ns = torch.ops.aten, list(sig.normalized_shape)
+        if sig.is_forward:
+            return (lambda x, w, b: aten.native_layer_norm(x, ns, w, b, sig.eps)), (x, w, b)
+        _, mean, rstd = aten.native_layer_norm(x, ns, w, b, sig.eps)
+        gy = grad_out()
+        mask = [bool(sig.mask & bit) for bit in self.grads]
+        return (lambda gy, x, mean, rstd, w, b: aten.native_layer_norm_backward(gy, x, ns, mean, rstd, w, b, mask),
+                (gy, x, mean, rstd, w, b))
+
+    def entry_points(self):
+        return {"native_layer_norm": native_layer_norm, "native_layer_norm_backward": native_layer_norm_backward}
+
+    def torch_library(self):
+        _library()
+
+
+LAYER_NORM = LayerNorm()
+
+
+# ------------------------------------------------------- loader entry points
+def native_layer_norm(bundle, input, normalized_shape, weight=None, bias=None, eps: float = DEFAULT_EPS):
+    """ATen's native_layer_norm -> (out, mean, rstd); mean/rstd in the stats dtype (float32).
+    Differentiable in ``out`` (through the ``boo::layer_norm`` op)."""
+    if calls.wants_grad(input, weight, bias):
+        torch = _library()
+        from ..loader.tokens import bundle_token
+
+        return torch.ops.boo.layer_norm(input, calls.norm_shape(normalized_shape), weight, bias, float(eps),
+                                        bundle_token(bundle))
+    return calls.forward(bundle, LAYER_NORM, input, normalized_shape, weight, bias, eps)
+
+
+def native_layer_norm_backward(bundle, grad_out, input, normalized_shape, mean, rstd, weight=None, bias=None,
+                               output_mask=(True, True, True), *, eps: float | None = None):
+    """ATen's native_layer_norm_backward -> (grad_input, grad_weight, grad_bias), None where not asked.
+
+    ``eps`` (not an ATen argument) only picks between kernels built for
+    different eps; without it any eps matches (it does not enter the math).
+    """
+    mask = calls.backward_mask(LAYER_NORM, output_mask, calls.params_of(weight, bias))
+    if mask == 0:
+        return calls.no_grads(LAYER_NORM)
+    if calls.wants_grad(grad_out, input, mean, rstd, weight, bias):
+        torch = _library()
+        from ..loader import autograd as ag
+        from ..loader.tokens import bundle_token
+
+        m = [bool(v) for v in output_mask]
+        return ag.spread(ag.asked(m, weight, bias), torch.ops.boo.layer_norm_backward(
+            grad_out, input, calls.norm_shape(normalized_shape), mean, rstd, weight, bias, m,
+            None if eps is None else float(eps), bundle_token(bundle)))
+    return calls.backward(bundle, LAYER_NORM, mask, grad_out, input, normalized_shape, (mean, rstd), weight, bias,
+                          eps)
+
+
+# ------------------------------------------------------ torch implementations
+@functools.cache
+def _implementations() -> dict[str, Callable]:
+    """``aten`` calls the core ATen ops; ``manual`` writes the math out (forms
+    from ``norm_math``) and computes only the requested gradients. Half
+    precision is computed in float32 (ATen's opmath type), rounded once."""
+    import torch
+
+    from .norm_math import col_sum_for, nan_if_inf, row_dot, split_affine
+
+    def aten(m, *args):
+        s = m.sig
+        if s.is_forward:
+            x, w, b = split_affine(args, s)
+            y, mean, rstd = torch.ops.aten.native_layer_norm(x, list(s.normalized_shape), w, b, s.eps)
+            return y, nan_if_inf(mean).to(m.stats_dtype), rstd.to(m.stats_dtype)
+        gy, x, mean, rstd, *rest = args
+        w = rest[0] if rest else None
+        if w is None and s.affine:
+            # ATen needs a weight to size the weight gradient; its value is unused then.
+            w = torch.ones(s.normalized_shape, dtype=m.dtype)
+        b = torch.zeros(s.normalized_shape, dtype=m.dtype) if s.bias else None
+        mask = [bool(s.mask & INPUT_GRAD), bool(s.mask & WEIGHT_GRAD), bool(s.mask & BIAS_GRAD)]
+        # ATen on the CPU wants one dtype for all tensors; float32 statistics
+        # must not be rounded to half, so the op runs in float32 (as on GPUs).
+        c = m.compute
+        dx, dw, db = torch.ops.aten.native_layer_norm_backward(
+            gy.to(c), x.to(c), list(s.normalized_shape), mean.to(c), rstd.to(c),
+            None if w is None else w.to(c), None if b is None else b.to(c), mask,
+        )
+        return m.grad_outputs(dx, dw, db)
+
+    def manual(m, *args):
+        s = m.sig
+        c = m.compute
+        if s.is_forward:
+            x, w, b = split_affine(args, s)
+            xc = x.to(c)
+            mean = xc.mean(dim=m.norm_dims, keepdim=True)
+            xm = xc - mean  # two-pass variance: stable under a large mean offset
+            var = xm.pow(2).mean(dim=m.norm_dims, keepdim=True)
+            rstd = torch.rsqrt(var + s.eps)
+            y = xm * rstd
+            if w is not None:
+                y = y * w.to(c)
+            if b is not None:
+                y = y + b.to(c)
+            if m.planted:
+                y = y * 1.01
+            return y.to(m.dtype), nan_if_inf(mean).to(m.stats_dtype), rstd.to(m.stats_dtype)
+        gy, x, mean, rstd, *rest = args
+        w = rest[0] if rest else None
+        n, width = float(s.width), s.width
+        # 2-D views: rows x normalized elements
+        gyc = gy.reshape(-1, width).to(c)
+        xm = x.reshape(-1, width).to(c) - mean.reshape(-1, 1).to(c)
+        rs = rstd.reshape(-1, 1).to(c)
+        wc = w.reshape(-1).to(c) if w is not None else None
+        dx = dw = db = None
+        if s.mask & INPUT_GRAD:
+            g = gyc * wc if wc is not None else gyc
+            sum_g = row_dot(gyc, wc)
+            sum_gxm = row_dot(gyc * xm, wc)  # sum(g * xhat) / rstd
+            dx = ((g - sum_g / n - xm * (sum_gxm * (rs * rs) / n)) * rs).reshape(x.shape)
+        col_sum = col_sum_for(s)
+        if s.mask & WEIGHT_GRAD:
+            dw = col_sum((gyc * rs) * xm).reshape(s.normalized_shape)
+        if s.mask & BIAS_GRAD:
+            db = col_sum(gyc).reshape(s.normalized_shape)
+        return m.grad_outputs(dx, dw, db)
+
+    return {"aten": aten, "manual": manual}
+
+
+# ------------------------------------------------- torch custom ops (autograd)
+@functools.cache
+def _library():
+    """Register ``boo::layer_norm`` and ``boo::layer_norm_backward`` (once) ->
+    torch. Their bodies call the entry points above with autograd handled:
+    custom ops run below the autograd key. Fake implementations compute
+    results from shapes and dtypes only, so symbolic sizes trace."""
+    import torch
+
+    from ..loader import autograd as ag
+    from ..loader.tokens import bundle_for
+
+    op = LAYER_NORM
+
+    @torch.library.custom_op("boo::layer_norm", mutates_args=(), schema=(
+        "(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps, str bundle)"
+        " -> (Tensor, Tensor, Tensor)"))
+    def layer_norm(input, normalized_shape, weight, bias, eps, bundle):
+        out, mean, rstd = native_layer_norm(bundle_for(bundle), input, normalized_shape, weight, bias, eps)
+        return out, ag.stats_like(op, input, mean), ag.stats_like(op, input, rstd)
+
+    @layer_norm.register_fake
+    def _(input, normalized_shape, weight, bias, eps, bundle):
+        st, sd = ag.stats_shape(input, normalized_shape), ag.stats_dtype(op, input.dtype)
+        return ag.empty(input), input.new_empty(st, dtype=sd), input.new_empty(st, dtype=sd)
+
+    def setup(ctx, inputs, output):
+        x, normalized_shape, weight, bias, eps, bundle = inputs
+        _, mean, rstd = output
+        ctx.mark_non_differentiable(mean, rstd)  # as ATen's
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(x, weight, bias, mean, rstd)
+        ctx.normalized_shape, ctx.eps, ctx.bundle = normalized_shape, eps, bundle
+
+    def backward(ctx, grad_out, _grad_mean, _grad_rstd):
+        x, weight, bias, mean, rstd = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        mask = [need[0], need[2], need[3]]
+        gx = gw = gb = None
+        if grad_out is not None and any(mask):
+            gx, gw, gb = ag.spread(ag.asked(mask, weight, bias), torch.ops.boo.layer_norm_backward(
+                grad_out, x, ctx.normalized_shape, mean, rstd, weight, bias, mask, ctx.eps, ctx.bundle))
+        return gx, None, gw, gb, None, None
+
+    layer_norm.register_autograd(backward, setup_context=setup)
+
+    @torch.library.custom_op("boo::layer_norm_backward", mutates_args=(), schema=(
+        "(Tensor grad_out, Tensor input, SymInt[] normalized_shape, Tensor mean, Tensor rstd, Tensor? weight,"
+        " Tensor? bias, bool[] output_mask, float? eps, str bundle) -> Tensor[]"))
+    def layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask, eps, bundle):
+        grads = native_layer_norm_backward(bundle_for(bundle), grad_out, input, normalized_shape, mean, rstd,
+                                           weight, bias, output_mask, eps=eps)
+        return [g for g in grads if g is not None]
+
+    @layer_norm_backward.register_fake
+    def _(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask, eps, bundle):
+        return [ag.empty(t) for t, a in zip((input, weight, bias), ag.asked(output_mask, weight, bias)) if a]
+
+    def backward_setup(ctx, inputs, output):
+        grad_out, x, normalized_shape, mean, rstd, weight, bias, output_mask, _, _ = inputs
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(grad_out, x, mean, rstd, weight, bias)
+        ctx.normalized_shape = calls.norm_shape(normalized_shape)
+        ctx.mask = sum(bit for bit, a in zip(op.grads, ag.asked(output_mask, weight, bias)) if a)
+
+    def backward_backward(ctx, grads):
+        # no kernels for second derivatives: differentiate torch's eager backward
+        ns, mask = ctx.normalized_shape, ctx.mask
+
+        def eager(gy, x, mean, rstd, w, b):
+            st = calls.stats_shape(tuple(x.shape), ns)
+            return op.eager_backward(ns, mask, gy, x, mean.reshape(st), rstd.reshape(st), w, b)
+
+        g = ag.second_order(ctx, eager, grads, (0, 1, 3, 4, 5, 6))
+        return g[0], g[1], None, g[2], g[3], g[4], g[5], None, None, None
+
+    layer_norm_backward.register_autograd(backward_backward, setup_context=backward_setup)
+    ag.register_autocast(layer_norm, op.autocast_aten)
+    return torch

@@ -1,0 +1,238 @@
+"""Architecture rules (issue 14): no import cycle among boo_build's modules,
+function-level imports included, and no module over 450 lines.
+
+The checks read the source with ``ast`` (nothing is imported), so they see
+imports inside functions too: module A importing B while B imports A, at any
+depth, is a cycle here even when Python would tolerate it at run time. Only
+imports under ``if TYPE_CHECKING:`` are left out: they never run.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "boo_build"
+MAX_LINES = 450
+
+
+# ------------------------------------------------------------------ checker
+def package_modules(package_dir: Path) -> dict[str, Path]:
+    """Dotted module name -> file, for every module of the package (``__init__`` names its package)."""
+    package_dir = Path(package_dir)
+    root = package_dir.name
+    out = {}
+    for path in sorted(package_dir.rglob("*.py")):
+        parts = [root, *path.relative_to(package_dir).with_suffix("").parts]
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def _type_checking_block(node: ast.AST) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (
+        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
+        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"))
+
+
+def _imports(tree: ast.AST):
+    """Every Import/ImportFrom node, at any depth, except under ``if TYPE_CHECKING:``."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        for child in ast.iter_child_nodes(node):
+            if _type_checking_block(child):
+                todo.extend(child.orelse)  # the else branch does run
+            else:
+                todo.append(child)
+
+
+def _known(name: str, modules: dict[str, Path]) -> str | None:
+    """The module a dotted name imports: itself, or its longest known prefix."""
+    while name:
+        if name in modules:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def import_graph(package_dir: Path) -> dict[str, dict[str, int]]:
+    """module -> {imported module of the same package -> line of the first such import}."""
+    modules = package_modules(package_dir)
+    root = Path(package_dir).name
+    graph: dict[str, dict[str, int]] = {m: {} for m in modules}
+    for mod, path in modules.items():
+        is_pkg = path.name == "__init__.py"
+        for node in _imports(ast.parse(path.read_text(), str(path))):
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                if node.level:
+                    base = mod.split(".") if is_pkg else mod.split(".")[:-1]
+                    base = base[:len(base) - (node.level - 1)] if node.level > 1 else base
+                    source = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    source = node.module or ""
+                # ``from X import y``: y is the submodule X.y when there is one, else a name in X.
+                for a in node.names:
+                    sub = f"{source}.{a.name}"
+                    targets.append(sub if sub in modules else source)
+            for t in targets:
+                if t != root and not t.startswith(root + "."):
+                    continue
+                hit = _known(t, modules)
+                if hit is not None:
+                    graph[mod].setdefault(hit, node.lineno)
+    return graph
+
+
+def strongly_connected(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """Tarjan's algorithm: the components of more than one module, or of one importing itself."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1 or v in graph[v]:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(out)
+
+
+def _cycle_through(start: str, comp: list[str], graph: dict[str, dict[str, int]]) -> list[str]:
+    """A shortest cycle from ``start`` back to it inside its component (breadth-first search)."""
+    members = set(comp)
+    prev: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        nxt = []
+        for v in frontier:
+            for w in sorted(graph[v]):
+                if w not in members:
+                    continue
+                if w == start:
+                    path = [v]
+                    while path[-1] != start:
+                        path.append(prev[path[-1]])
+                    return [*reversed(path), start]
+                if w not in prev:
+                    prev[w] = v
+                    nxt.append(w)
+        frontier = nxt
+    raise AssertionError(f"{start} is in no cycle of {comp}")
+
+
+def import_cycles(package_dir: Path) -> list[str]:
+    """Cycles as lines ``a -> b (line 12) -> a (line 40)``, the line of each import: for each
+    component of modules that import each other, shortest cycles until each member is in one."""
+    graph = import_graph(package_dir)
+    lines = []
+    for comp in strongly_connected(graph):
+        covered: set[str] = set()
+        for start in comp:
+            if start in covered:
+                continue
+            cyc = _cycle_through(start, comp, graph)
+            covered.update(cyc)
+            lines.append(" -> ".join([cyc[0]] + [f"{b} (line {graph[a][b]})" for a, b in zip(cyc, cyc[1:])]))
+    return lines
+
+
+def long_modules(package_dir: Path, limit: int = MAX_LINES) -> list[tuple[str, int]]:
+    """(file relative to the package's parent, lines) of each module over ``limit`` lines."""
+    out = []
+    for path in sorted(Path(package_dir).rglob("*.py")):
+        n = len(path.read_text().splitlines())
+        if n > limit:
+            out.append((str(path.relative_to(Path(package_dir).parent)), n))
+    return out
+
+
+# -------------------------------------------------------------------- rules
+def test_no_import_cycles():
+    cycles = import_cycles(PACKAGE)
+    assert not cycles, "import cycles among boo_build's modules (function-level imports count):\n" + \
+        "\n".join(cycles)
+
+
+def test_no_module_over_450_lines():
+    long = long_modules(PACKAGE)
+    assert not long, f"modules over {MAX_LINES} lines:\n" + "\n".join(f"{p}: {n}" for p, n in long)
+
+
+# ------------------------------------------------------- the checker itself
+def _write(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        p = root / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    return root / "pkg"
+
+
+@pytest.fixture
+def planted(tmp_path):
+    return _write(tmp_path, {
+        "pkg/__init__.py": "VERSION = '1'\n",
+        # a -> b at the top, b -> a inside a function: a cycle
+        "pkg/a.py": "from . import b\n",
+        "pkg/b.py": "def f():\n    from .a import x\n    return x\n",
+        # a three-module cycle through a subpackage, absolute and relative, ``from .. import c``
+        "pkg/c.py": "import pkg.sub.d\n",
+        "pkg/sub/__init__.py": "",
+        "pkg/sub/d.py": "from .e import g\n",
+        "pkg/sub/e.py": "class K:\n    def m(self):\n        from .. import c\n",
+        # no cycles: a name from the package's __init__, stdlib, TYPE_CHECKING, one-way imports
+        "pkg/f.py": "import json\nfrom typing import TYPE_CHECKING\nfrom . import VERSION\nfrom .a import b\n"
+                    "if TYPE_CHECKING:\n    from .g import G\n",
+        "pkg/g.py": "from .f import json\n",
+        "pkg/h.py": "def f():\n    from .h import f\n",  # imports itself
+        "pkg/long.py": "x = 1\n" * (MAX_LINES + 1),
+        "pkg/short.py": "x = 1\n" * MAX_LINES,
+    })
+
+
+def test_checker_finds_planted_cycles(planted):
+    graph = import_graph(planted)
+    assert graph["pkg.a"] == {"pkg.b": 1}
+    assert graph["pkg.b"] == {"pkg.a": 2}  # inside a function
+    assert graph["pkg.f"] == {"pkg": 3, "pkg.a": 4}  # a name of __init__; TYPE_CHECKING left out
+    assert graph["pkg.sub.e"] == {"pkg.c": 3}
+    assert graph["pkg.c"] == {"pkg.sub.d": 1}
+    assert strongly_connected(graph) == [["pkg.a", "pkg.b"], ["pkg.c", "pkg.sub.d", "pkg.sub.e"], ["pkg.h"]]
+    cycles = import_cycles(planted)
+    assert cycles == ["pkg.a -> pkg.b (line 1) -> pkg.a (line 2)",
+                      "pkg.c -> pkg.sub.d (line 1) -> pkg.sub.e (line 1) -> pkg.c (line 3)",
+                      "pkg.h -> pkg.h (line 2)"]
+
+
+def test_checker_finds_planted_long_module(planted):
+    assert long_modules(planted) == [("pkg/long.py", MAX_LINES + 1)]

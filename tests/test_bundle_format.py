@@ -1,0 +1,152 @@
+"""The typed bundle format (boo_build/loader/format.py): exact JSON round
+trips (written indexes, the old fixture, unknown and absent fields), the same
+bytes as before the typed classes, read-only records, and check_index's
+refusals with where the problem is."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from boo_build.loader import open_bundle
+from boo_build.loader.archive import read_archive
+from boo_build.loader.errors import BundleFormatError
+from boo_build.loader.format import (
+    INDEX_NAME, BundleIndex, ImplRecord, KernelRecord, Status, TargetRecord, check_index,
+)
+from boo_build.pack import ImplArtifact, KernelEntry, TargetEntry, canonical_json, pack_bundle
+from boo_build.signature import KernelSignature
+from boo_build.targets import catalogue
+
+FIXTURE = Path(__file__).parent / "fixtures" / "pre-runtime-fields-0.1.0.tar.zst"
+SIGS = (KernelSignature("layer_norm", (4, 6, 10), (10,), "float32", 1),
+        KernelSignature("layer_norm", (4, 6, 10), (10,), "float32", 14),
+        KernelSignature("rms_norm", (3, 37), (37,), "bfloat16", 1, bias=False),
+        KernelSignature("rms_norm", (3, 37), (37,), "bfloat16", 6, bias=False))
+# sha256 of bundle.json as pack.py wrote it before the index was typed (same inputs as _pack)
+BUNDLE_JSON_SHA256 = "f71d2459c1b8fd2cda6e75bebbf5e232a2acc923afb27a96800e51f425914e1b"
+
+
+def _pack(root: Path, **kw) -> Path:
+    """A bundle of fake vmfbs: available and unavailable entries, rejected impls, records."""
+    root.mkdir(parents=True, exist_ok=True)
+    kernels = []
+    for i, sig in enumerate(SIGS):
+        vm = {}
+        for impl, n in (("aten", i), ("manual", i + 50)):
+            vm[impl] = root / f"{impl}{i}.vmfb"
+            vm[impl].write_bytes(bytes([n]) * (100 + n))
+        arts = {"aten": ImplArtifact(vm["aten"], validation={"status": "passed", "max_error": 1e-6},
+                                     benchmark={"median_us": 3.5}),
+                "manual": ImplArtifact(vm["manual"])}
+        cpu = TargetEntry.available(arts, "aten" if i % 2 else "manual", "fastest")
+        gfx = (TargetEntry.unavailable("not run: no device (gfx942)", {"aten": "compile failed: boom"}) if i % 2
+               else TargetEntry.available({"aten": arts["aten"]}, "aten", ""))
+        kernels.append(KernelEntry(sig, {"cpu": cpu, "gfx942": gfx}))
+    cat = catalogue("x86_64")
+    args = dict(name="t-norms", version="0.1.0", targets=[cat["cpu"], cat["gfx942"]], provenance={})
+    if kw.pop("one_target", True):
+        args["targets"] = [cat["cpu"]]
+        kernels = [KernelEntry(k.signature, {"cpu": k.targets["cpu"]}) for k in kernels]
+    args.update(kw)
+    return pack_bundle(root / "out", kernels=kernels, **args)
+
+
+def _index_bytes(path: Path) -> bytes:
+    return read_archive(path).members[INDEX_NAME]
+
+
+def _round_trips(raw: bytes) -> None:
+    d = json.loads(raw)
+    typed = BundleIndex.from_json(d)
+    assert typed.to_json() == d
+    assert canonical_json(typed.to_json()) == raw  # byte for byte
+    assert BundleIndex.from_json(typed.to_json()) == typed
+
+
+def test_written_and_old_indexes_round_trip_exactly(tmp_path):
+    _round_trips(_index_bytes(FIXTURE))  # written before the iree_runtime field: it stays absent
+    assert "iree_runtime" not in json.loads(_index_bytes(FIXTURE))
+    _round_trips(_index_bytes(_pack(tmp_path / "a", one_target=False, csv_bytes=b"a\n",
+                                    compiler="IREE compiler version 3.13.0 @ abc")))
+    _round_trips(_index_bytes(_pack(tmp_path / "b")))
+
+
+def test_pack_writes_the_bytes_it_wrote_before_the_typed_index(tmp_path):
+    assert hashlib.sha256(_index_bytes(_pack(tmp_path))).hexdigest() == BUNDLE_JSON_SHA256
+
+
+def test_unknown_and_absent_fields_are_kept(tmp_path):
+    d = json.loads(_index_bytes(_pack(tmp_path)))
+    d["future"] = {"x": [1, 2]}
+    d.pop("csv")
+    d.pop("provenance")
+    key = sorted(d["kernels"])[0]
+    k = d["kernels"][key]
+    k["note"] = "kept"
+    del k["functions"]
+    te = k["targets"]["cpu"]
+    te["measured"] = {"device": "CPU", "bytes": 10}
+    del te["reason"]
+    m = te["impls"][te["selected"]]
+    m["extra"] = 1
+    del m["validation"]
+    d["targets"]["cpu"]["new"] = True
+    typed = BundleIndex.from_json(d)
+    assert typed.to_json() == d
+    assert typed.csv is None and "csv" in typed.absent and typed.extra["future"]["x"] == (1, 2)
+    assert typed.kernels[key].targets["cpu"].extra["measured"]["bytes"] == 10
+
+
+def test_records_are_typed_and_read_only(tmp_path):
+    ix = read_archive(_pack(tmp_path)).bundle_index
+    key = SIGS[0].key
+    te = ix.kernels[key].targets["cpu"]
+    assert te.status is Status.AVAILABLE and te.status == "available" and json.dumps(te.status) == '"available"'
+    assert isinstance(ix.kernels[key], KernelRecord) and ix.kernels[key].signature == SIGS[0]
+    assert isinstance(te.selected_impl, ImplRecord) and te.selected_impl.size == 150
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        te.selected = "aten"
+    with pytest.raises(TypeError):
+        te.impls["other"] = te.selected_impl
+    with pytest.raises(TypeError):
+        te.selected_impl.validation["status"] = "failed"
+    assert ix.counts() == {"cpu": {"available": 4, "unavailable": 0}}
+    # with_entry gives a new index, the old one unchanged
+    new = ix.with_entry(key, "cpu", TargetRecord.unavailable("measured on X: none", measured={"bytes": 1}))
+    assert not new.kernels[key].targets["cpu"].is_available and ix.kernels[key].targets["cpu"].is_available
+    assert new.to_json()["kernels"][key]["targets"]["cpu"] == {
+        "status": "unavailable", "reason": "measured on X: none", "rejected": {}, "measured": {"bytes": 1}}
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d, k: k["targets"]["cpu"].update(status="maybe"), "kernel {key} target cpu: unknown status 'maybe'"),
+    (lambda d, k: k["targets"].update(nowhere=k["targets"]["cpu"]), "kernel {key} names unknown target 'nowhere'"),
+    (lambda d, k: k["targets"]["cpu"].update(selected="other"),
+     "kernel {key} target cpu: selected impl 'other' has no entry"),
+    (lambda d, k: k["targets"]["cpu"]["impls"]["manual"].update(size=3), "has 150 bytes, the index says 3"),
+    (lambda d, k: k["targets"]["cpu"]["impls"]["manual"].update(member="kernels/x.vmfb"),
+     "member kernels/x.vmfb named by the index is missing"),
+    (lambda d, k: k["targets"]["cpu"]["impls"]["manual"].pop("sha256"), "malformed bundle.json: KeyError: 'sha256'"),
+    (lambda d, k: d["targets"]["cpu"].update(flags=3), "malformed bundle.json: TypeError"),
+])
+def test_check_index_says_what_and_where(tmp_path, change, message):
+    a = read_archive(_pack(tmp_path))
+    d = json.loads(a.members[INDEX_NAME])
+    key = SIGS[0].key
+    change(d, d["kernels"][key])
+    with pytest.raises(BundleFormatError) as e:
+        check_index(d, a.members, "b.tar.zst")
+    assert str(e.value).startswith("b.tar.zst: ") and message.format(key=key) in str(e.value)
+
+
+def test_the_loader_reads_the_typed_index(tmp_path):
+    b = open_bundle(_pack(tmp_path), device="local-task")
+    assert b.keys() == sorted(s.key for s in SIGS) and b.name == "t-norms" and b.version == "0.1.0"
+    info = b.info()
+    assert info["targets"]["cpu"]["available"] == 4 and info["format_version"] == 1
+    assert info["kernels"][SIGS[1].key]["cpu"] == {"status": "available", "selected": "aten"}
