@@ -203,6 +203,9 @@ def _main(argv: list[str] | None = None) -> int:
         print(f"boo-build: {e}", file=sys.stderr)
         return 2
     interrupt_on_sigterm()
+    from .compile import resume
+
+    resume()  # compiles may start again after an interrupted build in this process
     jobs = ns.jobs
     if ns.cmd in ("list", "clean", "forget"):  # nothing runs: no cluster needed
         config = replace(config, scheduler=None)

@@ -24,7 +24,7 @@ from pathlib import Path
 from .records import write_atomic  # the one atomic writer; callers import it from here too
 
 __all__ = ["COMPILER_ENV", "DEFAULT_TIMEOUT_S", "CompileInterrupted", "CompileResult", "compile_mlir", "compiler_path",
-           "compiler_version", "kill_running", "useful_stderr", "write_atomic"]
+           "compiler_version", "kill_running", "resume", "useful_stderr", "write_atomic"]
 
 DEFAULT_TIMEOUT_S = 900.0  # the slowest default-manifest compile takes ~280 s on 2 cores
 
@@ -98,6 +98,9 @@ def useful_stderr(stderr: str, limit: int = 4000) -> str:
 _RUNNING: set[subprocess.Popen] = set()
 _KILLED: set[int] = set()  # pids kill_running stopped: their compiles did not fail
 _RUNNING_LOCK = threading.RLock()  # re-entrant: kill_running runs in signal handlers
+# Set by kill_running: a compile a worker thread starts after the signal (the
+# build is still winding down) is killed at once instead of outliving it.
+_STOPPING = threading.Event()
 
 
 class CompileInterrupted(RuntimeError):
@@ -106,7 +109,9 @@ class CompileInterrupted(RuntimeError):
 
 def kill_running() -> int:
     """Kill every compiler started by compile_mlir that is still running;
-    returns how many. Their compile_mlir calls raise CompileInterrupted."""
+    returns how many. Their compile_mlir calls raise CompileInterrupted, as
+    do the ones started later, until ``resume``."""
+    _STOPPING.set()
     with _RUNNING_LOCK:
         procs = list(_RUNNING)
         _KILLED.update(p.pid for p in procs)
@@ -116,16 +121,27 @@ def kill_running() -> int:
     return len(procs)
 
 
+def resume() -> None:
+    """Let compiles start again (a new build in this process after an interrupted one)."""
+    _STOPPING.clear()
+
+
 def compile_mlir(mlir: str, flags: tuple[str, ...] | list[str], *, timeout: float = DEFAULT_TIMEOUT_S,
                  compiler: str | None = None) -> CompileResult:
     cmd = [compiler or compiler_path(), "-", *flags, "-o", "-"]
     shown = shlex.join(cmd[:1] + ["<module.mlir>"] + cmd[2:])
     t0 = time.monotonic()
     # Own process group, so a timeout kills the compiler and anything it started.
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            cwd=tempfile.gettempdir(), start_new_session=True)
-    with _RUNNING_LOCK:
+    if _STOPPING.is_set():
+        raise CompileInterrupted(f"compile not started: the build was interrupted: {shown}")
+    with _RUNNING_LOCK:  # kill_running sees it, or it sees _STOPPING
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                cwd=tempfile.gettempdir(), start_new_session=True)
         _RUNNING.add(proc)
+        if _STOPPING.is_set():
+            _KILLED.add(proc.pid)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
     try:
         out, err_bytes = proc.communicate(mlir.encode(), timeout=timeout)
     except BaseException as e:

@@ -1,0 +1,26 @@
+"""An interrupted build's worker threads may still be starting compiles after
+the signal: those must not start (they would outlive the build, in their own
+sessions), and a later build in the same process compiles again."""
+
+from __future__ import annotations
+
+import pytest
+
+from boo_build import compile as bc
+
+
+def test_no_compile_starts_after_kill_running_until_resume(tmp_path):
+    marker = tmp_path / "ran"
+    fake = tmp_path / "fake-iree-compile"
+    fake.write_text(f"#!/bin/sh\ntouch {marker}\ncat > /dev/null\nexit 3\n")
+    fake.chmod(0o755)
+    try:
+        bc.kill_running()
+        with pytest.raises(bc.CompileInterrupted, match="interrupted"):
+            bc.compile_mlir("module {}", [], compiler=str(fake))
+        assert not marker.exists()
+        assert not bc._RUNNING
+    finally:
+        bc.resume()
+    result = bc.compile_mlir("module {}", [], compiler=str(fake))
+    assert marker.exists() and not result.ok and "exit status 3" in result.error
