@@ -11,6 +11,7 @@ validation, Dask) happen inside the actions, so loading the graph stays cheap.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import sys
 import time
@@ -19,6 +20,7 @@ from pathlib import Path
 from doit.exceptions import TaskFailed
 
 from . import not_run
+from .candidates import apply_variant, split_module_file
 from .layout import subject_signature
 from .records import CompileStatus, ExportStatus, ValidationStatus, read_json, record_bytes, write_atomic, write_json
 from .signature import KernelSignature, ModuleId
@@ -47,17 +49,27 @@ def export_action(mid_key: str, mlir_path: str, record_path: str, run_id: str) -
 
 def compile_action(mid_key: str, target: str, flags: list[str], mlir_path: str, export_record: str,
                    vmfb_path: str, record_path: str, timeout: float, run_id: str,
-                   scheduler: str | None = None) -> Status:
+                   scheduler: str | None = None, variant: str = "") -> Status:
+    """``variant``: a compile variant (``candidates``) of the exported MLIR; its
+    record says so (a baseline record is as it always was)."""
     from .compile import compile_mlir
 
     exp = read_json(Path(export_record)) or {}
-    base = {"module": mid_key, "target": target, "flags": list(flags), "run_id": run_id}
-    if exp.get("status") != ExportStatus.OK:
+    base = {"module": mid_key, "target": target, "flags": list(flags), "run_id": run_id,
+            **({"variant": variant} if variant else {})}
+
+    def unavailable(reason: str) -> Status:
         Path(vmfb_path).unlink(missing_ok=True)
-        write_json(Path(record_path), {**base, "status": CompileStatus.UNAVAILABLE,
-                                       "reason": f"export unavailable: {exp.get('reason', 'no export record')}"})
+        write_json(Path(record_path), {**base, "status": CompileStatus.UNAVAILABLE, "reason": reason})
         return {"status": CompileStatus.UNAVAILABLE}
+
+    if exp.get("status") != ExportStatus.OK:
+        return unavailable(f"export unavailable: {exp.get('reason', 'no export record')}")
     mlir = Path(mlir_path).read_text()
+    if variant:
+        mlir = apply_variant(variant, mlir)
+        if mlir is None:
+            return unavailable(f"variant {variant} changes nothing in this module")
     if scheduler:
         from .distributed import remote_compile
 
@@ -102,14 +114,18 @@ def validate_action(mid_key: str, target_name: str, vmfb_path: str, compile_reco
 
 def bench_action(subject: str, target_name: str, vmfb_path: str | None, validation_record: str | None,
                  record_path: str, device: dict | None, run_id: str, scheduler: str | None = None,
-                 shapes: list | tuple = ()) -> Status:
-    """``subject``: a module key, or ``<signature>-eager`` (``vmfb_path`` None)
-    for torch eager; ``shapes``: a dynamic signature's benchmark shapes
-    (``Manifest.bench_shapes``)."""
+                 shapes: list | tuple = (), mode: str = "") -> Status:
+    """``subject``: a module key (``+<variant>`` for a compile variant's
+    module), or ``<signature>-eager`` (``vmfb_path`` None) for torch eager;
+    ``shapes``: a dynamic signature's benchmark shapes (``Manifest.bench_shapes``);
+    ``mode``: a CPU driver to run the module on instead of the device's own
+    (``candidates.modes``; the record then names it)."""
     from .benchmark import bench_eager_at, bench_kernel_at
     from .loader.devices import DeviceInfo
 
     dev = DeviceInfo(**device) if device else None
+    if mode and dev is not None:  # the same CPU, another driver: the device is opened by URI
+        dev = dataclasses.replace(dev, driver=mode, uri=mode)
     val = read_json(Path(validation_record)) if validation_record else None
     passed = (val or {}).get("status") == ValidationStatus.PASSED
     if scheduler and (vmfb_path is None or passed):
@@ -119,14 +135,17 @@ def bench_action(subject: str, target_name: str, vmfb_path: str | None, validati
         rec = {**remote_bench(scheduler, vmfb, subject, target_name, device, shapes), "run_id": run_id}
         write_json(Path(record_path), rec)
         return {"status": rec["status"]}
+    mid_key, variant = split_module_file(subject)
     if vmfb_path is None:  # torch eager for a signature
         res = bench_eager_at(KernelSignature.parse(subject_signature(subject)), shapes, threads=None)
     elif not passed:
-        res = not_run.skipped_bench(subject, target_name, (val or {}).get("status"))
+        res = not_run.skipped_bench(mid_key, target_name, (val or {}).get("status"))
     else:
-        res = bench_kernel_at(Path(vmfb_path).read_bytes(), ModuleId.parse(subject), catalogue()[target_name],
+        res = bench_kernel_at(Path(vmfb_path).read_bytes(), ModuleId.parse(mid_key), catalogue()[target_name],
                               dev, shapes)
     rec = res.to_json()
+    if variant or mode:  # a candidate's record says which (a baseline's is as it always was)
+        rec.update({"variant": variant, "mode": mode})
     rec["run_id"] = run_id
     write_json(Path(record_path), rec)
     return {"status": rec["status"]}

@@ -306,6 +306,11 @@ def _first_line(e: BaseException) -> str:
 # ----------------------------------------------------------------- table
 COLUMNS = ("key", "op", "shape", "dtype", "mask", "target", "aten_median_us", "manual_median_us",
            "eager_median_us", "speedup_vs_eager", "aten_max_err", "manual_max_err", "validation", "selected")
+# Written only when some row tried candidates (a build that explores nothing
+# writes the table it always did): each candidate's median, speed-up over
+# eager and status ("manual+nosd@local-sync 15.2 us 2.10x selected; ..."). The
+# row's ``selected`` is then the winning candidate, its speed-up the winner's.
+CANDIDATE_COLUMN = "candidates"
 
 
 def eager_key(sig_key: str, target: str) -> tuple[str, str]:
@@ -326,13 +331,15 @@ def _err(v) -> str:
 
 
 def table_rows(signatures: Iterable[KernelSignature], targets: Iterable, validations: Mapping,
-               benches: Mapping, selections: Mapping) -> list[dict[str, str]]:
+               benches: Mapping, selections: Mapping, candidates: Mapping | None = None) -> list[dict[str, str]]:
     """One row per signature x target.
 
     ``validations[(module key, target)]`` -> ValidationResult;
     ``benches[(module key, target)]`` -> BenchResult, and eager under
     ``eager_key(signature key, target)``;
-    ``selections[(signature key, target)]`` -> ``selection.Selection``.
+    ``selections[(signature key, target)]`` -> ``selection.Selection``;
+    ``candidates[(signature key, target)]`` -> ``selection.candidate_records``
+    where candidates were tried.
     """
     rows = []
     target_names = [t.name if isinstance(t, Target) else str(t) for t in targets]
@@ -357,24 +364,35 @@ def table_rows(signatures: Iterable[KernelSignature], targets: Iterable, validat
                         best = b.median_s
             eager = benches.get(eager_key(sig.key, t))
             row["eager_median_us"] = _us(eager.median_s) if eager is not None and eager.ok else ""
-            row["speedup_vs_eager"] = (f"{eager.median_s / best:.2f}"
-                                       if best and eager is not None and eager.ok else "")
+            tried = (candidates or {}).get((sig.key, t))
+            eager_s = eager.median_s if eager is not None and eager.ok else None
+            if tried:
+                won = [c["median_s"] for c in tried.values() if c["status"] == "selected"]
+                best = won[0] if won else None
+                row[CANDIDATE_COLUMN] = "; ".join(
+                    f"{name} " + (f"{c['median_s'] * 1e6:.1f} us" if c["median_s"] is not None else "-")
+                    + (f" {eager_s / c['median_s']:.2f}x" if eager_s and c["median_s"] else "") + f" {c['status']}"
+                    for name, c in sorted(tried.items(), key=lambda p: (p[1]["median_s"] is None,
+                                                                        p[1]["median_s"] or 0, p[0])))
+            row["speedup_vs_eager"] = f"{eager_s / best:.2f}" if best and eager_s else ""
             row["validation"] = "; ".join(statuses)
             sel = selections.get((sig.key, t))
             if sel is None or sel.impl is None:
                 row["selected"] = "" if sel is None else "none"
             else:
                 row["selected"] = sel.impl if sel.measured else f"{sel.impl} (default)"
-            rows.append({c: row.get(c, "") for c in COLUMNS})
+            rows.append({c: row.get(c, "") for c in COLUMNS + (CANDIDATE_COLUMN,) if c in COLUMNS or c in row})
     return rows
 
 
 def table_text(rows: Iterable[Mapping[str, Any]]) -> str:
+    rows = list(rows)
+    columns = COLUMNS + ((CANDIDATE_COLUMN,) if any(r.get(CANDIDATE_COLUMN) for r in rows) else ())
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(COLUMNS), lineterminator="\n", extrasaction="ignore")
+    w = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n", extrasaction="ignore")
     w.writeheader()
     for r in rows:
-        w.writerow({c: r.get(c, "") for c in COLUMNS})
+        w.writerow({c: r.get(c, "") for c in columns})
     return buf.getvalue()
 
 

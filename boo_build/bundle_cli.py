@@ -9,6 +9,8 @@ cannot be read.
 
 from __future__ import annotations
 
+import csv
+import io
 import sys
 from pathlib import Path
 from typing import Any, Mapping, TextIO
@@ -63,6 +65,7 @@ def cmd_info(path, *, out: TextIO | None = None, err: TextIO | None = None) -> i
           f"unavailable {c['unavailable']}\n")
         p(f"      flags: {' '.join(d.flags)}\n")
     p(f"  kernels ({len(ix.kernels)}):\n")
+    eager = None  # bench.csv's torch-eager medians, read when a kernel lists candidates
     for key, k in sorted(ix.kernels.items()):
         p(f"    {key}\n")
         for t, te in sorted(k.targets.items()):
@@ -71,13 +74,61 @@ def cmd_info(path, *, out: TextIO | None = None, err: TextIO | None = None) -> i
                 extra = f" (+{len(te.impls) - 1} more)" if len(te.impls) > 1 else ""
                 bench = _bench_value(m.benchmark)
                 btxt = f", {bench[1]} {bench[0]:.4g}" if bench else ""
-                p(f"      {t:14s} {te.selected}{extra}  {_size(m.size)}{btxt}"
+                mode = f" @{te.mode}" if te.mode else ""
+                p(f"      {t:14s} {te.selected}{mode}{extra}  {_size(m.size)}{btxt}"
                   + (f"  [{_short(te.reason, 50)}]" if te.reason else "") + "\n")
             else:
                 p(f"      {t:14s} UNAVAILABLE: {_short(te.reason or '')}\n")
+            if te.candidates:
+                eager = _eager_medians(a) if eager is None else eager
+                for line in candidate_lines(te.candidates, eager.get((key, t))):
+                    p(f"        {line}\n")
     if ix.csv:
         p(f"  benchmark table: {ix.csv}\n")
     return EXIT_OK
+
+
+def _eager_medians(a: Archive) -> dict[tuple[str, str], float]:
+    """(kernel key, target) -> torch eager's median in seconds, from the bundle's
+    bench.csv (``eager_median_us``; the build's benchmark table), where it has one."""
+    name = a.bundle_index.csv
+    raw = a.members.get(name) if name else None
+    out = {}
+    if raw:
+        for row in csv.DictReader(io.StringIO(raw.decode("utf-8", "replace"))):
+            try:
+                out[(row["key"], row["target"])] = float(row["eager_median_us"]) * 1e-6
+            except (KeyError, TypeError, ValueError):
+                continue
+    return out
+
+
+def candidate_lines(candidates: Mapping[str, Mapping[str, Any]], eager_s: float | None) -> list[str]:
+    """``info``'s lines for a target entry's candidates: the winner with its
+    speed-up over torch eager (where bench.csv has eager's time), then every
+    candidate tried, fastest first, with its time and why it lost."""
+    def time_of(c) -> float | None:
+        v = c.get("median_s")
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None
+
+    def us(v: float | None) -> str:
+        return "-" if v is None else f"{v * 1e6:.1f} us"
+
+    won = [(n, c) for n, c in sorted(candidates.items()) if c.get("status") == "selected"]
+    lines = []
+    if won:
+        name, c = won[0]
+        t = time_of(c)
+        speed = (f", {eager_s / t:.2f}x torch eager ({us(eager_s)})" if t and eager_s
+                 else ", no torch-eager time in bench.csv" if t else "")
+        lines.append(f"winner {name}: {us(t)}{speed}")
+    lines.append(f"candidates ({len(candidates)}):")
+    order = sorted(candidates.items(), key=lambda p: (time_of(p[1]) is None, time_of(p[1]) or 0.0, p[0]))
+    for name, c in order:
+        status, why = str(c.get("status", "?")), _short(c.get("reason") or "", 60)
+        lines.append(f"  {name:24s} {us(time_of(c)):>11s}  "
+                     + (why if why.startswith(status) else f"{status}: {why}" if why else status))
+    return lines
 
 
 def _versions(prov: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -182,8 +233,9 @@ def diff_indexes(old: BundleIndex | Mapping[str, Any], new: BundleIndex | Mappin
                 continue
             if not a.is_available:
                 continue
-            if a.selected != b.selected:
-                res["changed"].append(f"{where}: selection {a.selected} -> {b.selected}"
+            if (a.selected, a.mode) != (b.selected, b.mode):
+                res["changed"].append(f"{where}: selection {a.selected}{'@' + a.mode if a.mode else ''} -> "
+                                      f"{b.selected}{'@' + b.mode if b.mode else ''}"
                                       + (f" ({_short(b.reason, 60)})" if b.reason else ""))
             for impl in sorted(set(a.impls) & set(b.impls)):
                 ma, mb = a.impls[impl], b.impls[impl]
@@ -263,5 +315,5 @@ def cmd_diff(old, new, *, out: TextIO | None = None, err: TextIO | None = None,
     return EXIT_PROBLEM if differs else EXIT_OK
 
 
-__all__ = ["cmd_info", "cmd_verify", "cmd_diff", "diff_indexes", "diff_members", "EXIT_OK", "EXIT_PROBLEM",
-           "EXIT_UNREADABLE"]
+__all__ = ["candidate_lines", "cmd_info", "cmd_verify", "cmd_diff", "diff_indexes", "diff_members", "EXIT_OK",
+           "EXIT_PROBLEM", "EXIT_UNREADABLE"]

@@ -14,10 +14,9 @@ from dataclasses import dataclass
 import torch
 
 from . import ops
+from .candidates import SINGLE_DISPATCH, single_dispatch  # one definition (pure Python)
 from .modules import make_module, sample_args
 from .signature import KernelSignature, ModuleId
-
-SINGLE_DISPATCH = '#util.preprocessing_pipeline<"iree-preprocessing-make-single-dispatch">'
 
 
 def _decompose() -> list:
@@ -43,14 +42,6 @@ class ExportResult:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
-
-
-def single_dispatch(mid: ModuleId) -> bool:
-    """Single-dispatch preprocessing compiles for static forward kernels only:
-    combined backward kernels fail with it on llvm-cpu and gfx targets, and
-    dynamic ones everywhere ("unhandled dynamic dimensions for created
-    dispatch region", iree-compile 3.13)."""
-    return mid.signature.is_forward and not mid.signature.is_dynamic
 
 
 def dynamic_shapes(sig: KernelSignature):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .candidates import module_file, split_module_file
 from .signature import ModuleId
 
 EAGER_SUFFIX = "-eager"  # the graph's benchmark subject for torch eager: "<signature key>-eager"
@@ -23,10 +24,16 @@ def is_eager(subject: str) -> bool:
 
 
 def subject_signature(subject: str) -> str:
-    """The signature key a benchmark subject (module key or eager subject) times."""
+    """The signature key a benchmark subject (module key or eager subject,
+    a module's ``+<variant>`` and ``@<mode>`` allowed) times."""
     if is_eager(subject):
         return subject.removesuffix(EAGER_SUFFIX)
-    return ModuleId.parse(subject).signature.key
+    return ModuleId.parse(split_module_file(subject.partition("@")[0])[0]).signature.key
+
+
+def bench_subject(module: str, mode: str = "") -> str:
+    """A module's benchmark subject (task and file name) in ``mode``: ``<module>[@<mode>]``."""
+    return f"{module}@{mode}" if mode else module
 
 
 class Layout:
@@ -42,14 +49,15 @@ class Layout:
     def export_record(self, mid: ModuleId) -> Path:
         return self.root / "mlir" / f"{mid.key}.export.json"
 
-    def vmfb(self, target: str, mid: ModuleId) -> Path:
-        return self.root / "vmfb" / target / f"{mid.key}.vmfb"
+    # ``variant``: a compile variant's module (``candidates``), beside the baseline's
+    def vmfb(self, target: str, mid: ModuleId, variant: str = "") -> Path:
+        return self.root / "vmfb" / target / f"{module_file(mid.key, variant)}.vmfb"
 
-    def compile_record(self, target: str, mid: ModuleId) -> Path:
-        return self.root / "vmfb" / target / f"{mid.key}.compile.json"
+    def compile_record(self, target: str, mid: ModuleId, variant: str = "") -> Path:
+        return self.root / "vmfb" / target / f"{module_file(mid.key, variant)}.compile.json"
 
-    def validation(self, target: str, mid: ModuleId) -> Path:
-        return self.root / "validate" / target / f"{mid.key}.json"
+    def validation(self, target: str, mid: ModuleId, variant: str = "") -> Path:
+        return self.root / "validate" / target / f"{module_file(mid.key, variant)}.json"
 
     def bench(self, target: str, subject: str) -> Path:
         return self.root / "bench" / target / f"{subject}.json"

@@ -234,7 +234,7 @@ def measure_bundle(src: str | Path, out: str | Path, *, targets: tuple[str, ...]
         bens: dict[str, BenchResult] = {}
         for impl in sorted(te.impls):
             vmfb = archive.members[te.impls[impl].member]
-            mid = ModuleId(sig, impl)
+            mid = ModuleId(sig, impl.partition("+")[0])  # a module name: <impl>[+<variant>] (candidates)
             vals[impl] = validate_kernel(vmfb, mid, target, dev, torch_device=tdev)
             if vals[impl].passed:
                 bens[impl] = bench_kernel_at(vmfb, mid, target, dev, shapes, torch_device=tdev, **kw)

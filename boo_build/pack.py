@@ -8,7 +8,8 @@ Layout of ``<name>-<version>.tar.zst`` (a tar archive in one zstd frame that
 records its content size and a checksum):
 
 * ``bundle.json``, always the first member: the index (schema below);
-* ``kernels/<target>/<module key>.vmfb``, one per packed implementation;
+* ``kernels/<target>/<module key>[+<variant>].vmfb``, one per packed module
+  (an implementation, or a compile variant of one: ``candidates``);
 * ``bench.csv``, when given.
 
 The file is reproducible: the same inputs give the same bytes (members sorted,
@@ -37,6 +38,7 @@ from .loader.format import (  # one definition of the format, shared with the lo
     TargetRecord, TargetSpec, format_version_for,
 )
 from .loader.versions import iree_release
+from .candidates import Candidate, module_file
 from .names import name_problem, version_problem
 from .records import write_atomic
 from .signature import IMPLS, KernelSignature, ModuleId
@@ -88,18 +90,25 @@ class TargetEntry:
     reason: str
     impls: Mapping[str, ImplArtifact] = field(default_factory=dict)
     rejected: Mapping[str, str] = field(default_factory=dict)
+    # the index's optional fields (absent when empty): the driver the selected
+    # module runs on where not the target's, and every measured candidate
+    mode: str = ""
+    candidates: Mapping[str, Mapping[str, Any]] | None = None
 
     @classmethod
     def available(cls, impls: Mapping[str, ImplArtifact | Path | str], selected: str, reason: str = "",
-                  rejected: Mapping[str, str] | None = None) -> "TargetEntry":
+                  rejected: Mapping[str, str] | None = None, *, mode: str = "",
+                  candidates: Mapping[str, Mapping[str, Any]] | None = None) -> "TargetEntry":
         arts = {k: v if isinstance(v, ImplArtifact) else ImplArtifact(Path(v)) for k, v in impls.items()}
-        return cls(selected=selected, reason=reason, impls=arts, rejected=dict(rejected or {}))
+        return cls(selected=selected, reason=reason, impls=arts, rejected=dict(rejected or {}), mode=mode,
+                   candidates=candidates)
 
     @classmethod
-    def unavailable(cls, reason: str, rejected: Mapping[str, str] | None = None) -> "TargetEntry":
+    def unavailable(cls, reason: str, rejected: Mapping[str, str] | None = None, *,
+                    candidates: Mapping[str, Mapping[str, Any]] | None = None) -> "TargetEntry":
         if not reason:
             raise PackError("an unavailable target entry needs a reason")
-        return cls(selected=None, reason=reason, impls={}, rejected=dict(rejected or {}))
+        return cls(selected=None, reason=reason, impls={}, rejected=dict(rejected or {}), candidates=candidates)
 
     @property
     def status(self) -> Status:
@@ -119,7 +128,17 @@ class KernelEntry:
 
 
 def member_path(target: str, module_key: str) -> str:
+    """``module_key``: a module key, ``+<variant>`` for a compile variant's module."""
     return f"kernels/{target}/{module_key}.vmfb"
+
+
+def _module(sig: KernelSignature, name: str) -> tuple[ModuleId, str]:
+    """A module name (``<impl>[+<variant>]``) -> (its ModuleId, its file stem)."""
+    c = Candidate.parse(name)
+    if c.mode:
+        raise ValueError(f"{name!r} names a mode: a module name is <impl>[+<variant>]")
+    mid = ModuleId(sig, c.impl)
+    return mid, module_file(mid.key, c.variant)
 
 
 def bundle_filename(name: str, version: str) -> str:
@@ -154,8 +173,11 @@ def _check_entry(k: KernelEntry, target_names: set[str]) -> None:
         if tname not in target_names:
             raise PackError(f"{where}: target not in the bundle's targets ({', '.join(sorted(target_names))})")
         for impl in list(te.impls) + list(te.rejected):
-            if impl not in IMPLS:
-                raise PackError(f"{where}: unknown implementation {impl!r}")
+            try:
+                _module(k.signature, impl)
+            except ValueError:
+                raise PackError(f"{where}: unknown implementation {impl!r} (one of {', '.join(IMPLS)}, "
+                                "+<variant> allowed)") from None
         if te.selected is not None:
             if te.selected not in te.impls:
                 raise PackError(f"{where}: selected implementation {te.selected!r} is not among its impls "
@@ -196,27 +218,29 @@ def build_index(*, name: str, version: str, targets: list[Target], kernels: list
         for tname in sorted(k.targets):
             te = k.targets[tname]
             for impl in te.rejected:
-                functions[impl] = ModuleId(k.signature, impl).func_name
+                functions[impl] = _module(k.signature, impl)[0].func_name
             rejected = dict(sorted(te.rejected.items()))
+            cands = dict(sorted(te.candidates.items())) if te.candidates else None
             if te.selected is None:
-                entries[tname] = TargetRecord.unavailable(te.reason, rejected)
+                entries[tname] = TargetRecord.unavailable(te.reason, rejected, candidates=cands)
                 continue
             impls: dict[str, ImplRecord] = {}
             for impl in sorted(te.impls):
                 art = te.impls[impl]
-                mid = ModuleId(k.signature, impl)
+                mid, stem = _module(k.signature, impl)
                 try:
                     data = Path(art.vmfb).read_bytes()
                 except OSError as e:
                     raise PackError(f"kernel {key} target {tname} impl {impl}: cannot read vmfb: {e}") from None
                 if not data:
                     raise PackError(f"kernel {key} target {tname} impl {impl}: vmfb {art.vmfb} is empty")
-                mpath = member_path(tname, mid.key)
+                mpath = member_path(tname, stem)
                 members[mpath] = data
                 functions[impl] = mid.func_name
                 impls[impl] = ImplRecord(member=mpath, function=mid.func_name, sha256=sha256_hex(data),
                                          size=len(data), validation=art.validation, benchmark=art.benchmark)
-            entries[tname] = TargetRecord.available(te.selected, impls, te.reason, rejected)
+            entries[tname] = TargetRecord.available(te.selected, impls, te.reason, rejected, mode=te.mode or None,
+                                                    candidates=cands)
         records[key] = KernelRecord(k.signature, entries, dict(sorted(functions.items())))
     index = BundleIndex(
         format_version=format_version_for(k.signature for k in kernels),
@@ -329,15 +353,17 @@ def entries_from_report(report: Mapping[str, Any], root: Path) -> tuple[list[Tar
                 keep = [sel] if te.get("measured", True) else [
                     i for i, r in recs.items()
                     if i == sel or (i not in rejected and ((r or {}).get("compile") or {}).get("status") == "ok")]
-                arts = {i: ImplArtifact(Path(root) / "vmfb" / tname / f"{ModuleId(sig, i).key}.vmfb",
+                arts = {i: ImplArtifact(Path(root) / "vmfb" / tname / f"{_module(sig, i)[1]}.vmfb",
                                         validation=(recs.get(i) or {}).get("validation"),
                                         benchmark=(recs.get(i) or {}).get("bench")) for i in keep}
                 for impl in recs:
                     if impl not in keep and impl not in rejected:
                         rejected[impl] = f"not selected: {why}" if why else "not selected"
-                tentries[tname] = TargetEntry.available(arts, sel, why, rejected)
+                tentries[tname] = TargetEntry.available(arts, sel, why, rejected, mode=te.get("mode") or "",
+                                                        candidates=te.get("candidates"))
             else:
-                tentries[tname] = TargetEntry.unavailable(te.get("reason") or "unavailable", rejected)
+                tentries[tname] = TargetEntry.unavailable(te.get("reason") or "unavailable", rejected,
+                                                          candidates=te.get("candidates"))
         kernels.append(KernelEntry(sig, tentries))
     return targets, kernels
 

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from . import not_run
-from .layout import eager_subject
+from .candidates import Candidate, candidates, explores, module_file
+from .layout import bench_subject, eager_subject
 from .records import CompileStatus, ValidationStatus, read_json, stable_record
 from .signature import ModuleId
 
@@ -22,7 +23,7 @@ from .signature import ModuleId
 def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict[str, Any]]:
     """(report, run statistics) for one plan, from the records on disk."""
     from .benchmark import BenchResult, table_rows
-    from .selection import select
+    from .selection import candidate_records, module_rejections, select
     from .validate import ValidationResult
 
     lay = plan.layout
@@ -35,6 +36,7 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
     validations: dict = {}
     benches: dict = {}
     selections: dict = {}
+    explored: dict = {}  # (signature key, target) -> candidate_records, where candidates were tried
 
     def note(stage: str, rec: dict | None) -> None:
         if rec is None:
@@ -54,41 +56,68 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
         entry: dict[str, Any] = {"key": sig.key, "signature": sig.to_json(), "targets": {}, "impls": list(req.impls)}
         for t in plan.targets:
             dev, dev_reason = devices.get(t.name, (None, not_run.VALIDATION_DISABLED))
-            impls: dict[str, Any] = {}
-            compiled, vals, bens, impl_failures = [], {}, {}, []
-            for impl in req.impls:
-                mid = ModuleId(sig, impl)
-                comp = read_json(lay.compile_record(t.name, mid))
-                note("compile", comp)
-                val = read_json(lay.validation(t.name, mid)) if dev else None
-                if dev:
-                    note("validate", val)
-                ben = read_json(lay.bench(t.name, mid.key)) if dev and config.bench else None
-                impls[impl] = {"export": stable_record(exports.get(mid.key)), "compile": stable_record(comp),
-                               "validation": stable_record(val), "bench": stable_record(ben)}
+            explore = explores(t, bench=config.bench, distributed=bool(config.scheduler), device=dev)
+            # candidates by name; without exploring, the implementations (names and records as ever)
+            cands = candidates(req.impls, t, lambda i: ModuleId(sig, i), explore)
+            impls: dict[str, Any] = {}  # per compiled module: <impl>[+<variant>]
+            modules: dict[str, tuple] = {}
+            compiled, vals, bens, benrecs, impl_failures = [], {}, {}, {}, []
+            for c in cands:
+                mid = ModuleId(sig, c.impl)
+                mfile = module_file(mid.key, c.variant)
+                if c.module not in modules:  # once per module: its compile and validation
+                    comp = read_json(lay.compile_record(t.name, mid, c.variant))
+                    note("compile", comp)
+                    val = read_json(lay.validation(t.name, mid, c.variant)) if dev else None
+                    if dev:
+                        note("validate", val)
+                    modules[c.module] = comp, val
+                    impls[c.module] = {"export": stable_record(exports.get(mid.key)), "compile": stable_record(comp),
+                                       "validation": stable_record(val), "bench": None}
+                    if comp and comp.get("status") == CompileStatus.FAILED:
+                        first = (comp.get("error") or "").strip().splitlines()[:1]
+                        impl_failures.append(f"{mfile} on {t.name}: compile failed: {first[0] if first else ''}")
+                    if val and val.get("status") in (ValidationStatus.FAILED, ValidationStatus.ERROR):
+                        impl_failures.append(f"{mfile} on {t.name}: validation {val['status']}: "
+                                             f"{val.get('reason', '')}")
+                    if val:
+                        validations[(mfile, t.name)] = ValidationResult.from_json(val)
+                comp, val = modules[c.module]
+                subject = bench_subject(mfile, c.mode)
+                ben = read_json(lay.bench(t.name, subject)) if dev and config.bench else None
+                benrecs[c.key] = ben
+                if not c.mode:
+                    impls[c.module]["bench"] = stable_record(ben)
                 if comp and comp.get("status") == CompileStatus.OK:
-                    compiled.append(impl)
-                elif comp and comp.get("status") == CompileStatus.FAILED:
-                    first = (comp.get("error") or "").strip().splitlines()[:1]
-                    impl_failures.append(f"{mid.key} on {t.name}: compile failed: {first[0] if first else ''}")
-                if val and val.get("status") in (ValidationStatus.FAILED, ValidationStatus.ERROR):
-                    impl_failures.append(f"{mid.key} on {t.name}: validation {val['status']}: {val.get('reason', '')}")
-                vals[impl] = ValidationResult.from_json(val) if val else None
-                bens[impl] = BenchResult.from_json(ben) if ben else None
-                if val:
-                    validations[(mid.key, t.name)] = vals[impl]
+                    compiled.append(c.key)
+                vals[c.key] = ValidationResult.from_json(val) if val else None
+                bens[c.key] = BenchResult.from_json(ben) if ben else None
                 if ben:
-                    benches[(mid.key, t.name)] = bens[impl]
+                    benches[(subject, t.name)] = bens[c.key]
             if dev is None:
                 # Nothing ran: say why instead of leaving validation empty.
-                vals = {i: not_run.validation(ModuleId(sig, i).key, t.name, dev_reason) if i in compiled else None
-                        for i in req.impls}
+                vals = {c.key: not_run.validation(ModuleId(sig, c.impl).key, t.name, dev_reason)
+                        if c.key in compiled else None for c in cands}
             sel = select(sig, t.name, compiled, vals, bens)
             # say why an implementation did not compile, not just that it did not
-            rejected = {i: (_why_not_compiled(impls[i]["compile"]) if i not in compiled else r)
-                        for i, r in sel.rejected.items()}
+            rejected = {i: (_why_not_compiled(impls[Candidate.parse(i).module]["compile"]) if i not in compiled
+                            else r) for i, r in sel.rejected.items()}
             sel = replace(sel, rejected=rejected)
             selections[(sig.key, t.name)] = sel
+            names = [c.key for c in cands]
+            chosen = Candidate.parse(sel.impl) if sel.impl else None
+            extra: dict[str, Any] = {}
+            if explore:
+                extra["candidates"] = explored[(sig.key, t.name)] = candidate_records(sel, names, bens)
+                rejected = module_rejections(sel, names, bens)
+                for module in impls:  # its benchmark in the chosen mode, or its best one
+                    own = [n for n in names if Candidate.parse(n).module == module and bens.get(n) is not None
+                           and bens[n].ok]
+                    pick = sel.impl if chosen and module == chosen.module else min(
+                        own, key=lambda n: bens[n].median_s, default=module)
+                    impls[module]["bench"] = stable_record(benrecs.get(pick))
+                if chosen and chosen.mode:
+                    extra["mode"] = chosen.mode
             if sel.impl is None:
                 failures.extend(impl_failures)
             else:
@@ -97,10 +126,11 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
             if eager:
                 benches[("eager:" + sig.key, t.name)] = BenchResult.from_json(eager)
             if sel.impl is None:
-                reasons = "; ".join(f"{i}: {r}" for i, r in sorted(sel.rejected.items())) or sel.reason
-                # rejected: per implementation, why (the bundle index keeps it; the page tells
+                reasons = "; ".join(f"{i}: {r}" for i, r in sorted(rejected.items())) or sel.reason
+                # rejected: per module, why (the bundle index keeps it; the page tells
                 # a failed validation from a failed compile by it)
-                status = {"status": "unavailable", "reason": reasons, "rejected": dict(sorted(sel.rejected.items()))}
+                status = {"status": "unavailable", "reason": reasons, "rejected": dict(sorted(rejected.items())),
+                          **extra}
                 missing.append(f"{sig.key} on {t.name}: {reasons}")
                 per_target[t.name]["unavailable"] += 1
             else:
@@ -108,9 +138,9 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
                 vstatus = validated.status if validated else ValidationStatus.NOT_RUN
                 passed = vstatus == ValidationStatus.PASSED
                 vtext = ValidationStatus.PASSED if passed else (dev_reason if dev is None else vstatus)
-                status = {"status": "available", "selected": sel.impl, "measured": sel.measured,
+                status = {"status": "available", "selected": chosen.module, "measured": sel.measured,
                           "selection_reason": sel.reason, "validation": vtext,
-                          "rejected": dict(sorted(sel.rejected.items()))}
+                          "rejected": dict(sorted(rejected.items())), **extra}
                 per_target[t.name]["available"] += 1
                 per_target[t.name]["validated" if passed else "not validated"] += 1
             entry["targets"][t.name] = {**status, "impls": impls, "eager": stable_record(eager)}
@@ -136,7 +166,7 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
         "per_target": {t: dict(sorted(c.items())) for t, c in per_target.items()},
     }
     rows = table_rows([r.signature for r in plan.manifest.kernels], [t.name for t in plan.targets],
-                      validations, benches, selections)
+                      validations, benches, selections, explored)
     return report, {"stats": dict(stats), "rows": rows}
 
 

@@ -16,6 +16,13 @@ Rules, in order:
    reason "default until measured: <why it did not run>".
 
 The default implementation is ``manual`` when it compiled, else ``aten``.
+
+The names selected among are candidates (``candidates.Candidate`` text forms:
+``manual``, ``aten+nosd@local-sync``...); a build that explores nothing has
+only the baselines, whose names are the implementations'. The margin rule
+keeps the default baseline (the default implementation, the target's flags
+and driver) only. ``candidate_records`` gives every candidate's timing and
+status for the bundle index.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from .candidates import Candidate
 from .records import ValidationStatus
 from .signature import IMPLS, KernelSignature
 
@@ -52,6 +60,10 @@ def default_impl(candidates: Sequence[str]) -> str | None:
         if impl in candidates:
             return impl
     return sorted(candidates)[0] if candidates else None
+
+
+def _is_baseline(name: str) -> bool:
+    return "+" not in name and "@" not in name
 
 
 def _us(seconds: float) -> str:
@@ -100,7 +112,8 @@ def select(sig: KernelSignature, target_name: str, compiled_impls: Sequence[str]
             order = {impl: n for n, impl in enumerate(DEFAULT_ORDER)}
             timed.sort(key=lambda p: (p[0], order.get(p[1], len(order))))
             best_t, best = timed[0]
-            dflt = default_impl([i for _, i in timed])
+            # the default among the timed baselines; without one, the fastest
+            dflt = default_impl([i for _, i in timed if _is_baseline(i)]) or best
             dflt_t = dict((i, t) for t, i in timed)[dflt]
             if dflt != best and dflt_t <= best_t * (1 + margin):
                 rejected[best] = (f"within {margin:.0%} of {dflt} ({_us(best_t)} vs {_us(dflt_t)}): "
@@ -119,7 +132,7 @@ def select(sig: KernelSignature, target_name: str, compiled_impls: Sequence[str]
                     why = f"{b.status}: {b.reason}" if b is not None else "no benchmark record"
                     rejected[impl] = f"not benchmarked ({why.rstrip(': ')})"
             return Selection(best, True, reason, rejected)
-        chosen = default_impl(validated)
+        chosen = default_impl([i for i in validated if _is_baseline(i)] or validated)
         b = benches.get(chosen)
         why = f"benchmark {b.status}" + (f": {b.reason}" if b.reason else "") if b is not None else "not benchmarked"
         return Selection(chosen, False, f"default among validated ({why})", rejected)
@@ -136,3 +149,48 @@ def select(sig: KernelSignature, target_name: str, compiled_impls: Sequence[str]
     detail = "; ".join(f"{i}: {r}" for i, r in sorted(rejected.items())) or "nothing compiled"
     return Selection(None, False, f"no implementation available for {sig.key} on {target_name}: {detail}",
                      rejected)
+
+
+# --------------------------------------------------------------- candidates
+CANDIDATE_STATUSES = ("selected", "slower", "failed", "not run")
+
+
+def candidate_status(reason: str) -> str:
+    """A losing candidate's status from its rejection reason (``select``'s wording)."""
+    if reason.startswith(("slower", "within")):
+        return "slower"
+    if reason.startswith(("not validated", "not benchmarked", "not run", "not selected", "default until")):
+        return "not run"
+    return "failed"  # export/compile failed, failed validation, validation error
+
+
+def candidate_records(sel: Selection, names: Sequence[str], benches: Mapping[str, Any]) -> dict[str, dict]:
+    """The bundle index's ``candidates`` field: per candidate name (sorted),
+    ``{"median_s", "status", "reason"}`` (reason "" for the selected one)."""
+    out = {}
+    for name in sorted(names):
+        b = benches.get(name)
+        median = b.median_s if b is not None and b.ok else None
+        if name == sel.impl:
+            status, reason = "selected", ""
+        else:
+            reason = sel.rejected.get(name, "not selected")
+            status = candidate_status(reason)
+        out[name] = {"median_s": median, "status": status, "reason": reason}
+    return out
+
+
+def module_rejections(sel: Selection, names: Sequence[str], benches: Mapping[str, Any]) -> dict[str, str]:
+    """``rejected`` per compiled module (``<impl>[+<variant>]``) other than the
+    selected one: the reason of its best candidate (its fastest mode, else its
+    first). Without explored candidates, ``sel.rejected`` as it is."""
+    chosen = Candidate.parse(sel.impl).module if sel.impl else None
+    best: dict[str, tuple] = {}
+    for name in names:
+        module = Candidate.parse(name).module
+        b = benches.get(name)
+        t = b.median_s if b is not None and b.ok else float("inf")
+        if module != chosen and name in sel.rejected and (module not in best or t < best[module][0]):
+            best[module] = (t, sel.rejected[name])
+    return {m: r for m, (_, r) in sorted(best.items())}
+

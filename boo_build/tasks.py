@@ -31,8 +31,6 @@ build when a requested kernel is missing, unless ``allow_missing``.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import signal
 import time
@@ -44,13 +42,16 @@ from doit.tools import config_changed
 
 from .actions import bench_action, compile_action, export_action, pack_action, report_action, validate_action
 from .compile import DEFAULT_TIMEOUT_S  # stdlib only: cheap at graph load
-from .layout import Layout, eager_subject
+from . import candidates
+from .candidates import applies, modes, module_file, variants
+from .layout import Layout, bench_subject, eager_subject
 from .manifest import Manifest, load_manifest
 from .not_run import VALIDATION_DISABLED
-from .records import dumps, read_json, stable_record, write_json
+from .records import read_json, stable_record, write_json
 from .signature import KernelSignature
 from .targets import Target, catalogue, dynamic_flags, resolve
 from .toolchain import Toolchain
+from .uptodate import content_digest, inputs_unchanged, record_ok
 
 __all__ = ["BuildConfig", "BuildError", "Layout", "Plan", "Toolchain", "bench_action", "compile_action",
            "content_digest", "export_action", "inputs_unchanged", "interrupt_on_sigterm", "pack_action", "plan",
@@ -85,51 +86,6 @@ class BuildConfig:
     def flags_for(self, target: Target) -> tuple[str, ...]:
         extra = tuple(f for name, fl in self.extra_flags if name == target.name for f in fl)
         return target.flags + extra
-
-
-def record_ok(path: Path) -> Callable[..., bool]:
-    """uptodate check: the stage's record exists and is readable. A failure
-    is up to date too while its inputs are unchanged: the compiler is
-    deterministic, and a compile that timed out would only time out again."""
-
-    def check(task, values) -> bool:  # noqa: ARG001 (doit's signature)
-        rec = read_json(path)
-        return bool(rec) and "status" in rec
-
-    check.__name__ = f"record_ok({Path(path).name})"
-    return check
-
-
-def content_digest(path: Path) -> str | None:
-    """sha256 of what a file means to the next stage: a JSON record without
-    its volatile fields, any other file byte for byte; None when missing."""
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None
-    if path.suffix == ".json":
-        try:
-            rec = json.loads(data)
-        except ValueError:
-            return None
-        if isinstance(rec, dict):
-            data = dumps(stable_record(rec)).encode()
-    return hashlib.sha256(data).hexdigest()
-
-
-def inputs_unchanged(*paths: Path) -> Callable[..., bool]:
-    """uptodate check on the content of another task's outputs (doit checks
-    it once the producing task has run); the digests are saved on success."""
-    names = [str(p) for p in paths]
-
-    def check(task, values) -> bool:
-        now = {n: content_digest(Path(n)) for n in names}
-        task.value_savers.append(lambda: {"inputs": now})
-        return None not in now.values() and values.get("inputs") == now
-
-    check.__name__ = f"inputs_unchanged({', '.join(Path(n).name for n in names)})"
-    return check
 
 
 @dataclass(frozen=True)
@@ -224,24 +180,25 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
                 }
 
     def task_compile():
-        """Compile each exported module for each target with iree-compile."""
+        """Compile each exported module (and its compile variants, where explored) for each target."""
         for p in plans:
             lay = p.layout
             for t in p.targets:
-                for mid in p.manifest.module_ids:
+                for mid, v in _modules(p, t, config, devices):
                     mlir, export_rec = str(lay.mlir(mid)), str(lay.export_record(mid))
-                    vmfb, rec = lay.vmfb(t.name, mid), lay.compile_record(t.name, mid)
+                    vmfb, rec = lay.vmfb(t.name, mid, v), lay.compile_record(t.name, mid, v)
                     flags = list(config.flags_for(t)) + list(dynamic_flags(t, mid.signature.is_dynamic))
                     yield {
-                        "name": f"{p.manifest.bundle.name}/{t.name}/{mid.key}",
+                        "name": f"{p.manifest.bundle.name}/{t.name}/{module_file(mid.key, v)}",
                         "actions": [(compile_action, [mid.key, t.name, flags, mlir, export_rec, str(vmfb),
-                                                      str(rec), config.compile_timeout, run, config.scheduler])],
+                                                      str(rec), config.compile_timeout, run, config.scheduler]
+                                     + ([v] if v else []))],
                         "task_dep": [f"export:{p.manifest.bundle.name}/{mid.key}"],
                         "targets": [str(rec)],
                         "uptodate": [config_changed({"flags": flags, "compiler": toolchain.compiler}),
                                      inputs_unchanged(export_rec, mlir), record_ok(rec)],
                         "clean": [_rm(vmfb), _rm(rec)],
-                        "doc": f"compile {mid.key} for {t.name}",
+                        "doc": f"compile {module_file(mid.key, v)} for {t.name}",
                     }
 
     def _runnable(p: Plan):
@@ -254,24 +211,25 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
         """Run each compiled kernel on a device present and compare with float64."""
         for p in plans:
             for t, dev in _runnable(p):
-                for mid in p.manifest.module_ids:
+                for mid, v in _modules(p, t, config, devices):
                     lay = p.layout
                     shapes = _validation_shapes(p.manifest, mid.signature)
+                    name = module_file(mid.key, v)
                     yield {
-                        "name": f"{p.manifest.bundle.name}/{t.name}/{mid.key}",
-                        "actions": [(validate_action, [mid.key, t.name, str(lay.vmfb(t.name, mid)),
-                                                       str(lay.compile_record(t.name, mid)),
-                                                       str(lay.validation(t.name, mid)), dev, run,
+                        "name": f"{p.manifest.bundle.name}/{t.name}/{name}",
+                        "actions": [(validate_action, [mid.key, t.name, str(lay.vmfb(t.name, mid, v)),
+                                                       str(lay.compile_record(t.name, mid, v)),
+                                                       str(lay.validation(t.name, mid, v)), dev, run,
                                                        config.scheduler, shapes])],
                         "file_dep": [str(PKG_DIR / f) for f in ("tolerances.py", "reference.py", "validate.py")]
                         + list(OP_SOURCES),  # the reference's forward is the op's
-                        "task_dep": [f"compile:{p.manifest.bundle.name}/{t.name}/{mid.key}"],
-                        "targets": [str(lay.validation(t.name, mid))],
+                        "task_dep": [f"compile:{p.manifest.bundle.name}/{t.name}/{name}"],
+                        "targets": [str(lay.validation(t.name, mid, v))],
                         "uptodate": [config_changed(_with_shapes({"device": dev}, shapes)),
-                                     inputs_unchanged(lay.compile_record(t.name, mid)),
-                                     record_ok(lay.validation(t.name, mid))],
-                        "clean": [_rm(lay.validation(t.name, mid))],
-                        "doc": f"validate {mid.key} on {t.name}",
+                                     inputs_unchanged(lay.compile_record(t.name, mid, v)),
+                                     record_ok(lay.validation(t.name, mid, v))],
+                        "clean": [_rm(lay.validation(t.name, mid, v))],
+                        "doc": f"validate {name} on {t.name}",
                     }
 
     def task_bench():
@@ -283,21 +241,25 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
             b = p.manifest.bundle.name
             for t, dev in _runnable(p):
                 subjects = []
-                for mid in p.manifest.module_ids:
-                    subjects.append((mid.key, str(p.layout.vmfb(t.name, mid)), str(p.layout.validation(t.name, mid)),
-                                     [p.layout.compile_record(t.name, mid), p.layout.validation(t.name, mid)],
-                                     p.manifest.bench_shapes(mid.signature)))
+                for mid, v in _modules(p, t, config, devices):
+                    lay = p.layout
+                    for m in _modes(t, config, devices):  # each CPU driver, where explored
+                        subjects.append((module_file(mid.key, v), m, str(lay.vmfb(t.name, mid, v)),
+                                         str(lay.validation(t.name, mid, v)),
+                                         [lay.compile_record(t.name, mid, v), lay.validation(t.name, mid, v)],
+                                         p.manifest.bench_shapes(mid.signature)))
                 for req in p.manifest.kernels:
-                    subjects.append((eager_subject(req.signature.key), None, None, [],
+                    subjects.append((eager_subject(req.signature.key), "", None, None, [],
                                      p.manifest.bench_shapes(req.signature)))
-                for subject, vmfb, val, deps, shapes in subjects:
+                for module, m, vmfb, val, deps, shapes in subjects:
+                    subject = bench_subject(module, m)
                     name = f"{b}/{t.name}/{subject}"
                     out = p.layout.bench(t.name, subject)
                     shapes = [list(s) for s in shapes]
                     yield {
                         "name": name,
-                        "actions": [(bench_action, [subject, t.name, vmfb, val, str(out), dev, run, config.scheduler,
-                                                    shapes])],
+                        "actions": [(bench_action, [module, t.name, vmfb, val, str(out), dev, run, config.scheduler,
+                                                    shapes] + ([m] if m else []))],
                         "targets": [str(out)],
                         # Timing shares the machine with nothing: after all compiles, one at a time.
                         "task_dep": [f"ready:{b}"] + ([f"bench:{previous}"] if previous else []),
@@ -312,7 +274,7 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
         """Barrier: every export, compile and validation of a bundle is done."""
         for p in plans:
             b = p.manifest.bundle.name
-            yield {"name": b, "actions": None, "task_dep": _all_names(p, devices),
+            yield {"name": b, "actions": None, "task_dep": _all_names(p, devices, config),
                    "doc": f"all compiles of {b} done"}
 
     def task_report():
@@ -395,13 +357,29 @@ def _with_shapes(config: dict, shapes) -> dict:
     return {**config, "shapes": shapes} if shapes else config
 
 
-def _all_names(p: Plan, devices: dict) -> list[str]:
+def explores(t: Target, config: BuildConfig, devices: dict) -> bool:
+    """Whether the graph tries ``t``'s candidates beyond the baselines (``candidates.explores``)."""
+    return candidates.explores(t, bench=config.bench, distributed=bool(config.scheduler),
+                               device=devices.get(t.name, (None,))[0])
+
+
+def _modules(p: Plan, t: Target, config: BuildConfig, devices: dict) -> list[tuple]:
+    """(module id, compile variant) of every module compiled for ``t``: the
+    baselines, and where explored each variant that changes the module."""
+    extra = variants(t) if explores(t, config, devices) else ()
+    return [(mid, v) for mid in p.manifest.module_ids for v in ("",) + tuple(x for x in extra if applies(x, mid))]
+
+
+def _modes(t: Target, config: BuildConfig, devices: dict) -> tuple[str, ...]:
+    return modes(t) if explores(t, config, devices) else ("",)
+
+
+def _all_names(p: Plan, devices: dict, config: BuildConfig) -> list[str]:
     b = p.manifest.bundle.name
-    mids = p.manifest.module_ids
-    names = [f"export:{b}/{m.key}" for m in mids]
-    names += [f"compile:{b}/{t.name}/{m.key}" for t in p.targets for m in mids]
-    names += [f"validate:{b}/{t.name}/{m.key}" for t in p.targets if devices.get(t.name, (None,))[0]
-              for m in mids]
+    mods = {t.name: [module_file(m.key, v) for m, v in _modules(p, t, config, devices)] for t in p.targets}
+    names = [f"export:{b}/{m.key}" for m in p.manifest.module_ids]
+    names += [f"compile:{b}/{t}/{m}" for t, ms in mods.items() for m in ms]
+    names += [f"validate:{b}/{t}/{m}" for t, ms in mods.items() if devices.get(t, (None,))[0] for m in ms]
     return names
 
 
@@ -412,7 +390,8 @@ def _bench_names(p: Plan, devices: dict, config: BuildConfig) -> list[str]:
     out = []
     for t in p.targets:
         if devices.get(t.name, (None,))[0]:
-            out += [f"bench:{b}/{t.name}/{m.key}" for m in p.manifest.module_ids]
+            out += [f"bench:{b}/{t.name}/{bench_subject(module_file(m.key, v), mode)}"
+                    for m, v in _modules(p, t, config, devices) for mode in _modes(t, config, devices)]
             out += [f"bench:{b}/{t.name}/{eager_subject(r.signature.key)}" for r in p.manifest.kernels]
     return out
 

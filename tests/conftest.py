@@ -3,13 +3,16 @@
 
 import pytest
 
-from boo_build.loader import open_bundle
-from test_bundle import build_kernels
+# helpers.py holds asserts too: rewrite them as in the test files
+pytest.register_assert_rewrite("helpers")
+
+from boo_build.loader import open_bundle  # noqa: E402
+from helpers import build_kernels  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def built(tmp_path_factory):
-    """The session's compiled kernels and their bundle (tests/test_bundle.py)."""
+    """The session's compiled kernels and their bundle (helpers.build_kernels)."""
     return build_kernels(tmp_path_factory)
 
 

@@ -14,7 +14,6 @@ import sys
 import tarfile
 import textwrap
 import tracemalloc
-from pathlib import Path
 
 import pytest
 import zstandard
@@ -22,7 +21,8 @@ import zstandard
 from boo_build.loader.bundle import BundleFormatError, read_archive
 from boo_build.pack import compress, tar_bytes
 
-REPO = Path(__file__).resolve().parents[1]
+from helpers import REPO
+
 MiB = 1 << 20
 INDEX = json.dumps({"format": "boo-bundle", "format_version": 1, "targets": {}, "kernels": {}}).encode()
 

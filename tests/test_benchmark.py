@@ -20,7 +20,7 @@ from boo_build.signature import ModuleId
 from boo_build.targets import catalogue
 from boo_build.validate import OutputCheck, ValidationResult
 
-from test_validate import GOOD, kernel_set, ln, rms
+from helpers import GOOD, kernel_set, ln, rms
 
 QUICK = dict(warmup=1, min_reps=4, max_reps=40, max_seconds=0.3)
 

@@ -1,7 +1,7 @@
 """Bundle writer (pack.py), archive reader checks and the info/verify/diff CLI.
 
-Also home of the session's kernel set (``built``), shared with test_loader.py
-and test_nn.py: a handful of small kernels exported and compiled once.
+The session's kernel set (``built``: a handful of small kernels exported and
+compiled once) is built by helpers.build_kernels, for the fixture in conftest.py.
 """
 
 from __future__ import annotations
@@ -9,12 +9,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import tarfile
-import threading
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 import zstandard
@@ -22,145 +17,13 @@ import zstandard
 from boo_build import bundle_cli
 from boo_build.loader.bundle import BundleFormatError, read_archive
 from boo_build.pack import (
-    ImplArtifact, KernelEntry, PackError, TargetEntry, canonical_json, compress, entries_from_report,
+    ImplArtifact, KernelEntry, PackError, TargetEntry, compress, entries_from_report,
     pack_bundle, pack_from_report, read_index, tar_bytes,
 )
-from boo_build.signature import KernelSignature, ModuleId
+from boo_build.signature import ModuleId
 from boo_build.targets import catalogue
 
-F32_EPS = 1.1920928955078125e-07  # torch's rms_norm eps=None
-
-
-def _ln(mask, **kw):
-    return KernelSignature("layer_norm", (4, 6, 10), (10,), "float32", mask, **kw)
-
-
-def _rms16(mask):
-    return KernelSignature("rms_norm", (3, 37), (37,), "bfloat16", mask, bias=False)
-
-
-def _rms32(mask):
-    return KernelSignature("rms_norm", (4, 6, 10), (10,), "float32", mask, eps=F32_EPS, bias=False)
-
-
-# signature -> (impls to build, selected)
-KERNELS = {
-    _ln(1): (("aten", "manual"), "manual"),
-    _ln(2): (("aten",), "aten"),
-    _ln(6): (("aten",), "aten"),
-    _ln(14): (("aten",), "aten"),
-    _rms16(1): (("aten",), "aten"),
-    _rms16(6): (("manual",), "manual"),
-    _rms32(1): (("aten",), "aten"),
-    _rms32(2): (("aten",), "aten"),
-    _rms32(6): (("aten",), "aten"),
-}
-PROVENANCE = {"versions": {"boo-build": "0.1.0", "torch": "2.13.0", "iree-turbine": "3.9.0",
-                           "iree-base-compiler": "3.13.0"},
-              "targets": {"cpu": {"flags": list(catalogue()["cpu"].flags)}}}
-CSV = b"key,target,impl,median_us\nx,cpu,aten,1.0\n"
-
-
-@dataclass
-class Built:
-    root: Path
-    vmfb: dict[tuple[str, str], Path]  # (signature key, impl) -> file
-    targets: list
-    kernels: list[KernelEntry]
-    path: Path  # the main bundle: cpu + a (fake) gfx942 target
-
-    def entries(self, targets=("cpu", "gfx942"), keys=None) -> list[KernelEntry]:
-        out = []
-        for k in self.kernels:
-            if keys is None or k.key in keys:
-                out.append(KernelEntry(k.signature, {t: e for t, e in k.targets.items() if t in targets}))
-        return out
-
-
-def _compile_all(root: Path) -> dict[tuple[str, str], Path]:
-    from boo_build.compile import compile_mlir, write_atomic
-    from boo_build.export import export_mlir
-
-    flags = catalogue()["cpu"].flags
-    mids = [ModuleId(sig, impl) for sig, (impls, _) in KERNELS.items() for impl in impls]
-    texts = {mid: export_mlir(mid) for mid in mids}  # in-process: one at a time
-
-    def comp(mid):
-        res = compile_mlir(texts[mid], flags)
-        assert res.ok, f"{mid.key}: {res.error}"
-        path = root / "vmfb" / "cpu" / f"{mid.key}.vmfb"
-        write_atomic(path, res.vmfb)
-        return (mid.signature.key, mid.impl), path
-
-    with ThreadPoolExecutor(max(1, min(4, os.cpu_count() or 1))) as ex:
-        return dict(ex.map(comp, mids))
-
-
-def _entries(vmfb) -> list[KernelEntry]:
-    out = []
-    for sig, (impls, selected) in KERNELS.items():
-        arts = {i: ImplArtifact(vmfb[(sig.key, i)], validation={"status": "passed", "max_error": 1e-6},
-                                benchmark={"median_us": 10.0 + len(i)}) for i in impls}
-        cpu = TargetEntry.available(arts, selected, f"fastest validated ({selected})")
-        # gfx942: never loaded on this machine; the forward one reuses a CPU vmfb.
-        gfx = (TargetEntry.available({selected: arts[selected]}, selected, "only one")
-               if sig.key == _ln(1).key else
-               TargetEntry.unavailable("compile failed: test", {"aten": "compile failed: test"}))
-        out.append(KernelEntry(sig, {"cpu": cpu, "gfx942": gfx}))
-    return out
-
-
-_BUILT: Built | None = None
-_BUILT_LOCK = threading.Lock()
-
-
-def build_kernels(tmp_path_factory) -> Built:
-    """The session's kernels and main bundle (built once across test files)."""
-    global _BUILT
-    with _BUILT_LOCK:
-        if _BUILT is None:
-            root = tmp_path_factory.mktemp("kernels")
-            vmfb = _compile_all(root)
-            cat = catalogue()
-            targets = [cat["cpu"], cat["gfx942"]]
-            kernels = _entries(vmfb)
-            path = pack_bundle(root / "out", name="test-norms", version="1.2.3", targets=targets,
-                               kernels=kernels, provenance=PROVENANCE, csv_bytes=CSV)
-            _BUILT = Built(root, vmfb, targets, kernels, path)
-        return _BUILT
-
-
-def rewrite(src: Path, dst: Path, *, members=None, index=None, extra=()) -> Path:
-    """Copy of a bundle with members and/or the index changed (index checksums kept)."""
-    a = read_archive(src)
-    ix = json.loads(a.members["bundle.json"])
-    if index:
-        index(ix)
-    mem = dict(a.members)
-    if members:
-        members(mem)
-    mem["bundle.json"] = canonical_json(ix)
-    order = [("bundle.json", mem.pop("bundle.json"))] + sorted(mem.items())
-    raw = tar_bytes(order)
-    if extra:
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
-            for name, data in order:
-                ti = tarfile.TarInfo(name)
-                ti.size = len(data)
-                tf.addfile(ti, io.BytesIO(data))
-            for ti, data in extra:
-                tf.addfile(ti, io.BytesIO(data) if data is not None else None)
-        raw = buf.getvalue()
-    dst.write_bytes(compress(raw))
-    return dst
-
-
-def flip_byte(data: bytes, at: int | None = None) -> bytes:
-    b = bytearray(data)
-    at = len(b) // 2 if at is None else at
-    b[at] ^= 0x5A
-    return bytes(b)
+from helpers import CSV, KERNELS, PROVENANCE, _ln, _rms16, _rms32, flip_byte, rewrite
 
 
 # ----------------------------------------------------------------- the writer

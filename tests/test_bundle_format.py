@@ -102,6 +102,41 @@ def test_unknown_and_absent_fields_are_kept(tmp_path):
     assert typed.kernels[key].targets["cpu"].extra["measured"]["bytes"] == 10
 
 
+CANDIDATES = {  # a target entry's optional "candidates", as the build writes them
+    "aten": {"median_s": 2.0e-05, "status": "slower", "reason": "slower: 20.0 us vs 10.0 us"},
+    "manual": {"median_s": 3.1e-05, "status": "slower", "reason": "slower: 31.0 us vs 10.0 us"},
+    "manual@local-sync": {"median_s": 1.0e-05, "status": "selected", "reason": ""},
+    "manual+nosd": {"median_s": None, "status": "failed", "reason": "validation failed: max error 0.05"},
+}
+
+
+def test_mode_and_candidates_round_trip_and_stay_absent(tmp_path):
+    raw = _index_bytes(_pack(tmp_path))
+    d = json.loads(raw)
+    key = SIGS[0].key
+    te = d["kernels"][key]["targets"]["cpu"]
+    rec = BundleIndex.from_json(d).kernels[key].targets["cpu"]
+    # a bundle that explores nothing has neither field, and writes none back
+    assert "mode" not in te and "candidates" not in te and rec.mode is None and rec.candidates is None
+    assert canonical_json(BundleIndex.from_json(d).to_json()) == raw
+    te["mode"] = "local-sync"
+    te["candidates"] = CANDIDATES
+    typed = BundleIndex.from_json(d)
+    assert typed.to_json() == d and canonical_json(typed.to_json()) == canonical_json(d)
+    rec = typed.kernels[key].targets["cpu"]
+    assert rec.mode == "local-sync" and rec.candidates["manual@local-sync"]["status"] == "selected"
+    assert rec.candidates["manual+nosd"]["median_s"] is None
+    assert "mode" not in rec.extra and "candidates" not in rec.extra  # typed fields, not unknown ones
+    with pytest.raises(TypeError):
+        rec.candidates["aten"]["status"] = "selected"  # read-only like the rest
+    # the writer's constructor gives the same entry
+    made = TargetRecord.available(rec.selected, rec.impls, rec.reason, rec.rejected, mode="local-sync",
+                                  candidates=CANDIDATES)
+    assert made == rec and made.to_json() == te
+    gone = TargetRecord.unavailable("every candidate failed", {"aten": "failed"}, candidates=CANDIDATES)
+    assert TargetRecord.from_json(gone.to_json()) == gone and "mode" not in gone.to_json()
+
+
 def test_records_are_typed_and_read_only(tmp_path):
     ix = read_archive(_pack(tmp_path)).bundle_index
     key = SIGS[0].key
@@ -133,6 +168,8 @@ def test_records_are_typed_and_read_only(tmp_path):
      "member kernels/x.vmfb named by the index is missing"),
     (lambda d, k: k["targets"]["cpu"]["impls"]["manual"].pop("sha256"), "malformed bundle.json: KeyError: 'sha256'"),
     (lambda d, k: d["targets"]["cpu"].update(flags=3), "malformed bundle.json: TypeError"),
+    (lambda d, k: k["targets"]["cpu"].update(mode=3), "kernel {key} target cpu: mode must be a driver name, got 3"),
+    (lambda d, k: k["targets"]["cpu"].update(candidates=["aten"]), "malformed bundle.json: TypeError"),
 ])
 def test_check_index_says_what_and_where(tmp_path, change, message):
     a = read_archive(_pack(tmp_path))
@@ -150,3 +187,35 @@ def test_the_loader_reads_the_typed_index(tmp_path):
     info = b.info()
     assert info["targets"]["cpu"]["available"] == 4 and info["format_version"] == 1
     assert info["kernels"][SIGS[1].key]["cpu"] == {"status": "available", "selected": "aten"}
+
+
+def test_info_shows_candidates_the_winner_and_its_speed_up(tmp_path):
+    import io
+
+    from boo_build import bundle_cli
+    from helpers import rewrite
+
+    key = SIGS[0].key
+    csv_bytes = (f"key,target,eager_median_us,selected\n{key},cpu,25.0,manual@local-sync\n").encode()
+    plain = _pack(tmp_path / "a", csv_bytes=csv_bytes)
+    before = io.StringIO()
+    assert bundle_cli.cmd_info(plain, out=before) == 0
+    assert "candidates (" not in before.getvalue() and "winner " not in before.getvalue()  # nothing new without them
+
+    def add(d):
+        te = d["kernels"][key]["targets"]["cpu"]
+        te.update(selected="manual", mode="local-sync", candidates=CANDIDATES)
+    moded = rewrite(plain, tmp_path / "moded.tar.zst", index=add)
+    out = io.StringIO()
+    assert bundle_cli.cmd_info(moded, out=out) == 0
+    text = out.getvalue()
+    assert "manual @local-sync" in text
+    assert "winner manual@local-sync: 10.0 us, 2.50x torch eager (25.0 us)" in text
+    assert "candidates (4):" in text
+    lines = [ln.strip() for ln in text.splitlines()]
+    tried = lines[lines.index("candidates (4):") + 1:][:4]
+    assert [ln.split()[0] for ln in tried] == ["manual@local-sync", "aten", "manual", "manual+nosd"]  # fastest first
+    assert tried[1].endswith("slower: 20.0 us vs 10.0 us") and tried[3].startswith("manual+nosd")
+    assert "failed: validation failed: max error 0.05" in tried[3] and tried[3].split()[1] == "-"
+    # every other kernel's lines are as before
+    assert len(text.splitlines()) == len(before.getvalue().splitlines()) + 6

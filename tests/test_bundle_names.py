@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,8 @@ from boo_build.manifest import ManifestError, parse_toml
 from boo_build.pack import KernelEntry, PackError, TargetEntry, pack_bundle, read_index
 from boo_build.signature import KernelSignature
 from boo_build.targets import catalogue
+
+from helpers import BIN
 
 GOOD = ("1.0.0+build.5", "1.0.0-rc.1", "0.1.0", "2.3.4-alpha.1+sha.5114f85")
 BAD = ("1.0", "01.0.0", "1.0.0+", "1.0.0+a..b", "1.0.0-01", "v1.0.0", "1.0.0\n", "1.0.٣")
@@ -65,7 +66,7 @@ def test_bad_bundle_names_refused_by_manifest_and_pack(name, tmp_path):
 
 
 def test_version_option_prints_the_package_version():
-    proc = subprocess.run([str(Path(sys.executable).parent / "boo-build"), "--version"],
+    proc = subprocess.run([str(BIN / "boo-build"), "--version"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == f"boo-build {boo_build.__version__}\n"

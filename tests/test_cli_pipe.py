@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ from boo_build.pack import KernelEntry, TargetEntry, pack_bundle
 from boo_build.signature import KernelSignature
 from boo_build.targets import catalogue
 
-BIN = Path(sys.executable).parent
+from helpers import BIN
 
 
 @pytest.fixture(scope="module")

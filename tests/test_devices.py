@@ -25,9 +25,8 @@ from boo_build.loader.invoke import (
 from boo_build.modules import sample_args
 from boo_build.targets import Target, catalogue
 
-from test_validate import GOOD, kernel_set
+from helpers import GOOD, REPO, kernel_set
 
-REPO = Path(__file__).resolve().parents[1]
 
 V2 = "fpu sse sse2 cx16 lahf_lm popcnt pni sse4_1 sse4_2 ssse3"
 V3 = V2 + " avx avx2 bmi1 bmi2 f16c fma abm movbe xsave"

@@ -31,16 +31,16 @@ from boo_build.signature import KernelSignature, ModuleId  # noqa: E402
 from boo_build.targets import catalogue  # noqa: E402
 from boo_build.validate import ValidationResult  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
+from helpers import BIN, REPO  # noqa: E402
+from helpers import env as cli_env  # noqa: E402
+
 MID = ModuleId(KernelSignature(op="layer_norm", input_shape=(4, 6, 10), normalized_shape=(10,), dtype="float32",
                                mask=1), "manual")
 CPU = catalogue()["cpu"]
 
 
 def env() -> dict:
-    e = dict(os.environ)
-    e["PATH"] = f"{BIN}{os.pathsep}{e.get('PATH', '')}"
+    e = cli_env()
     e.pop("DASK_SCHEDULER_ADDRESS", None)
     # Dask pickles a task's function by reference: the stand-in task functions
     # below must be importable (as test_distributed) by the scheduler and workers.
@@ -77,7 +77,7 @@ class Procs:
 
     def start(self, *args: str) -> subprocess.Popen:
         p = subprocess.Popen([sys.executable, "-m", *args], env=env(), stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL, cwd=ROOT)
+                             stderr=subprocess.DEVNULL, cwd=REPO)
         self.procs.append(p)
         return p
 

@@ -5,11 +5,8 @@ sequence length. Real export, iree-compile and iree.runtime, width 16."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -27,7 +24,8 @@ from boo_build.targets import DYNAMIC_CPU_FLAGS, catalogue
 from boo_build.tolerances import tolerance
 from boo_build.validate import LARGE_ROWS, compare, validation_shapes
 
-BIN = Path(sys.executable).parent
+from helpers import BIN, env
+
 W = 16
 MAX_ELEMENTS = 2**20  # the test bundle's: rows of width 16 up to 65536
 
@@ -196,7 +194,7 @@ def built(tmp_path_factory):
     (d / "dyn.toml").write_text(MANIFEST)
     proc = subprocess.run([str(BIN / "boo-build"), "build", "dyn.toml", "--out", "out", "--no-bench", "-j", "2"],
                           cwd=d, capture_output=True, text=True, timeout=900,
-                          env={**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"})
+                          env=env())
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return d / "out"
 
@@ -364,7 +362,7 @@ def test_benchmark_at_several_shapes(built):
 def test_unavailable_dynamic_kernel_says_why(built, tmp_path):
     """A dynamic kernel the bundle lists as unavailable on its target: a call it
     would have served names it and the build's reason."""
-    from test_bundle import rewrite
+    from helpers import rewrite
 
     dyn = f"layer_norm-bf16-BATCHxSEQx{W}-n{W}-wb-max{MAX_ELEMENTS}-m1"
 

@@ -8,7 +8,7 @@ import pytest
 
 from boo_build.signature import KernelSignature, SignatureError
 
-from test_manifest import ENTRY, errors_of, keys, load, one_error
+from helpers import ENTRY, errors_of, keys, load, one_error
 
 
 def entry_errors(tmp_path, body: str) -> list[str]:

@@ -13,7 +13,7 @@ import torch
 from boo_build.loader.invoke import KernelRunner, _rt, _torch_dtype, numpy_from_torch, open_device
 from boo_build.modules import sample_args
 
-from test_validate import GOOD, kernel_set
+from helpers import GOOD, kernel_set
 
 CASES = [GOOD[0], GOOD[4]]  # layer norm float32 forward; bfloat16 backward (input + weight gradients)
 

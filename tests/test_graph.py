@@ -4,11 +4,9 @@ real export, real iree-compile, small shapes."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,8 +14,7 @@ import pytest
 
 from boo_build.compile import COMPILER_ENV, compiler_path
 
-ROOT = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
+from helpers import BIN, REPO, boo, env
 
 SMALL = """
 [bundle]
@@ -37,20 +34,6 @@ input_shape = [3, 37]
 dtype = "bfloat16"
 masks = [6]
 """
-
-
-def env() -> dict:
-    e = dict(os.environ)
-    e["PATH"] = f"{BIN}{os.pathsep}{e.get('PATH', '')}"
-    return e
-
-
-def boo(*args: str, cwd: Path, check: bool = True, extra_env: dict | None = None) -> subprocess.CompletedProcess:
-    proc = subprocess.run([str(BIN / "boo-build"), *args], cwd=cwd, env={**env(), **(extra_env or {})},
-                          capture_output=True, text=True, timeout=900)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"boo-build {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
-    return proc
 
 
 def records(out: Path, kind: str) -> dict[str, dict]:
@@ -291,7 +274,7 @@ def test_interrupt_stops_the_compilers_in_flight(tmp_path, sig):
 
 def test_dodo_loads_the_same_graph():
     """`doit list` at the repo root sees the graph (dodo.py loads boo_build.tasks)."""
-    proc = subprocess.run([str(BIN / "doit"), "list", "--all"], cwd=ROOT, env=env(), capture_output=True,
+    proc = subprocess.run([str(BIN / "doit"), "list", "--all"], cwd=REPO, env=env(), capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     names = proc.stdout.split()

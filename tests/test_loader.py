@@ -7,7 +7,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,21 +20,8 @@ from boo_build.pack import KernelEntry, pack_bundle
 from boo_build.reference import reference
 from boo_build.signature import KernelSignature
 from boo_build.targets import catalogue
-from boo_build.tolerances import tolerance
 
-from test_bundle import KERNELS, PROVENANCE, _ln, flip_byte, rewrite
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def assert_close(out: torch.Tensor, ref: torch.Tensor, dtype: str, what: str = "") -> None:
-    tol = tolerance(dtype)
-    o, r = out.double(), ref.double()
-    assert o.shape == r.shape, f"{what}: shape {tuple(o.shape)} != {tuple(r.shape)}"
-    scale = max(1.0, r.abs().max().item())
-    err = (o - r).abs()
-    bound = tol.atol * scale + tol.rtol * r.abs()
-    assert bool((err <= bound).all()), f"{what}: max error {err.max().item():.3g} (atol {tol.atol}, rtol {tol.rtol})"
+from helpers import KERNELS, PROVENANCE, REPO, _ln, assert_close, flip_byte, rewrite
 
 
 # ---------------------------------------------------------------- devices

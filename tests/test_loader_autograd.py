@@ -9,8 +9,7 @@ import torch
 
 from boo_build.loader import open_bundle
 
-from test_bundle import F32_EPS, _ln, _rms32
-from test_loader import assert_close
+from helpers import F32_EPS, _ln, _rms32, assert_close
 
 # (fallback, input shape): the bundle's kernels, or a shape it lacks (torch eager)
 PATHS = [(None, (4, 6, 10)), ("eager", (2, 5, 10))]

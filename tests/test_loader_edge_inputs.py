@@ -14,8 +14,7 @@ from boo_build.loader import open_bundle
 from boo_build.loader.invoke import KernelRunner, open_device
 from boo_build.signature import ModuleId
 
-from test_bundle import F32_EPS, _ln, _rms16, _rms32
-from test_loader import assert_close
+from helpers import F32_EPS, _ln, _rms16, _rms32, assert_close
 
 INF, NAN = math.inf, math.nan
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -15,9 +14,8 @@ import torch
 
 from boo_build.loader import KernelNotFound, open_bundle
 
-from test_bundle import _ln
+from helpers import REPO, _ln
 
-REPO = Path(__file__).resolve().parents[1]
 BF16 = ml_dtypes.bfloat16
 
 

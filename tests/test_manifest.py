@@ -5,7 +5,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -22,40 +21,9 @@ from boo_build.manifest import (
 )
 from boo_build.signature import ALL_MASKS, IMPLS, KernelSignature, ModuleId, SignatureError
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT = ROOT / "manifests" / "default.toml"
+from helpers import BUNDLE, ENTRY, REPO, errors_of, keys, load, one_error, write
 
-BUNDLE = """\
-[bundle]
-name = "test-bundle"
-version = "1.2.3"
-targets = ["cpu", "gfx942"]
-"""
-
-
-def write(tmp_path: Path, body: str, name: str = "m.toml", bundle: bool = True) -> Path:
-    p = tmp_path / name
-    p.write_text((BUNDLE if bundle else "") + textwrap.dedent(body))
-    return p
-
-
-def load(tmp_path: Path, body: str, **kw) -> Manifest:
-    return load_manifest(write(tmp_path, body), **kw)
-
-
-def errors_of(tmp_path: Path, body: str, name: str = "m.toml", bundle: bool = True, **kw) -> list[str]:
-    p = write(tmp_path, body, name, bundle)
-    with pytest.raises(ManifestError) as e:
-        load_manifest(p, **kw)
-    err = e.value
-    assert str(err) == "\n".join(err.errors)
-    for line in err.errors:
-        assert line.startswith(str(p)), line
-    return err.errors
-
-
-def keys(m: Manifest) -> list[str]:
-    return [k.signature.key for k in m.kernels]
+DEFAULT = REPO / "manifests" / "default.toml"
 
 
 def sig(**kw) -> KernelSignature:
@@ -280,15 +248,6 @@ def test_parse_toml_directly():
 
 
 # -- TOML errors ---------------------------------------------------------------------
-
-def one_error(tmp_path, body, **kw) -> str:
-    errs = errors_of(tmp_path, body, **kw)
-    assert len(errs) == 1, errs
-    return errs[0]
-
-
-ENTRY = 'op = "layer_norm"\ninput_shape = [8, 128, 768]\n'
-
 
 @pytest.mark.parametrize("body, expect", [
     ('op = "layer_norm"\ninput_shape = [8, 128, 768]\nnormalized_shape = [128]\n',
@@ -717,4 +676,4 @@ def test_default_manifest_loads():
 
 def test_manifest_does_not_import_torch():
     code = "import boo_build.manifest, sys; assert 'torch' not in sys.modules, 'torch imported'"
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)

@@ -12,7 +12,7 @@ from boo_build.manifest import (
 )
 from boo_build.signature import SignatureError
 
-from test_manifest import BUNDLE, errors_of, keys, load, one_error, write
+from helpers import BUNDLE, errors_of, keys, load, one_error, write
 
 BIG = 2**63 - 1
 ONES_1000 = "[" + ", ".join(["1"] * 1000) + "]"

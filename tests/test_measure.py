@@ -25,8 +25,7 @@ from boo_build.selection import MARGIN, select
 from boo_build.signature import KernelSignature
 from boo_build.validate import ValidationResult
 
-ROOT = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
+from helpers import REPO, boo
 
 TINY = """
 [bundle]
@@ -75,15 +74,6 @@ BLOCKER = textwrap.dedent('''
 ''')
 
 
-def boo(*args: str, cwd: Path, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    e = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", **(env or {})}
-    proc = subprocess.run([str(BIN / "boo-build"), *args], cwd=cwd, env=e, capture_output=True, text=True,
-                          timeout=900)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"boo-build {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
-    return proc
-
-
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
     """The tiny bundle, built without validation: both implementations shipped on both targets."""
@@ -113,7 +103,7 @@ def test_run_script_measures_on_the_cpu_without_the_build_side(tiny, tmp_path):
     log = tmp_path / "held.log"
     results = tmp_path / "results"
     env = {**os.environ, "PYTHON": sys.executable, "PYTHONPATH": str(block), "BOO_BLOCK_LOG": str(log)}
-    proc = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu" / "run.sh"), "--cpu", "--bundle", str(tiny),
+    proc = subprocess.run(["bash", str(REPO / "benchmarks" / "gpu" / "run.sh"), "--cpu", "--bundle", str(tiny),
                            "--out", str(results)], env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
 
@@ -163,7 +153,7 @@ def test_measure_drops_an_implementation_that_fails(tmp_path):
                                        + '[[kernels]]\nop = "layer_norm"\ninput_shape = [4, 64]\nmasks = [1]\n')
     # the test switch plants an error in the manual implementation at export
     boo("build", "one.toml", "--out", "out", "--no-validate", cwd=tmp_path,
-        env={"BOO_BUILD_TEST_PLANT_ERROR": "1"})
+        extra_env={"BOO_BUILD_TEST_PLANT_ERROR": "1"})
     src = tmp_path / "out" / "tiny-0.1.0.tar.zst"
     proc = boo("measure", str(src), "--out", str(tmp_path / "new"), "--no-compile", "-q", cwd=tmp_path,
                check=False)

@@ -11,7 +11,7 @@ from boo_build.loader import KernelNotFound, open_bundle
 from boo_build.loader import nn as boo_nn
 from boo_build.tolerances import tolerance
 
-from test_bundle import _ln, _rms32
+from helpers import _ln, _rms32
 
 TOL = tolerance("float32")
 

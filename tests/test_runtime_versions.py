@@ -30,10 +30,8 @@ from boo_build.reference import reference
 from boo_build.signature import KernelSignature, ModuleId
 from boo_build.targets import catalogue
 
-from test_bundle import rewrite
-from test_loader import assert_close
+from helpers import REPO, assert_close, rewrite
 
-REPO = Path(__file__).resolve().parents[1]
 # Packed before the iree_runtime field existed (`boo-build build
 # fixtures/pre-runtime-fields.toml --no-bench`, iree-compile 3.13.0); keep as is.
 PRE_FIELD = REPO / "tests" / "fixtures" / "pre-runtime-fields-0.1.0.tar.zst"

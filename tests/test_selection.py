@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from boo_build.benchmark import BenchResult
-from boo_build.selection import Selection, select
+from boo_build.candidates import Candidate
+from boo_build.selection import Selection, candidate_records, module_rejections, select
 from boo_build.signature import KernelSignature, ModuleId
 from boo_build.validate import OutputCheck, ValidationResult
 
@@ -91,3 +92,66 @@ def test_a_validated_impl_beats_an_unvalidated_faster_one():
 def test_selection_json_round_trip():
     s = Selection("aten", True, "fastest validated: 1.0 us", {"manual": "slower: 2.0 us vs 1.0 us (aten)"})
     assert Selection.from_json(s.to_json()) == s
+
+
+# ---------------------------------------------------------------- candidates
+def cval(name, status, reason=""):
+    """A candidate's validation: its module's (every mode of a module shares it)."""
+    return val(Candidate.parse(name).impl, status, reason)
+
+
+def cbench(name, us, status="ok", reason=""):
+    return bench(Candidate.parse(name).impl, us, status, reason)
+
+
+def test_faster_of_two_validated_candidates_wins_with_reasons():
+    names = ["manual", "manual@local-sync"]
+    s = select(SIG, "cpu", names, {n: cval(n, "passed") for n in names},
+               {"manual": cbench("manual", 100.0), "manual@local-sync": cbench("manual@local-sync", 30.0)})
+    assert s.impl == "manual@local-sync" and s.measured
+    assert s.rejected == {"manual": "slower: 100.0 us vs 30.0 us (manual@local-sync)"}
+    recs = candidate_records(s, names, {"manual": cbench("manual", 100.0),
+                                        "manual@local-sync": cbench("manual@local-sync", 30.0)})
+    assert list(recs) == sorted(names)
+    assert recs["manual@local-sync"] == {"median_s": 30.0 * 1e-6, "status": "selected", "reason": ""}
+    assert recs["manual"]["status"] == "slower" and recs["manual"]["reason"].startswith("slower: 100.0 us")
+
+
+def test_a_failed_candidate_is_never_selected_however_fast():
+    names = ["aten", "aten+nosd", "aten+nosd@local-sync", "aten@local-sync", "manual", "manual@local-sync"]
+    why = "y (seed0): max abs error 0.2"
+    vals = {n: cval(n, "failed" if "+nosd" in n else "passed", why if "+nosd" in n else "") for n in names}
+    vals["manual"] = vals["manual@local-sync"] = None  # manual did not compile
+    benches = {"aten": cbench("aten", 80.0), "aten+nosd": cbench("aten+nosd", 5.0),
+               "aten+nosd@local-sync": cbench("aten+nosd@local-sync", 1.0), "aten@local-sync": None}
+    s = select(SIG, "cpu", [n for n in names if n.startswith("aten")], vals, benches)
+    assert s.impl == "aten" and s.measured
+    assert s.rejected == {"aten+nosd": f"failed validation: {why}", "aten+nosd@local-sync": f"failed validation: {why}",
+                          "aten@local-sync": "not benchmarked (no benchmark record)",
+                          "manual": "compile failed", "manual@local-sync": "compile failed"}
+    recs = candidate_records(s, names, benches)
+    assert {n: r["status"] for n, r in recs.items()} == {
+        "aten": "selected", "aten+nosd": "failed", "aten+nosd@local-sync": "failed", "aten@local-sync": "not run",
+        "manual": "failed", "manual@local-sync": "failed"}
+    assert all(r["reason"] for n, r in recs.items() if n != "aten")
+    assert recs["aten+nosd@local-sync"]["median_s"] == 1.0 * 1e-6  # timed, and still never chosen
+    # per module (the index's "rejected"): each losing module once, with its best candidate's reason
+    assert module_rejections(s, names, benches) == {"aten+nosd": f"failed validation: {why}",
+                                                    "manual": "compile failed"}
+
+
+def test_margin_keeps_only_the_baseline_default():
+    names = ["aten@local-sync", "manual", "manual@local-sync"]
+    benches = {"manual": cbench("manual", 100.0), "aten@local-sync": cbench("aten@local-sync", 99.0),
+               "manual@local-sync": cbench("manual@local-sync", 99.5)}
+    s = select(SIG, "cpu", names, {n: cval(n, "passed") for n in names}, benches)
+    assert s.impl == "manual" and s.rejected["aten@local-sync"].startswith("within 3% of manual")
+    assert s.rejected["manual@local-sync"] == "slower: 99.5 us vs 100.0 us (manual)"
+    # no timed baseline: the fastest wins, however close
+    benches["manual"] = cbench("manual", None, "error", "boom")
+    s = select(SIG, "cpu", names, {n: cval(n, "passed") for n in names}, benches)
+    assert s.impl == "aten@local-sync"
+    assert s.rejected == {"manual": "not benchmarked (error: boom)",
+                          "manual@local-sync": "slower: 99.5 us vs 99.0 us (aten@local-sync)"}
+    assert candidate_records(s, names, benches)["manual"]["status"] == "not run"
+    assert module_rejections(s, names, benches) == {"manual": "slower: 99.5 us vs 99.0 us (aten@local-sync)"}

@@ -10,7 +10,6 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -22,9 +21,8 @@ from boo_build.pack import ImplArtifact, KernelEntry, TargetEntry, pack_bundle
 from boo_build.signature import KernelSignature, ModuleId
 from boo_build.targets import catalogue, dynamic_flags
 
-from test_bundle import CSV, F32_EPS, PROVENANCE, _ln, _rms32, build_kernels
+from helpers import CSV, F32_EPS, PROVENANCE, REPO, _ln, _rms32, build_kernels
 
-REPO = Path(__file__).resolve().parents[1]
 W = 10
 # Kernels besides the session's (static float32 4x6x10, every mask the tests use):
 EXTRA = [

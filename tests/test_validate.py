@@ -1,81 +1,29 @@
 """Validation: real export, real iree-compile for the cpu target, real iree.runtime.
 
-Also home of a small kernel set (``kernel_set``) shared with test_benchmark.py
-and test_devices.py: built once per session, exports in this process and
-compiles two at a time.
+The small kernel set tested here (helpers.kernel_set, shared with
+test_benchmark.py and test_devices.py) is built once per session: exports in
+this process, compiles two at a time.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
 
 from boo_build import modules
-from boo_build.compile import compile_mlir
-from boo_build.export import export_mlir
 from boo_build.loader.devices import DeviceInfo, discover
 from boo_build.reference import reference
-from boo_build.signature import KernelSignature, ModuleId
+from boo_build.signature import ModuleId
 from boo_build.targets import catalogue
 from boo_build.tolerances import error_scale, tolerance
 from boo_build.validate import (
     OFFSETS, OutputCheck, ValidationResult, cases, compare, validate_kernel,
 )
 
-CPU_TARGET = catalogue()["cpu"]
-
-
-def ln(dtype, mask, shape=(4, 6, 10), norm=(10,)):
-    return KernelSignature("layer_norm", shape, norm, dtype, mask)
-
-
-def rms(dtype, mask, shape=(3, 37), norm=(37,)):
-    return KernelSignature("rms_norm", shape, norm, dtype, mask, eps=1e-6, bias=False)
-
-
-# (module id, planted error) -> compiled for cpu
-GOOD = [
-    ModuleId(ln("float32", 1), "manual"),
-    ModuleId(ln("float16", 1), "manual"),
-    ModuleId(ln("bfloat16", 1), "manual"),
-    ModuleId(ln("float32", 14, (3, 37), (37,)), "aten"),
-    ModuleId(ln("bfloat16", 6, (3, 37), (37,)), "manual"),
-    ModuleId(rms("float16", 1), "aten"),
-    ModuleId(rms("bfloat16", 6), "manual"),
-]
-PLANTED = [
-    ModuleId(ln("float32", 1), "manual"),
-    ModuleId(rms("float16", 1), "manual"),
-]
-
-_LOCK = threading.Lock()
-_BUILT: dict[tuple[str, bool], bytes] = {}
-
-
-def kernel_set() -> dict[tuple[str, bool], bytes]:
-    """(module key, planted) -> vmfb bytes for GOOD and PLANTED, built once per process."""
-    with _LOCK:
-        if _BUILT:
-            return _BUILT
-        jobs = []
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            for mid in GOOD:
-                jobs.append(((mid.key, False), pool.submit(compile_mlir, export_mlir(mid), CPU_TARGET.flags)))
-            for mid in PLANTED:
-                with pytest.MonkeyPatch.context() as mp:
-                    mp.setenv(modules.PLANT_ERROR_ENV, "1")
-                    mlir = export_mlir(mid)
-                jobs.append(((mid.key, True), pool.submit(compile_mlir, mlir, CPU_TARGET.flags)))
-            for key, fut in jobs:
-                res = fut.result()
-                assert res.ok, f"{key}: {res.error}"
-                _BUILT[key] = res.vmfb
-        return _BUILT
+from helpers import CPU_TARGET, GOOD, PLANTED, kernel_set, ln, rms
 
 
 @pytest.fixture(scope="session")

@@ -15,28 +15,36 @@ selected for the bundle's target on this device: an exact static kernel
 first, else a dynamic one that takes the call's shape. A vmfb's sha256 is
 checked before it is first loaded; loaded modules are cached (thread-safe).
 
+A kernel whose index entry names a ``mode`` (another driver of the same
+device the build measured faster: ``local-sync`` on a ``local-task`` CPU
+target) runs on that driver's device (``device_of``).
+
+Hot path: a repeated call does the least work: argument checks memoized per
+(type, dtype, shape, device) (``checks.py``), the kernel each signature
+resolves to memoized, the ATen-style entry points bound once, a hit counted
+by a list append, a layer's weight and bias imports kept by the runner.
+
 Around it: ``archive.py`` reads the file, ``format.py`` types its index,
 ``choice.py`` picks the target and device, ``versions.py`` checks the
-runtime, ``lookup.py`` finds the kernel for a call, ``tensors.py`` handles
-a call's torch tensors or numpy arrays.
+runtime, ``lookup.py`` finds the kernel for a call, ``checks.py`` checks its
+arguments, ``tensors.py`` handles a call's torch tensors or numpy arrays.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 import types
-from collections import defaultdict
-from typing import Any, Iterable
+from collections import Counter, defaultdict
+from typing import Any
 
 from .. import ops
-from ..ops.calls import norm_shape, stats_shape
 from ..signature import KernelSignature, SignatureError
-from ..targets import Target
+from ..targets import CPU_DRIVERS, Target
 # The format, archive, errors, device choice and runtime check live in their
 # own modules; their public names are re-exported here (and by the package).
 from .archive import DEFAULT_MAX_SIZE, Archive, read_archive, sha256_hex, verify_members
+from .checks import CallChecks
 from .choice import select_target as _select_target
 from .errors import BundleError, BundleFormatError, BundleIntegrityError, KernelNotFound, NoCompatibleDevice
 from .format import (
@@ -44,16 +52,22 @@ from .format import (
 )
 from .lookup import KernelTable, _family_key, _Kernel
 from .nearest import nearest_keys
-from .tensors import _NumpyArrays, _TorchArrays, _arrays_of
+from .tensors import _arrays_of
 from .versions import RuntimeTooOld, UntestedRuntimeWarning, check_runtime, iree_release
 
 FALLBACKS = (None, "eager")
-_MEMO_LIMIT = 4096  # per-call signature memo entries kept per bundle
+_RECURRING = ("weight", "bias")  # kernel inputs whose imports a runner keeps (KernelRunner.cache_inputs)
+_MEMO_LIMIT = 4096  # entries per memo (argument specs, routes) and pending hits kept per bundle
 
 
 # -------------------------------------------------------------------- bundle
-class Bundle:
-    """An opened bundle bound to one target and one device. Use ``open_bundle``."""
+class Bundle(CallChecks):
+    """An opened bundle bound to one target and one device. Use ``open_bundle``.
+
+    A kernel whose entry names a ``mode`` (the build found it faster run by
+    another driver of the same device: ``local-sync``, inline on the calling
+    thread, on a ``local-task`` CPU target) runs on that driver's device; the
+    others on the bundle's. One process may so hold both CPU devices."""
 
     def __init__(self, archive: Archive, target: Target, device: Any, fallback: str | None = None):
         if fallback not in FALLBACKS:
@@ -66,14 +80,19 @@ class Bundle:
         self.fallback = fallback
         self._device_type = "cpu" if target.is_cpu else "cuda"  # torch's name for HIP/CUDA memory
         self._lock = threading.RLock()
-        self._runtime_device = None
+        self._devices: dict[str, Any] = {}  # opened runtime devices by URI (views share the dict)
         # which kernel serves a call (lookup.py); _kernels: the runnable ones by key
         self._table = KernelTable(archive.bundle_index, target.name)
         self._kernels = self._table.kernels
         self._stats: dict[str, dict[str, int]] = defaultdict(lambda: {"hits": 0, "misses": 0})
         self._stats_lock = threading.Lock()
+        # keys of kernel calls not yet added to _stats: list.append is atomic, so a
+        # call counts without taking the lock; folded in under it (_fold_hits)
+        self._hits: list[str] = []
         # per-call memos (dict get/set are atomic under the GIL; a race only recomputes)
-        self._signatures: dict[tuple, KernelSignature] = {}
+        self._init_checks()
+        self._specs: dict[tuple, tuple] = {}  # run(): (key, first argument's shape) -> argument specs
+        self._routes: dict[int, tuple] = {}  # dispatch(): id(signature) -> (signature, resolved kernel)
 
     # ------------------------------------------------------------ description
     @property
@@ -97,7 +116,8 @@ class Bundle:
     def info(self) -> dict[str, Any]:
         ix = self._archive.bundle_index
         per_target = ix.counts()
-        kernels = {key: {tname: ({"status": te.status.value, "selected": te.selected} if te.is_available
+        kernels = {key: {tname: ({"status": te.status.value, "selected": te.selected,
+                                  **({"mode": te.mode} if te.mode else {})} if te.is_available
                                  else {"status": te.status.value, "reason": te.reason or ""})
                          for tname, te in sorted(k.targets.items())}
                    for key, k in sorted(ix.kernels.items())}
@@ -120,6 +140,7 @@ class Bundle:
         capitals) for every call it served. ``totals=True``: {"static_hits",
         "dynamic_hits", "misses"} over all keys."""
         with self._stats_lock:
+            self._fold_hits()
             per_key = {k: dict(v) for k, v in sorted(self._stats.items())}
         if not totals:
             return per_key
@@ -132,6 +153,7 @@ class Bundle:
 
     def reset_stats(self) -> None:
         with self._stats_lock:
+            del self._hits[:len(self._hits)]
             self._stats.clear()
 
     # A bundle is a shared, read-only resource: copies of modules share it.
@@ -149,9 +171,8 @@ class Bundle:
             raise ValueError(f"fallback must be one of {FALLBACKS}, got {fallback!r}")
         if fallback == self.fallback:
             return self
-        self._device_handle()  # one runtime device for both (the runners they share were made on it)
-        view = object.__new__(Bundle)
-        view.__dict__.update(self.__dict__)
+        view = object.__new__(Bundle)  # shares the devices, runners and memos, not the bound entry points
+        view.__dict__.update({k: v for k, v in self.__dict__.items() if not isinstance(v, types.MethodType)})
         view.fallback = fallback
         return view
 
@@ -160,14 +181,35 @@ class Bundle:
                 f"device={getattr(self.device, 'uri', self.device)} kernels={len(self._kernels)}>")
 
     # ----------------------------------------------------------------- loading
-    def _device_handle(self):
-        if self._runtime_device is None:
+    def _device_handle(self, uri: str | None = None):
+        """The runtime device at ``uri`` (default: the bundle's), opened once."""
+        uri = uri or self.device.uri
+        dev = self._devices.get(uri)
+        if dev is None:
             with self._lock:
-                if self._runtime_device is None:
+                dev = self._devices.get(uri)
+                if dev is None:
                     from .invoke import open_device
 
-                    self._runtime_device = open_device(self.device.uri)
-        return self._runtime_device
+                    dev = self._devices[uri] = open_device(uri)
+        return dev
+
+    def _uri_for(self, k: _Kernel) -> str:
+        """Where ``k`` runs: its entry's mode, a driver of the same device (a CPU
+        driver on a CPU target opened on its own driver); else the bundle's
+        device (a bundle opened on ``local-sync`` runs everything there; a mode
+        this loader does not know runs on the target's driver, the same vmfb)."""
+        if (k.mode and k.mode != self.device.uri and self.target.is_cpu and k.mode in CPU_DRIVERS
+                and self.device.uri == self.target.driver):
+            return k.mode
+        return self.device.uri
+
+    def device_of(self, key: KernelSignature | str) -> str:
+        """The device URI kernel ``key`` runs on (``local-task``, ``local-sync``, ``hip://0``...)."""
+        k = self._lookup(str(key))
+        if k is None:
+            raise self._table.not_found(str(key))
+        return self._uri_for(k)
 
     def _runner(self, k: _Kernel):
         if k.runner is not None:
@@ -182,7 +224,10 @@ class Bundle:
                     k.verified = True
                 from .invoke import KernelRunner
 
-                k.runner = KernelRunner(self._device_handle(), data, k.function)
+                runner = KernelRunner(self._device_handle(self._uri_for(k)), data, k.function)
+                # a layer's parameters come again call after call: keep their imports
+                runner.cache_inputs([i for i, (n, _, _) in enumerate(k.sig.inputs()) if n in _RECURRING])
+                k.runner = runner
         return k.runner
 
     def load(self, key: KernelSignature | str):
@@ -199,33 +244,17 @@ class Bundle:
         with self._stats_lock:
             self._stats[key]["hits" if hit else "misses"] += 1
 
-    # ----------------------------------------------------------------- running
-    def check_array(self, name: str, t, dtype: str | None, shape: tuple[int, ...] | None,
-                      allowed: Iterable[str] = (), arrays=_TorchArrays, first: str = "input"):
-        """``t`` contiguous, after checking type (``arrays``, the kind of the call's
-        ``first`` array), device, dtype (``dtype`` or one of ``allowed``; any
-        kernel dtype when both are empty) and shape."""
-        if not arrays.owns(t):
-            if name == first:
-                raise TypeError(f"{name} must be a torch.Tensor or a numpy.ndarray, got {type(t).__name__}")
-            other = next((k.name for k in (_TorchArrays, _NumpyArrays) if k.owns(t)), type(t).__name__)
-            raise TypeError(f"{name} is a {other} but {first} is a {arrays.name}: "
-                            "pass all torch tensors or all numpy arrays")
-        if arrays is _TorchArrays and t.device.type != self._device_type:  # numpy: host memory, staged on GPUs
-            want = self._device_type
-            raise ValueError(f"{name} is on device {t.device}, but this bundle runs on {self.device.uri} "
-                             f"(target {self.target.name}): move it to a {want} tensor")
-        got = arrays.dtype_name(t)
-        if got is None or (dtype is not None and got != dtype) or (allowed and dtype is None and got not in allowed):
-            ok = [dtype] if dtype is not None else list(dict.fromkeys(allowed))  # each dtype named once
-            if ok:
-                raise TypeError(f"{name} has dtype {t.dtype}, "
-                                f"expected {' or '.join(arrays.dtype_prefix + d for d in ok)}")
-            raise TypeError(f"{name} has dtype {t.dtype}: kernels take float32, float16 or bfloat16")
-        if shape is not None and tuple(t.shape) != shape:
-            raise ValueError(f"{name} has shape {list(t.shape)}, expected {list(shape)}")
-        return arrays.contiguous(t)
+    def _fold_hits(self) -> None:
+        """Add the pending hits to ``_stats`` (under ``_stats_lock``). Other threads
+        only append, so deleting the first ``n``, those counted, loses none."""
+        n = len(self._hits)
+        if n:
+            for key, c in Counter(self._hits[:n]).items():
+                self._stats[key]["hits"] += c
+            del self._hits[:n]
 
+    # ----------------------------------------------------------------- running
+    # (check_array, prepare, check_stats: checks.CallChecks, memoized per shape and dtype)
     def run(self, sig: KernelSignature | str, *args):
         """Run a kernel in its calling convention (``boo_build.signature``): checks
         every argument's shape, dtype and device, returns a tuple of torch tensors
@@ -236,12 +265,7 @@ class Bundle:
         k = self._lookup(key)
         if k is None:
             raise self._table.not_found(key)
-        specs = k.sig.inputs()
-        if k.sig.is_dynamic and args and hasattr(args[0], "shape"):
-            try:
-                specs = k.sig.bind(tuple(args[0].shape)).inputs()
-            except SignatureError as e:
-                raise ValueError(f"{specs[0][0]} has shape {list(args[0].shape)}: {e}") from None
+        specs = self._specs_of(k, args)
         if len(args) != len(specs):
             raise TypeError(f"kernel {key} takes {len(specs)} arguments "
                             f"({', '.join(s[0] for s in specs)}), got {len(args)}")
@@ -250,9 +274,31 @@ class Bundle:
         args = tuple(self.check_array(n, a, d, s, arrays=arrays, first=first) for (n, s, d), a in zip(specs, args))
         return self._invoke(k, args)
 
+    def _specs_of(self, k: _Kernel, args) -> tuple:
+        """``run``'s argument specs for kernel ``k`` (a dynamic one's bound to the
+        first argument's shape), memoized."""
+        shape = tuple(args[0].shape) if k.sig.is_dynamic and args and hasattr(args[0], "shape") else None
+        specs = self._specs.get((k.key, shape))
+        if specs is None:
+            specs = k.sig.inputs()
+            if shape is not None:
+                try:
+                    specs = k.sig.bind(shape).inputs()
+                except SignatureError as e:
+                    raise ValueError(f"{specs[0][0]} has shape {list(shape)}: {e}") from None
+            specs = tuple(specs)
+            if len(self._specs) > _MEMO_LIMIT:
+                self._specs.clear()
+            self._specs[(k.key, shape)] = specs
+        return specs
+
     def _invoke(self, k: _Kernel, args):
-        out = self._runner(k)(*args)  # KernelRunner is thread-safe (a pool of VM contexts)
-        self._count(k.key, True)
+        out = (k.runner or self._runner(k))(*args)  # KernelRunner is thread-safe (a pool of VM contexts)
+        hits = self._hits
+        hits.append(k.key)
+        if len(hits) > _MEMO_LIMIT:
+            with self._stats_lock:
+                self._fold_hits()
         return tuple(out)
 
     def dispatch(self, sig: KernelSignature, arrays, make_args, eager, eager_args):
@@ -261,73 +307,43 @@ class Bundle:
         A dynamic kernel gets the arguments viewed in the shapes it runs as
         (leading dims flattened where it takes another rank), and gives its
         results back in the call's shapes."""
-        found = self._table.resolve(sig)
+        route = self._routes.get(id(sig))  # by identity: the signatures prepare() memoizes recur
+        if route is None or route[0] is not sig:
+            found = self._table.resolve(sig)
+            # a dynamic kernel's argument and result shapes, None when the kernel runs the call as is
+            shapes = None if found is None or found[1] is found[0].sig else (
+                tuple(s for _, s, _ in found[1].inputs()), tuple(s for _, s, _ in sig.outputs()))
+            route = (sig, found, shapes)
+            if len(self._routes) > _MEMO_LIMIT:
+                self._routes.clear()
+            self._routes[id(sig)] = route  # holds sig: its id is not reused while the entry lives
+        _, found, shapes = route
         if found is not None:
             k, ks = found
-            if ks is k.sig:
+            if shapes is None:
                 return self._invoke(k, make_args(ks))
-            return _reshaped(self._invoke(k, _reshaped(make_args(ks), ks.inputs())), sig.outputs())
+            return _reshaped(self._invoke(k, _reshaped(make_args(ks), shapes[0])), shapes[1])
         if self.fallback == "eager":
             self._count(sig.key, False)
             return arrays.eager(eager, eager_args(), f"no kernel {sig.key} for target {self.target.name}")
         raise self._table.not_found(sig.key)
-
-    def prepare(self, op, input, normalized_shape, weight, bias, eps, mask):
-        """(array kind, signature, normalized shape, x, weight, bias) of an ATen-style
-        call, the arrays checked and contiguous. The signature is None for an
-        input with no elements: no kernel has a zero dim (the caller returns
-        torch's results without one), but the rest of the call is checked alike."""
-        ns = (normalized_shape,) if type(normalized_shape) is int else norm_shape(normalized_shape)
-        arrays = _arrays_of("input", input)
-        x = self.check_array("input", input, None, None, arrays=arrays)
-        dt = arrays.dtype_name(x)
-        shape = tuple(x.shape)
-        if len(ns) > len(shape) or shape[len(shape) - len(ns):] != ns:
-            raise ValueError(f"normalized_shape {list(ns)} is not a suffix of the input's shape {list(shape)}")
-        w = None if weight is None else self.check_array("weight", weight, dt, ns, arrays=arrays)
-        b = None if bias is None else self.check_array("bias", bias, dt, ns, arrays=arrays)
-        if b is not None and w is None:
-            # ATen allows a bias without a weight; a weight of ones is the same norm.
-            w = arrays.full(ns, 1, dt, x)
-        memo = (op, shape, ns, dt, mask, eps, w is not None, b is not None)
-        sig = self._signatures.get(memo)
-        if sig is None:
-            empty = 0 in shape
-            stand_in = (lambda dims: tuple(d or 1 for d in dims)) if empty else (lambda dims: dims)
-            try:
-                sig = KernelSignature(op=op, input_shape=stand_in(shape), normalized_shape=stand_in(ns), dtype=dt,
-                                      mask=mask, eps=eps, affine=w is not None, bias=b is not None)
-            except SignatureError as e:
-                raise ValueError(str(e)) from None
-            if empty:
-                return arrays, None, ns, x, w, b
-            if len(self._signatures) > _MEMO_LIMIT:
-                self._signatures.clear()
-            self._signatures[memo] = sig
-        return arrays, sig, ns, x, w, b
-
-    def check_stats(self, name: str, t, arrays, x, ns: tuple[int, ...]):
-        t = self.check_array(name, t, None, None, allowed=["float32", arrays.dtype_name(x)], arrays=arrays)
-        want = stats_shape(tuple(x.shape), ns)
-        if math.prod(t.shape) != math.prod(want):
-            raise ValueError(f"{name} has shape {list(t.shape)}, expected {list(want)}")
-        return t
 
     # -- the ops' ATen-style entry points (``boo_build.ops``): bundle.native_layer_norm(...) & co.
     def __getattr__(self, name: str):
         fn = None if name.startswith("_") else ops.entry_point(name)
         if fn is None:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        return types.MethodType(fn, self)  # as a method: its name and docstring show
+        method = self.__dict__[name] = types.MethodType(fn, self)  # as a method: its name and docstring show;
+        return method  # kept, so that the next call finds it without __getattr__
 
     def __dir__(self):
         return sorted(set(super().__dir__()) | set(ops.entry_points()))
 
 
-def _reshaped(arrays, specs) -> tuple:
-    """Each array viewed in its spec's shape (``KernelSignature.inputs()``/``outputs()``):
+def _reshaped(arrays, shapes) -> tuple:
+    """Each array viewed in its shape (of ``KernelSignature.inputs()``/``outputs()``):
     the same elements, contiguous, so a view (torch or numpy)."""
-    return tuple(a if tuple(a.shape) == tuple(shape) else a.reshape(shape) for a, (_, shape, _) in zip(arrays, specs))
+    return tuple([a if a.shape == shape else a.reshape(shape) for a, shape in zip(arrays, shapes)])
 
 
 # ------------------------------------------------------------------- opening

@@ -24,8 +24,18 @@ schema, so that loaders reading only 1 refuse it clearly)::
         "targets": {target: {"status": "available", "selected": impl, "reason": str,
                              "impls": {impl: {"member", "function", "sha256", "size",
                                               "validation": dict|null, "benchmark": dict|null}},
-                             "rejected": {impl: why}}
+                             "rejected": {impl: why},
+                             "mode": driver,                                   # optional
+                             "candidates": {candidate: {"median_s", "status", "reason"}}}  # optional
                           | {"status": "unavailable", "reason": str, "rejected": {impl: why}}}}}}
+
+``impls`` is keyed by module name, ``<impl>[+<variant>]`` (``boo_build.candidates``).
+Optional target-entry fields (format version 1, absent when not used):
+``mode``, the runtime driver the selected module runs on when it is not the
+bundle target's (``local-sync`` on a ``local-task`` CPU target: the same vmfb
+run inline on the calling thread); ``candidates``, every (impl, variant,
+mode) the build measured, by text form (``manual+nosd@local-sync``), with its
+median time, ``status`` ("selected", "slower", "failed", "not run") and why.
 """
 
 from __future__ import annotations
@@ -156,7 +166,10 @@ class ImplRecord:
 class TargetRecord:
     """A kernel on one target: available (``selected`` among ``impls``) or
     unavailable (``reason`` says why). ``rejected``: why each implementation
-    not packed was dropped. ``None`` fields are absent from the JSON."""
+    not packed was dropped. ``mode``: the driver the selected module runs on
+    where it is not the target's; ``candidates``: what the build measured
+    ({"median_s", "status", "reason"} per candidate's text form). ``None``
+    fields are absent from the JSON."""
 
     status: Status
     reason: str | None = None
@@ -165,21 +178,25 @@ class TargetRecord:
     rejected: Mapping[str, str] | None = None
     # fields this code does not know (measure's "measured", ...)
     extra: Mapping[str, Any] = field(default_factory=dict)
+    mode: str | None = None
+    candidates: Mapping[str, Mapping[str, Any]] | None = None
 
-    _KNOWN = ("status", "reason", "selected", "impls", "rejected")
+    _KNOWN = ("status", "reason", "selected", "impls", "rejected", "mode", "candidates")
 
     def __post_init__(self):
         object.__setattr__(self, "status", Status(self.status))
-        _freeze_fields(self, "impls", "rejected", "extra")
+        _freeze_fields(self, "impls", "rejected", "extra", "candidates")
 
     @classmethod
     def available(cls, selected: str, impls: Mapping[str, ImplRecord], reason: str = "",
-                  rejected: Mapping[str, str] | None = None, **extra: Any) -> "TargetRecord":
-        return cls(Status.AVAILABLE, reason, selected, impls, dict(rejected or {}), extra)
+                  rejected: Mapping[str, str] | None = None, *, mode: str | None = None,
+                  candidates: Mapping[str, Mapping[str, Any]] | None = None, **extra: Any) -> "TargetRecord":
+        return cls(Status.AVAILABLE, reason, selected, impls, dict(rejected or {}), extra, mode, candidates)
 
     @classmethod
-    def unavailable(cls, reason: str, rejected: Mapping[str, str] | None = None, **extra: Any) -> "TargetRecord":
-        return cls(Status.UNAVAILABLE, reason, None, None, dict(rejected or {}), extra)
+    def unavailable(cls, reason: str, rejected: Mapping[str, str] | None = None, *,
+                    candidates: Mapping[str, Mapping[str, Any]] | None = None, **extra: Any) -> "TargetRecord":
+        return cls(Status.UNAVAILABLE, reason, None, None, dict(rejected or {}), extra, candidates=candidates)
 
     @property
     def is_available(self) -> bool:
@@ -200,9 +217,14 @@ class TargetRecord:
         impls = d.get("impls")
         if impls is not None:
             impls = {i: ImplRecord.from_json(m) for i, m in _mapping(impls, "impls").items()}
+        mode, cands = d.get("mode"), d.get("candidates")
+        if mode is not None and not isinstance(mode, str):
+            raise IndexProblem(f"{where}: mode must be a driver name, got {mode!r}")
+        if cands is not None:
+            cands = {c: _mapping(v, f"candidate {c}") for c, v in _mapping(cands, "candidates").items()}
         rec = cls(status=status, reason=d.get("reason"), selected=d.get("selected"), impls=impls,
                   rejected=None if d.get("rejected") is None else dict(_mapping(d["rejected"], "rejected")),
-                  extra=_extra(d, cls._KNOWN))
+                  extra=_extra(d, cls._KNOWN), mode=mode, candidates=cands)
         if status is Status.AVAILABLE and (impls is None or rec.selected not in impls):
             raise IndexProblem(f"{where}: selected impl {d.get('selected')!r} has no entry")
         return rec
@@ -216,6 +238,10 @@ class TargetRecord:
             out["impls"] = {i: m.to_json() for i, m in self.impls.items()}
         if self.rejected is not None:
             out["rejected"] = dict(self.rejected)
+        if self.mode is not None:
+            out["mode"] = self.mode
+        if self.candidates is not None:
+            out["candidates"] = _plain(self.candidates)
         out.update(_plain(self.extra))
         return out
 

@@ -26,7 +26,13 @@ Call path (measured on iree-base-runtime 3.13, see docs/cpu-performance.md):
   are staged (copied in, results copied out).
 
 Per-call overhead over a bare ``VmContext.invoke`` with pre-imported
-arguments: ~3 us per input, ~3 us per output, ~4 us fixed (CPU time).
+arguments: ~1 us per input, ~1.3 us per output, ~2 us fixed (CPU time, 2-core
+EPYC, iree-base-runtime 3.13; ``benchmarks/cpu_vs_eager.py`` measures it).
+Inputs that recur call after call (a layer's weight and bias: the positions
+``cache_inputs`` names) keep their imported buffer view while the same memory
+comes again (same data pointer, shape, dtype, contiguous), saving the import.
+The view keeps that tensor's storage alive, so only tensors up to
+``CACHED_INPUT_BYTES`` are kept, one per position.
 
 Import cost: the loader talks to the native extension (``native.py``), not
 ``import iree.runtime``, which imports ``ml_dtypes`` (0.6-1.5 s here).
@@ -65,6 +71,9 @@ __all__ = [
     "ALIGNMENT", "KernelError", "KernelRunner", "RuntimeDevice", "aligned_copy", "aligned_empty", "cpu_threads",
     "element_type", "numpy_dtype", "numpy_from_torch", "open_device", "set_cpu_threads", "torch_from_numpy",
 ]
+
+
+CACHED_INPUT_BYTES = 1 << 20  # recurring inputs larger than this are imported every call
 
 
 class KernelError(RuntimeError):
@@ -121,6 +130,7 @@ class KernelRunner:
         self._numpy_dtypes: dict[int, np.dtype] = {}
         self._torch = None  # (torch, Tensor, to_dlpack, from_dlpack), bound on the first torch call
         self._cpu = device.is_cpu
+        self._slots: tuple = ()  # per input position: None, or [(key, buffer view) | None] (cache_inputs)
         self._dl_code, self._dl_index = device.dlpack_device
         # GPUs: how outputs reach torch ("dlpack" or "copy", None until the first
         # call) and why not by DLPack; whether a call first waits for torch's
@@ -136,6 +146,7 @@ class KernelRunner:
         exit (``_Exit``); a call afterwards raises ``KernelError``."""
         self._closed = True
         self._pool.clear()
+        self._slots = ()  # the kept imports (cache_inputs)
         self._module = self.device = self._from_capsule = self._to_capsule = None
 
     def _new_context(self):
@@ -145,12 +156,20 @@ class KernelRunner:
             fn = self._module.lookup_function(self.func_name)
         return ctx, fn
 
+    def cache_inputs(self, positions) -> None:
+        """Keep the imported buffer view of the CPU torch inputs at ``positions``
+        (those that recur: weights, biases) for as long as the same memory comes again."""
+        n = self.num_args or (max(positions, default=-1) + 1)
+        self._slots = tuple([None] if i in set(positions) else None for i in range(n))
+
     # -- calling --------------------------------------------------------
     def __call__(self, *args):
         if self._closed:
             raise KernelError(f"{self.func_name}: the runtime was released at interpreter exit")
         if self.num_args is not None and len(args) != self.num_args:
             raise TypeError(f"{self.func_name} takes {self.num_args} arguments, got {len(args)}")
+        if args and self._cpu and self._torch is not None and isinstance(args[0], self._torch[1]):
+            return self._call_torch_cpu(args, self._torch)  # the hot path, straight
         if args and isinstance(args[0], np.ndarray):
             return self._call_numpy(args)
         return self._call_torch(args)
@@ -186,6 +205,8 @@ class KernelRunner:
         bound = self._torch or self._bind_torch()
         if bound is None:
             raise TypeError(f"{self.func_name}: pass torch tensors or numpy arrays")
+        if self._cpu:
+            return self._call_torch_cpu(args, bound)
         torch, Tensor, to_dlpack, from_dlpack = bound
         from_capsule = self._from_capsule
         arg_list = self._VariantList(len(args))
@@ -227,6 +248,47 @@ class KernelRunner:
             if self.sync_inputs:
                 torch.cuda.current_stream(args[0].device).synchronize()
             return self._gpu_outputs(self._invoke(arg_list), torch, from_dlpack, args[0].device)
+        rets = self._invoke(arg_list)
+        to_capsule, BV, code, index = self._to_capsule, self._BufferView, self._dl_code, self._dl_index
+        get = rets.get_as_ref
+        return tuple([from_dlpack(to_capsule(get(i).deref(BV), code, index)) for i in range(rets.size)])
+
+    def _call_torch_cpu(self, args, bound):
+        """CPU tensors in place (DLPack both ways): the hot path, kept lean."""
+        torch, Tensor, to_dlpack, from_dlpack = bound
+        from_capsule = self._from_capsule
+        arg_list = self._VariantList(len(args))
+        push = arg_list.push_ref
+        keep = []  # copies made on the fallback path live until the call returns
+        slots = self._slots or (None,) * len(args)
+        for t, slot in zip(args, slots):
+            if not isinstance(t, Tensor):
+                raise TypeError(f"{self.func_name}: pass all torch tensors or all numpy arrays, "
+                                f"got {type(t).__name__} among tensors")
+            ptr = t.data_ptr()
+            if slot is not None:
+                # the memory the cached view was imported from, still held by it: the same bytes
+                key = (ptr, t.shape, t.dtype)
+                hit = slot[0]
+                if hit is not None and hit[0] == key and t.is_contiguous():
+                    push(hit[1])
+                    continue
+            if t.requires_grad:
+                t = t.detach()
+            if ptr % ALIGNMENT or not t.is_contiguous():
+                t = t.clone(memory_format=torch.contiguous_format)  # CPU allocator aligns to 64
+                keep.append(t)
+                slot = None
+            try:
+                bv = from_capsule(to_dlpack(t))
+            except Exception:  # noqa: BLE001 - a layout DLPack or IREE refuses: copy
+                t = t.clone(memory_format=torch.contiguous_format)
+                keep.append(t)
+                slot = None
+                bv = from_capsule(to_dlpack(t))
+            push(bv)
+            if slot is not None:
+                slot[0] = (key, bv) if t.nbytes <= CACHED_INPUT_BYTES else None
         rets = self._invoke(arg_list)
         to_capsule, BV, code, index = self._to_capsule, self._BufferView, self._dl_code, self._dl_index
         get = rets.get_as_ref

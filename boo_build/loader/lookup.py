@@ -21,13 +21,15 @@ _MEMO_LIMIT = 4096  # resolved signatures kept per bundle
 
 
 class _Kernel:
-    """One signature's selected implementation on the bundle's target."""
+    """One signature's selected implementation (module) on the bundle's target,
+    and the driver its entry asks to run it on (``mode``; "" = the target's)."""
 
-    __slots__ = ("sig", "key", "impl", "member", "function", "sha256", "runner", "verified")
+    __slots__ = ("sig", "key", "impl", "member", "function", "sha256", "mode", "runner", "verified")
 
-    def __init__(self, sig, impl, member, function, sha256):
+    def __init__(self, sig, impl, member, function, sha256, mode=""):
         self.sig, self.impl, self.member, self.function, self.sha256 = sig, impl, member, function, sha256
         self.key = sig.key
+        self.mode = mode or ""
         self.runner = None
         self.verified = False
 
@@ -48,7 +50,7 @@ class KernelTable:
                 self.unavailable[key] = f"unavailable on target {target}: {te.reason or ''}"
             else:
                 m = te.selected_impl
-                self.kernels[key] = _Kernel(k.signature, te.selected, m.member, m.function, m.sha256)
+                self.kernels[key] = _Kernel(k.signature, te.selected, m.member, m.function, m.sha256, te.mode)
         # Second-chance lookups for what ATen's arguments cannot pin down (see _relaxed_key),
         # and the dynamic kernels, by what a call must match besides its leading dims (_family_key).
         self.relaxed: dict[str, list[str]] = defaultdict(list)

@@ -25,9 +25,20 @@ def _torch():
     return _TORCH
 
 
+_NAMES: dict = {}  # dtype object -> its kernel dtype name (or None): name_of, memoized for the hot path
+_TORCH_DTYPES: dict = {}  # kernel dtype name -> torch dtype
+
+
 def _dtype_name(t) -> str | None:
     """The kernel dtype name of an array's dtype (``boo_build.dtypes``), None if kernels take none."""
-    return name_of(t.dtype)
+    dt = t.dtype
+    try:
+        return _NAMES[dt]
+    except KeyError:
+        name = _NAMES[dt] = name_of(dt)
+        return name
+    except TypeError:  # an unhashable dtype object
+        return name_of(dt)
 
 
 # The entry points take torch tensors or numpy arrays (the loader runs without
@@ -49,12 +60,20 @@ class _TorchArrays:
         return t if t.is_contiguous() else t.contiguous()
 
     @staticmethod
+    def contiguous3(x, w, b) -> bool:
+        """Whether x and the weight and bias given (None: absent) are contiguous."""
+        return x.is_contiguous() and (w is None or w.is_contiguous()) and (b is None or b.is_contiguous())
+
+    @staticmethod
     def full(shape, value, dtype: str, like):
         return _torch().full(shape, value, dtype=torch_dtype(dtype), device=like.device)
 
     @staticmethod
     def cast(t, dtype: str):
-        return t.to(torch_dtype(dtype))
+        want = _TORCH_DTYPES.get(dtype)
+        if want is None:
+            want = _TORCH_DTYPES[dtype] = torch_dtype(dtype)
+        return t if t.dtype is want else t.to(want)
 
     @staticmethod
     def eager(fn, args: tuple, what: str):
@@ -74,6 +93,11 @@ class _NumpyArrays:
     @staticmethod
     def contiguous(t):
         return t if t.flags.c_contiguous else sys.modules["numpy"].ascontiguousarray(t)
+
+    @staticmethod
+    def contiguous3(x, w, b) -> bool:
+        return (x.flags.c_contiguous and (w is None or w.flags.c_contiguous)
+                and (b is None or b.flags.c_contiguous))
 
     @staticmethod
     def full(shape, value, dtype: str, like):

@@ -1,0 +1,147 @@
+"""A call's argument checks (``Bundle.prepare``, ``check_array``, ``check_stats``),
+memoized: the loader's hot path.
+
+Everything these check about an array but its memory (its kind, device,
+dtype, shape, and the ``KernelSignature`` a call's arrays make) depends only
+on each array's (type, dtype, shape, device) and the call's scalars. The
+first call of a kind checks in full and records the outcome; a later one
+builds that key (a few attribute reads and a dict lookup, about 1 us instead
+of 10) and checks per call only what the key cannot say: contiguity (and,
+in the runner, alignment). A call the full check refuses is never recorded,
+so it is refused with the same message every time.
+
+Stdlib only; the array kinds come from ``tensors.py``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+from ..ops.calls import norm_shape, stats_shape
+from ..signature import KernelSignature, SignatureError
+from .tensors import _NumpyArrays, _TorchArrays, _arrays_of
+
+_MEMO_LIMIT = 4096  # entries kept per memo and bundle (cleared when over)
+
+
+def _remember(memo: dict, key, value) -> None:
+    if len(memo) > _MEMO_LIMIT:
+        memo.clear()
+    memo[key] = value
+
+
+class CallChecks:
+    """The checks ``ops/calls.py``'s entry-point bodies run through the ``Bundle``
+    (a base class of it: ``target``, ``device``, ``_device_type`` are the bundle's)."""
+
+    def _init_checks(self) -> None:
+        # dict get/set are atomic under the GIL; a race only checks twice
+        self._plans: dict[tuple, tuple] = {}  # prepare: call key -> (arrays, signature, normalized shape)
+        self._checked: dict[tuple, bool] = {}  # check_array / check_stats: keys that passed
+
+    def check_array(self, name: str, t, dtype: str | None, shape: tuple[int, ...] | None,
+                    allowed: Iterable[str] = (), arrays=_TorchArrays, first: str = "input"):
+        """``t`` contiguous, after checking type (``arrays``, the kind of the call's
+        ``first`` array), device, dtype (``dtype`` or one of ``allowed``; any
+        kernel dtype when both are empty) and shape."""
+        try:  # what the checks depend on: (type, dtype, shape, device); AttributeError: not an array
+            key = (name, dtype, shape, tuple(allowed) if allowed else (), arrays, first,
+                   type(t), t.dtype, t.shape, getattr(t, "device", None))
+            if key in self._checked:
+                return arrays.contiguous(t)
+        except (AttributeError, TypeError):  # not an array (refused below), an unhashable shape
+            key = None
+        t = self._check_array(name, t, dtype, shape, allowed, arrays, first)
+        if key is not None:
+            _remember(self._checked, key, True)
+        return t
+
+    def _check_array(self, name, t, dtype, shape, allowed, arrays, first):
+        if not arrays.owns(t):
+            if name == first:
+                raise TypeError(f"{name} must be a torch.Tensor or a numpy.ndarray, got {type(t).__name__}")
+            other = next((k.name for k in (_TorchArrays, _NumpyArrays) if k.owns(t)), type(t).__name__)
+            raise TypeError(f"{name} is a {other} but {first} is a {arrays.name}: "
+                            "pass all torch tensors or all numpy arrays")
+        if arrays is _TorchArrays and t.device.type != self._device_type:  # numpy: host memory, staged on GPUs
+            want = self._device_type
+            raise ValueError(f"{name} is on device {t.device}, but this bundle runs on {self.device.uri} "
+                             f"(target {self.target.name}): move it to a {want} tensor")
+        got = arrays.dtype_name(t)
+        if got is None or (dtype is not None and got != dtype) or (allowed and dtype is None and got not in allowed):
+            ok = [dtype] if dtype is not None else list(dict.fromkeys(allowed))  # each dtype named once
+            if ok:
+                raise TypeError(f"{name} has dtype {t.dtype}, "
+                                f"expected {' or '.join(arrays.dtype_prefix + d for d in ok)}")
+            raise TypeError(f"{name} has dtype {t.dtype}: kernels take float32, float16 or bfloat16")
+        if shape is not None and tuple(t.shape) != shape:
+            raise ValueError(f"{name} has shape {list(t.shape)}, expected {list(shape)}")
+        return arrays.contiguous(t)
+
+    def prepare(self, op, input, normalized_shape, weight, bias, eps, mask):
+        """(array kind, signature, normalized shape, x, weight, bias) of an ATen-style
+        call, the arrays checked and contiguous. The signature is None for an
+        input with no elements: no kernel has a zero dim (the caller returns
+        torch's results without one), but the rest of the call is checked alike."""
+        try:  # (type, dtype, shape, device) of each array: most of a call's Python time is here
+            key = (op, mask, eps, tuple(normalized_shape) if type(normalized_shape) is list else normalized_shape,
+                   type(input), input.dtype, input.shape, getattr(input, "device", None),
+                   None if weight is None else (type(weight), weight.dtype, weight.shape,
+                                                getattr(weight, "device", None)),
+                   None if bias is None else (type(bias), bias.dtype, bias.shape, getattr(bias, "device", None)))
+            plan = self._plans.get(key)
+        except (AttributeError, TypeError):  # not an array (refused below), unhashable arguments
+            key = plan = None
+        if plan is not None:
+            arrays, sig, ns = plan
+            if arrays.contiguous3(input, weight, bias):
+                return arrays, sig, ns, input, weight, bias
+        found = self._prepare(op, input, normalized_shape, weight, bias, eps, mask)
+        arrays, sig, ns, _, w, _ = found
+        if key is not None and sig is not None and w is weight:  # not a stand-in weight of ones
+            _remember(self._plans, key, (arrays, sig, ns))
+        return found
+
+    def _prepare(self, op, input, normalized_shape, weight, bias, eps, mask):
+        ns = (normalized_shape,) if type(normalized_shape) is int else norm_shape(normalized_shape)
+        arrays = _arrays_of("input", input)
+        x = self._check_array("input", input, None, None, (), arrays, "input")
+        dt = arrays.dtype_name(x)
+        shape = tuple(x.shape)
+        if len(ns) > len(shape) or shape[len(shape) - len(ns):] != ns:
+            raise ValueError(f"normalized_shape {list(ns)} is not a suffix of the input's shape {list(shape)}")
+        w = None if weight is None else self._check_array("weight", weight, dt, ns, (), arrays, "input")
+        b = None if bias is None else self._check_array("bias", bias, dt, ns, (), arrays, "input")
+        if b is not None and w is None:
+            # ATen allows a bias without a weight; a weight of ones is the same norm.
+            w = arrays.full(ns, 1, dt, x)
+        empty = 0 in shape
+        stand_in = (lambda dims: tuple(d or 1 for d in dims)) if empty else (lambda dims: dims)
+        try:
+            sig = KernelSignature(op=op, input_shape=stand_in(shape), normalized_shape=stand_in(ns), dtype=dt,
+                                  mask=mask, eps=eps, affine=w is not None, bias=b is not None)
+        except SignatureError as e:
+            raise ValueError(str(e)) from None
+        return arrays, (None if empty else sig), ns, x, w, b
+
+    def check_stats(self, name: str, t, arrays, x, ns: tuple[int, ...]):
+        """A saved statistic (mean, rstd): float32 or the input's dtype, as many
+        elements as the input has rows (any layout of them), contiguous."""
+        try:
+            key = ("stats", name, arrays, ns, type(t), t.dtype, t.shape, getattr(t, "device", None),
+                   type(x), x.dtype, x.shape)
+            if key in self._checked:
+                return arrays.contiguous(t)
+        except (AttributeError, TypeError):
+            key = None
+        t = self._check_array(name, t, None, None, ["float32", arrays.dtype_name(x)], arrays, "input")
+        want = stats_shape(tuple(x.shape), ns)
+        if math.prod(t.shape) != math.prod(want):
+            raise ValueError(f"{name} has shape {list(t.shape)}, expected {list(want)}")
+        if key is not None:
+            _remember(self._checked, key, True)
+        return t
+
+
+__all__ = ["CallChecks"]

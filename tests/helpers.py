@@ -1,0 +1,310 @@
+"""Helpers shared by the test files (a plain module: pytest collects nothing here).
+
+The fixtures that use them live in conftest.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import textwrap
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from boo_build.loader.bundle import read_archive
+from boo_build.manifest import Manifest, ManifestError, load_manifest
+from boo_build.pack import ImplArtifact, KernelEntry, TargetEntry, canonical_json, compress, pack_bundle, tar_bytes
+from boo_build.signature import KernelSignature, ModuleId
+from boo_build.targets import catalogue
+from boo_build.tolerances import tolerance
+
+if TYPE_CHECKING:
+    import torch
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+# ------------------------------------------------------------ the boo-build CLI
+def env() -> dict:
+    """os.environ with the venv's console scripts first on PATH."""
+    e = dict(os.environ)
+    e["PATH"] = f"{BIN}{os.pathsep}{e.get('PATH', '')}"
+    return e
+
+
+def boo(*args: str, cwd: Path, check: bool = True, extra_env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run the boo-build console script; with check, a non-zero exit fails with its output."""
+    proc = subprocess.run([str(BIN / "boo-build"), *args], cwd=cwd, env={**env(), **(extra_env or {})},
+                          capture_output=True, text=True, timeout=900)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"boo-build {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def assert_close(out: torch.Tensor, ref: torch.Tensor, dtype: str, what: str = "") -> None:
+    """A loader output against its reference, within the dtype's tolerance."""
+    tol = tolerance(dtype)
+    o, r = out.double(), ref.double()
+    assert o.shape == r.shape, f"{what}: shape {tuple(o.shape)} != {tuple(r.shape)}"
+    scale = max(1.0, r.abs().max().item())
+    err = (o - r).abs()
+    bound = tol.atol * scale + tol.rtol * r.abs()
+    assert bool((err <= bound).all()), f"{what}: max error {err.max().item():.3g} (atol {tol.atol}, rtol {tol.rtol})"
+
+
+# ------------------------------------------- the session's kernels and bundle
+# (the ``built`` fixture in conftest.py; tests/test_bundle.py tests the writer)
+F32_EPS = 1.1920928955078125e-07  # torch's rms_norm eps=None
+
+
+def _ln(mask, **kw):
+    return KernelSignature("layer_norm", (4, 6, 10), (10,), "float32", mask, **kw)
+
+
+def _rms16(mask):
+    return KernelSignature("rms_norm", (3, 37), (37,), "bfloat16", mask, bias=False)
+
+
+def _rms32(mask):
+    return KernelSignature("rms_norm", (4, 6, 10), (10,), "float32", mask, eps=F32_EPS, bias=False)
+
+
+# signature -> (impls to build, selected)
+KERNELS = {
+    _ln(1): (("aten", "manual"), "manual"),
+    _ln(2): (("aten",), "aten"),
+    _ln(6): (("aten",), "aten"),
+    _ln(14): (("aten",), "aten"),
+    _rms16(1): (("aten",), "aten"),
+    _rms16(6): (("manual",), "manual"),
+    _rms32(1): (("aten",), "aten"),
+    _rms32(2): (("aten",), "aten"),
+    _rms32(6): (("aten",), "aten"),
+}
+PROVENANCE = {"versions": {"boo-build": "0.1.0", "torch": "2.13.0", "iree-turbine": "3.9.0",
+                           "iree-base-compiler": "3.13.0"},
+              "targets": {"cpu": {"flags": list(catalogue()["cpu"].flags)}}}
+CSV = b"key,target,impl,median_us\nx,cpu,aten,1.0\n"
+
+
+@dataclass
+class Built:
+    root: Path
+    vmfb: dict[tuple[str, str], Path]  # (signature key, impl) -> file
+    targets: list
+    kernels: list[KernelEntry]
+    path: Path  # the main bundle: cpu + a (fake) gfx942 target
+
+    def entries(self, targets=("cpu", "gfx942"), keys=None) -> list[KernelEntry]:
+        out = []
+        for k in self.kernels:
+            if keys is None or k.key in keys:
+                out.append(KernelEntry(k.signature, {t: e for t, e in k.targets.items() if t in targets}))
+        return out
+
+
+def _compile_all(root: Path) -> dict[tuple[str, str], Path]:
+    from boo_build.compile import compile_mlir, write_atomic
+    from boo_build.export import export_mlir
+
+    flags = catalogue()["cpu"].flags
+    mids = [ModuleId(sig, impl) for sig, (impls, _) in KERNELS.items() for impl in impls]
+    texts = {mid: export_mlir(mid) for mid in mids}  # in-process: one at a time
+
+    def comp(mid):
+        res = compile_mlir(texts[mid], flags)
+        assert res.ok, f"{mid.key}: {res.error}"
+        path = root / "vmfb" / "cpu" / f"{mid.key}.vmfb"
+        write_atomic(path, res.vmfb)
+        return (mid.signature.key, mid.impl), path
+
+    with ThreadPoolExecutor(max(1, min(4, os.cpu_count() or 1))) as ex:
+        return dict(ex.map(comp, mids))
+
+
+def _entries(vmfb) -> list[KernelEntry]:
+    out = []
+    for sig, (impls, selected) in KERNELS.items():
+        arts = {i: ImplArtifact(vmfb[(sig.key, i)], validation={"status": "passed", "max_error": 1e-6},
+                                benchmark={"median_us": 10.0 + len(i)}) for i in impls}
+        cpu = TargetEntry.available(arts, selected, f"fastest validated ({selected})")
+        # gfx942: never loaded on this machine; the forward one reuses a CPU vmfb.
+        gfx = (TargetEntry.available({selected: arts[selected]}, selected, "only one")
+               if sig.key == _ln(1).key else
+               TargetEntry.unavailable("compile failed: test", {"aten": "compile failed: test"}))
+        out.append(KernelEntry(sig, {"cpu": cpu, "gfx942": gfx}))
+    return out
+
+
+_BUILT: Built | None = None
+_BUILT_LOCK = threading.Lock()
+
+
+def build_kernels(tmp_path_factory) -> Built:
+    """The session's kernels and main bundle (built once across test files)."""
+    global _BUILT
+    with _BUILT_LOCK:
+        if _BUILT is None:
+            root = tmp_path_factory.mktemp("kernels")
+            vmfb = _compile_all(root)
+            cat = catalogue()
+            targets = [cat["cpu"], cat["gfx942"]]
+            kernels = _entries(vmfb)
+            path = pack_bundle(root / "out", name="test-norms", version="1.2.3", targets=targets,
+                               kernels=kernels, provenance=PROVENANCE, csv_bytes=CSV)
+            _BUILT = Built(root, vmfb, targets, kernels, path)
+        return _BUILT
+
+
+# ------------------------------------------------------ changed bundle copies
+def rewrite(src: Path, dst: Path, *, members=None, index=None, extra=()) -> Path:
+    """Copy of a bundle with members and/or the index changed (index checksums kept)."""
+    a = read_archive(src)
+    ix = json.loads(a.members["bundle.json"])
+    if index:
+        index(ix)
+    mem = dict(a.members)
+    if members:
+        members(mem)
+    mem["bundle.json"] = canonical_json(ix)
+    order = [("bundle.json", mem.pop("bundle.json"))] + sorted(mem.items())
+    raw = tar_bytes(order)
+    if extra:
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
+            for name, data in order:
+                ti = tarfile.TarInfo(name)
+                ti.size = len(data)
+                tf.addfile(ti, io.BytesIO(data))
+            for ti, data in extra:
+                tf.addfile(ti, io.BytesIO(data) if data is not None else None)
+        raw = buf.getvalue()
+    dst.write_bytes(compress(raw))
+    return dst
+
+
+def flip_byte(data: bytes, at: int | None = None) -> bytes:
+    b = bytearray(data)
+    at = len(b) // 2 if at is None else at
+    b[at] ^= 0x5A
+    return bytes(b)
+
+
+def with_modes(src, dst, modes: dict[str, str], candidates=None):
+    """A copy of bundle ``src`` whose cpu entries of ``modes``' kernels name that mode
+    (written through the typed index, as the build writes it)."""
+    ix = read_archive(src).bundle_index
+    for key, mode in modes.items():
+        te = ix.kernels[key].targets["cpu"]
+        ix = ix.with_entry(key, "cpu", dataclasses.replace(te, mode=mode, candidates=candidates))
+    new = ix.to_json()
+    return rewrite(src, dst, index=lambda d: (d.clear(), d.update(new)))
+
+
+# ----------------------------------------- a small kernel set, vmfb bytes only
+# (validation, benchmarks, devices: compiled for cpu once per process)
+CPU_TARGET = catalogue()["cpu"]
+
+
+def ln(dtype, mask, shape=(4, 6, 10), norm=(10,)):
+    return KernelSignature("layer_norm", shape, norm, dtype, mask)
+
+
+def rms(dtype, mask, shape=(3, 37), norm=(37,)):
+    return KernelSignature("rms_norm", shape, norm, dtype, mask, eps=1e-6, bias=False)
+
+
+# (module id, planted error) -> compiled for cpu
+GOOD = [
+    ModuleId(ln("float32", 1), "manual"),
+    ModuleId(ln("float16", 1), "manual"),
+    ModuleId(ln("bfloat16", 1), "manual"),
+    ModuleId(ln("float32", 14, (3, 37), (37,)), "aten"),
+    ModuleId(ln("bfloat16", 6, (3, 37), (37,)), "manual"),
+    ModuleId(rms("float16", 1), "aten"),
+    ModuleId(rms("bfloat16", 6), "manual"),
+]
+PLANTED = [
+    ModuleId(ln("float32", 1), "manual"),
+    ModuleId(rms("float16", 1), "manual"),
+]
+
+_SET_LOCK = threading.Lock()
+_SET: dict[tuple[str, bool], bytes] = {}
+
+
+def kernel_set() -> dict[tuple[str, bool], bytes]:
+    """(module key, planted) -> vmfb bytes for GOOD and PLANTED, built once per process."""
+    from boo_build import modules
+    from boo_build.compile import compile_mlir
+    from boo_build.export import export_mlir
+
+    with _SET_LOCK:
+        if _SET:
+            return _SET
+        jobs = []
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            for mid in GOOD:
+                jobs.append(((mid.key, False), pool.submit(compile_mlir, export_mlir(mid), CPU_TARGET.flags)))
+            for mid in PLANTED:
+                with pytest.MonkeyPatch.context() as mp:
+                    mp.setenv(modules.PLANT_ERROR_ENV, "1")
+                    mlir = export_mlir(mid)
+                jobs.append(((mid.key, True), pool.submit(compile_mlir, mlir, CPU_TARGET.flags)))
+            for key, fut in jobs:
+                res = fut.result()
+                assert res.ok, f"{key}: {res.error}"
+                _SET[key] = res.vmfb
+        return _SET
+
+
+# ------------------------------------------------------------------ manifests
+BUNDLE = """\
+[bundle]
+name = "test-bundle"
+version = "1.2.3"
+targets = ["cpu", "gfx942"]
+"""
+ENTRY = 'op = "layer_norm"\ninput_shape = [8, 128, 768]\n'
+
+
+def write(tmp_path: Path, body: str, name: str = "m.toml", bundle: bool = True) -> Path:
+    p = tmp_path / name
+    p.write_text((BUNDLE if bundle else "") + textwrap.dedent(body))
+    return p
+
+
+def load(tmp_path: Path, body: str, **kw) -> Manifest:
+    return load_manifest(write(tmp_path, body), **kw)
+
+
+def errors_of(tmp_path: Path, body: str, name: str = "m.toml", bundle: bool = True, **kw) -> list[str]:
+    p = write(tmp_path, body, name, bundle)
+    with pytest.raises(ManifestError) as e:
+        load_manifest(p, **kw)
+    err = e.value
+    assert str(err) == "\n".join(err.errors)
+    for line in err.errors:
+        assert line.startswith(str(p)), line
+    return err.errors
+
+
+def one_error(tmp_path, body, **kw) -> str:
+    errs = errors_of(tmp_path, body, **kw)
+    assert len(errs) == 1, errs
+    return errs[0]
+
+
+def keys(m: Manifest) -> list[str]:
+    return [k.signature.key for k in m.kernels]

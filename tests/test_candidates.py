@@ -1,0 +1,153 @@
+"""Candidates (implementation x compile variant x execution mode): names,
+what each target offers, and a real build on the cpu target that tries them
+all, ships the fastest validated one and runs it through the loader."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from boo_build.candidates import (
+    NOSD, SINGLE_DISPATCH, Candidate, apply_variant, applies, candidates, explores, modes, variants,
+)
+from boo_build.signature import KernelSignature, ModuleId
+from boo_build.targets import catalogue
+
+from helpers import boo
+
+FWD = KernelSignature("layer_norm", (3, 33, 100), (100,), "float32", 1)
+BWD = FWD.replace(mask=2)
+
+
+def test_text_form_round_trips_and_leaves_baseline_parts_out():
+    for text, c in [("manual", Candidate("manual")), ("aten@local-sync", Candidate("aten", "", "local-sync")),
+                    ("manual+nosd", Candidate("manual", NOSD)),
+                    ("manual+nosd@local-sync", Candidate("manual", NOSD, "local-sync"))]:
+        assert Candidate.parse(text) == c and c.key == str(c) == text
+    assert Candidate("aten", NOSD, "local-task").module == "aten+nosd"
+    assert Candidate("manual").is_baseline and not Candidate("manual", mode="local-sync").is_baseline
+    for bad in ("fast", "manual+o9", "manual@hip"):
+        with pytest.raises(ValueError):
+            Candidate.parse(bad)
+
+
+def test_what_each_target_offers():
+    cat = catalogue("x86_64")
+    assert variants(cat["cpu"]) == (NOSD,) and modes(cat["cpu"]) == ("", "local-sync")
+    assert variants(cat["gfx942"]) == () and modes(cat["gfx942"]) == ("",)
+    # nosd only where the export puts the attribute: static forward modules
+    assert applies(NOSD, ModuleId(FWD, "manual")) and not applies(NOSD, ModuleId(BWD, "manual"))
+    mid_of = lambda i: ModuleId(FWD, i)  # noqa: E731
+    assert [c.key for c in candidates(["manual"], cat["cpu"], mid_of, True)] == [
+        "manual", "manual@local-sync", "manual+nosd", "manual+nosd@local-sync"]
+    assert [c.key for c in candidates(["aten", "manual"], cat["cpu"], mid_of, False)] == ["aten", "manual"]
+    assert [c.key for c in candidates(["manual"], cat["gfx942"], mid_of, True)] == ["manual"]
+    dev = object()
+    assert explores(cat["cpu"], bench=True, distributed=False, device=dev)
+    assert not explores(cat["cpu"], bench=False, distributed=False, device=dev)  # --no-bench
+    assert not explores(cat["cpu"], bench=True, distributed=True, device=dev)  # --scheduler: baselines
+    assert not explores(cat["cpu"], bench=True, distributed=False, device=None)  # no device here
+
+
+def test_nosd_removes_only_the_attribute():
+    attr = f"preprocessing_pipeline = {SINGLE_DISPATCH}"
+    head = "util.func public @f(%arg0: !hal.buffer_view) -> !hal.buffer_view attributes {"
+    for attrs, left in [(f"iree.abi.stub, {attr}", "iree.abi.stub"), (f"{attr}, iree.abi.stub", "iree.abi.stub")]:
+        assert apply_variant(NOSD, f"{head}{attrs}}} {{") == f"{head}{left}}} {{"
+    assert apply_variant(NOSD, f"util.func @f() attributes {{{attr}}} {{") == "util.func @f() {"
+    assert apply_variant(NOSD, "util.func @f() {") is None  # changes nothing: no module
+
+
+# ------------------------------------------------------------- a real build
+TINY = """
+[bundle]
+name = "cands"
+version = "0.1.0"
+targets = ["cpu"]
+
+[[kernels]]
+op = "layer_norm"
+input_shape = [3, 33, 100]
+dtype = "float32"
+masks = [1, 2]
+"""
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory):
+    """The manifest built with benchmarks (candidates tried) and with --no-bench."""
+    d = tmp_path_factory.mktemp("cands")
+    (d / "tiny.toml").write_text(TINY)
+    boo("build", "tiny.toml", "--out", "bench", "-q", cwd=d)
+    boo("build", "tiny.toml", "--out", "nobench", "--no-bench", "-q", cwd=d)
+    return d
+
+
+def _index(path: Path) -> dict:
+    from boo_build.pack import read_index
+
+    return read_index(path)
+
+
+def test_the_bundle_ships_the_fastest_validated_candidate_and_runs_it(builds):
+    from boo_build.loader import open_bundle
+
+    root = builds / "bench" / "cands"
+    index = _index(builds / "bench" / "cands-0.1.0.tar.zst")
+    bundle = open_bundle(builds / "bench" / "cands-0.1.0.tar.zst")
+    for sig in (FWD, BWD):
+        te = index["kernels"][sig.key]["targets"]["cpu"]
+        cands = te["candidates"]
+        expected = {Candidate(i, v, m).key for i in ("aten", "manual") for m in ("", "local-sync")
+                    for v in (("", NOSD) if sig.is_forward else ("",))}
+        assert set(cands) == expected and list(cands) == sorted(cands)
+        # the records on disk: the fastest validated candidate is the one selected
+        timed = {}
+        for name in cands:
+            c = Candidate.parse(name)
+            stem = ModuleId(sig, c.impl).key + (f"+{c.variant}" if c.variant else "")
+            val = json.loads((root / "validate" / "cpu" / f"{stem}.json").read_text())
+            ben = json.loads((root / "bench" / "cpu" / f"{stem}{'@' + c.mode if c.mode else ''}.json").read_text())
+            assert ben.get("mode", "") == c.mode and (c.mode != "local-sync" or ben["threads"] == 1)
+            assert cands[name]["median_s"] == ben["median_s"]
+            if val["status"] == "passed" and ben["status"] == "ok":
+                timed[name] = ben["median_s"]
+        winner = [n for n, r in cands.items() if r["status"] == "selected"]
+        fastest = min(timed, key=timed.get)
+        assert len(winner) == 1
+        # the one exception: the default baseline kept within the 3 % noise margin
+        assert winner[0] == fastest or (winner[0] == "manual" and timed["manual"] <= 1.03 * timed[fastest])
+        assert all(r["reason"] for n, r in cands.items() if n != winner[0])
+        chosen = Candidate.parse(winner[0])
+        assert te["selected"] == chosen.module and list(te["impls"]) == [chosen.module]
+        assert te.get("mode") == (chosen.mode or None)  # absent where it is the target's driver
+        stem = ModuleId(sig, chosen.impl).key + (f"+{chosen.variant}" if chosen.variant else "")
+        assert te["impls"][chosen.module]["member"] == f"kernels/cpu/{stem}.vmfb"
+        assert te["impls"][chosen.module]["benchmark"]["median_s"] == cands[winner[0]]["median_s"]
+        assert bundle.device_of(sig.key) == (chosen.mode or "local-task")
+    # the chosen kernels run through the loader and agree with torch
+    import torch
+
+    x, w, b = torch.randn(3, 33, 100), torch.randn(100), torch.randn(100)
+    got = bundle.native_layer_norm(x, [100], w, b, 1e-5)
+    want = torch.ops.aten.native_layer_norm(x, [100], w, b, 1e-5)
+    for g, r in zip(got, want):
+        torch.testing.assert_close(g, r, rtol=1e-4, atol=1e-4)
+    gy = torch.randn_like(x)
+    dx = bundle.native_layer_norm_backward(gy, x, [100], want[1], want[2], w, b, [True, False, False])[0]
+    ref = torch.ops.aten.native_layer_norm_backward(gy, x, [100], want[1], want[2], w, b, [True, False, False])[0]
+    torch.testing.assert_close(dx, ref, rtol=1e-4, atol=1e-4)
+    header = (root / "bench.csv").read_text().splitlines()[0]
+    assert header.endswith(",selected,candidates")
+
+
+def test_no_bench_explores_nothing(builds):
+    root = builds / "nobench" / "cands"
+    assert not [p for p in root.rglob("*") if "+" in p.name or "@" in p.name]
+    index = _index(builds / "nobench" / "cands-0.1.0.tar.zst")
+    for rec in index["kernels"].values():
+        te = rec["targets"]["cpu"]
+        assert "mode" not in te and "candidates" not in te and set(te["impls"]) <= {"aten", "manual"}
+    assert (root / "bench.csv").read_text().splitlines()[0].endswith(",validation,selected")

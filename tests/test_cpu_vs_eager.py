@@ -1,0 +1,50 @@
+"""benchmarks/cpu_vs_eager.py on the session's small bundle (one kernel moved to
+local-sync), with tiny sample counts: the report's structure and every kernel
+in it (not the timings: this machine is shared)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from boo_build.loader import open_bundle
+
+from helpers import REPO, _ln, with_modes
+
+
+def test_report_lists_every_kernel_with_loader_eager_and_overhead(built, tmp_path):
+    path = with_modes(built.path, tmp_path / "moded.tar.zst", {_ln(1).key: "local-sync"})
+    out = tmp_path / "report.json"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "cpu_vs_eager.py"), "--bundle", str(path), "--samples", "2",
+         "--min-batch-s", "0", "--json", str(out), "-q"],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rec = json.loads(out.read_text())
+    keys = open_bundle(path, device="local-task").keys()
+    assert [r["key"] for r in rec["kernels"]] == keys and rec["target"] == "cpu" and rec["samples"] == 2
+    for r in rec["kernels"]:
+        assert "error" not in r, r
+        assert all(r[f] > 0 for f in ("loader_us", "eager_us", "bare_us", "speedup")), r
+        assert isinstance(r["overhead_us"], float) and r["shape"] and r["candidate"]
+        assert r["speedup"] == pytest.approx(r["eager_us"] / r["loader_us"])
+    rows = {r["key"]: r for r in rec["kernels"]}
+    assert rows[_ln(1).key]["device"] == "local-sync" and rows[_ln(1).key]["candidate"] == "manual@local-sync"
+    assert rows[_ln(14).key]["device"] == "local-task" and rows[_ln(14).key]["candidate"] == "aten"
+    s = rec["summary"]
+    for op, n in (("layer_norm", 4), ("rms_norm", 5)):  # separate geomeans: RMS eager is a weak baseline
+        assert s[op]["kernels"] == n and s[op]["geomean_speedup"] > 0
+        assert s[op]["below_0.8x"] == len(s[op]["slow"])
+    assert set(s["overhead_us"]) == {"local-sync", "local-task"} and s["errors"] == []
+    assert s["overhead_us"]["local-sync"]["kernels"] == 1 and s["overhead_us"]["local-task"]["kernels"] == 8
+    assert all(o["max"] >= o["median"] for o in s["overhead_us"].values())
+    assert rec["machine"]["torch_threads"] == rec["machine"]["iree_local_task_workers"] or \
+        rec["machine"]["iree_local_task_workers"] == 0
+    md = proc.stdout
+    assert all(k in md for k in keys) and "layer_norm: geomean speed-up over eager" in md
+    assert "rms_norm: geomean speed-up over eager" in md and "per-call overhead" in md

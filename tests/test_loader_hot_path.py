@@ -1,0 +1,100 @@
+"""The loader's hot path: memoized argument checks (loader/checks.py) still
+refuse what they refused, per call; the imports a runner keeps for recurring
+inputs (weights, biases) never stand in for other memory; counts stay exact."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from boo_build.loader import open_bundle
+
+from helpers import _ln
+
+
+def _ln_ref(x, w, b):
+    return torch.ops.aten.native_layer_norm(x, [10], w, b, 1e-5)
+
+
+@pytest.fixture()
+def fresh(built):
+    return open_bundle(built.path, device="local-task")
+
+
+def _message(fn) -> str:
+    with pytest.raises((TypeError, ValueError)) as e:
+        fn()
+    return f"{type(e.value).__name__}: {e.value}"
+
+
+def test_checks_still_refuse_after_a_good_call_of_the_same_shapes(fresh, built):
+    x, w, b = torch.randn(4, 6, 10), torch.randn(10), torch.randn(10)
+    bad = [
+        lambda bb: bb.native_layer_norm(x, (10,), w.double(), b),                     # weight dtype
+        lambda bb: bb.native_layer_norm(x, (10,), torch.randn(11), b),                # weight shape
+        lambda bb: bb.native_layer_norm(x, (10,), w.numpy(), b),                      # mixed kinds
+        lambda bb: bb.native_layer_norm(x, (6, 10), w, b),                            # normalized shape
+        lambda bb: bb.native_layer_norm_backward(x, x, (10,), torch.randn(4, 6, 1), torch.randn(4, 7, 1), w, b),
+        lambda bb: bb.native_layer_norm_backward(x.half(), x, (10,), torch.randn(4, 6, 1), torch.randn(4, 6, 1), w, b),
+        lambda bb: bb.run(_ln(1).key, x, w),                                          # argument count
+        lambda bb: bb.run(_ln(1).key, x[:, :5], w, b),                                # argument shape
+    ]
+    first = [_message(lambda: f(open_bundle(built.path, device="local-task"))) for f in bad]
+    for _ in range(2):  # memos filled by good calls of the same shapes
+        fresh.native_layer_norm(x, (10,), w, b)
+        _, mean, rstd = fresh.native_layer_norm(x, (10,), w, b)
+        fresh.native_layer_norm_backward(x, x, (10,), mean, rstd, w, b)
+        fresh.run(_ln(1).key, x, w, b)
+        assert [_message(lambda: f(fresh)) for f in bad] == first
+
+
+def test_each_call_is_checked_for_its_own_memory(fresh):
+    g = torch.Generator().manual_seed(1)
+    x, w, b = torch.randn(4, 6, 10, generator=g), torch.randn(10, generator=g), torch.randn(10, generator=g)
+    fresh.native_layer_norm(x, (10,), w, b)
+    # same shapes and dtypes: non-contiguous, numpy, and a bias without a weight
+    xt = torch.randn(10, 6, 4, generator=g).transpose(0, 2)
+    torch.testing.assert_close(fresh.native_layer_norm(xt, (10,), w, b)[0], _ln_ref(xt.contiguous(), w, b)[0])
+    y = fresh.native_layer_norm(x.numpy(), (10,), w.numpy(), b.numpy())[0]
+    assert isinstance(y, np.ndarray) and np.allclose(y, _ln_ref(x, w, b)[0].numpy(), atol=1e-5)
+    ones = torch.ones(10)
+    for _ in range(2):
+        torch.testing.assert_close(fresh.native_layer_norm(x, (10,), None, b)[0], _ln_ref(x, ones, b)[0])
+
+
+def test_kept_imports_follow_the_memory(fresh):
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(4, 6, 10, generator=g)
+    big, b = torch.randn(20, generator=g), torch.randn(10, generator=g)
+    w = big[:10]
+    r = fresh.load(_ln(1).key)
+    assert r._slots and r._slots[0] is None  # the input is not kept, weight and bias are
+
+    def check(w_):
+        torch.testing.assert_close(r(x, w_, b)[0], _ln_ref(x, w_.contiguous(), b)[0])
+
+    check(w)
+    check(w)       # kept import
+    w.mul_(3)      # written in place: the same memory, new values
+    check(w)
+    check(big[::2])  # same data pointer and shape, another layout: imported afresh (a copy)
+    check(big[10:])  # other memory
+    check(torch.randn(10, generator=g))
+    # a weight that needs grad (detached for the kernel), then the same weight again
+    wg = torch.randn(10, generator=g, requires_grad=True)
+    check(wg.detach())
+    torch.testing.assert_close(r(x, wg, b)[0], _ln_ref(x, wg.detach(), b)[0])
+
+
+def test_counts_stay_exact_past_the_pending_limit(fresh):
+    from boo_build.loader.bundle import _MEMO_LIMIT
+
+    x, w, b = torch.randn(4, 6, 10), torch.randn(10), torch.randn(10)
+    n = _MEMO_LIMIT + 50
+    for _ in range(n):
+        fresh.native_layer_norm(x, (10,), w, b)
+    assert fresh.stats() == {_ln(1).key: {"hits": n, "misses": 0}}
+    fresh.reset_stats()
+    fresh.native_layer_norm(x, (10,), w, b)
+    assert fresh.stats() == {_ln(1).key: {"hits": 1, "misses": 0}}

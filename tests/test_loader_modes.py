@@ -1,0 +1,83 @@
+"""A kernel's execution mode: a target entry's optional ``mode`` (the build
+found the kernel faster on another driver of the same device, e.g. inline on
+``local-sync`` rather than on ``local-task``'s worker pool) runs it on that
+driver; one bundle, one process, both CPU devices."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from boo_build.loader import open_bundle
+
+from helpers import _ln, _rms32, with_modes
+
+CANDIDATES = {"aten": {"median_s": 4.0e-05, "status": "slower", "reason": "slower: 40.0 us vs 9.0 us"},
+              "manual": {"median_s": 3.0e-05, "status": "slower", "reason": "slower: 30.0 us vs 9.0 us"},
+              "manual@local-sync": {"median_s": 9.0e-06, "status": "selected", "reason": ""}}
+
+
+@pytest.fixture(scope="module")
+def moded(built, tmp_path_factory):
+    return with_modes(built.path, tmp_path_factory.mktemp("modes") / "modes.tar.zst",
+                      {_ln(1).key: "local-sync", _rms32(1).key: "local-sync"}, CANDIDATES)
+
+
+def test_one_bundle_runs_local_sync_and_local_task_kernels(moded):
+    b = open_bundle(moded)  # the best device present: the CPU, on the target's driver
+    assert b.target.name == "cpu" and b.device.uri == "local-task"
+    fwd, bwd = _ln(1).key, _ln(14).key
+    assert b.device_of(fwd) == "local-sync" and b.device_of(bwd) == "local-task"
+    assert b.info()["kernels"][fwd]["cpu"] == {"status": "available", "selected": "manual", "mode": "local-sync"}
+    assert "mode" not in b.info()["kernels"][bwd]["cpu"]
+
+    g = torch.Generator().manual_seed(0)
+    x, w, bias = torch.randn(4, 6, 10, generator=g), torch.randn(10, generator=g), torch.randn(10, generator=g)
+    y, mean, rstd = b.native_layer_norm(x, (10,), w, bias, 1e-5)
+    gy = torch.randn(4, 6, 10, generator=g)
+    gx, gw, gb = b.native_layer_norm_backward(gy, x, (10,), mean, rstd, w, bias, (True, True, True))
+    # the two kernels ran on two runtime devices of one process
+    sync, task = b.load(fwd), b.load(bwd)
+    assert (sync.device.uri, sync.device.driver, task.device.uri) == ("local-sync", "local-sync", "local-task")
+    assert sync.device.hal_device is not task.device.hal_device and sync.device.threads() == 1
+    assert b.stats() == {fwd: {"hits": 1, "misses": 0}, bwd: {"hits": 1, "misses": 0}}
+    # results as torch's
+    ry, rmean, rrstd = torch.ops.aten.native_layer_norm(x, [10], w, bias, 1e-5)
+    rgx, rgw, rgb = torch.ops.aten.native_layer_norm_backward(gy, x, [10], mean, rstd, w, bias, [True] * 3)
+    for out, ref in ((y, ry), (mean, rmean), (rstd, rrstd), (gx, rgx), (gw, rgw), (gb, rgb)):
+        torch.testing.assert_close(out, ref, atol=1e-4, rtol=1e-4)
+    # the other op's local-sync kernel shares the same local-sync device
+    y2, _ = b.fused_rms_norm(x, (10,), w, torch.finfo(torch.float32).eps)
+    torch.testing.assert_close(y2, torch.ops.aten._fused_rms_norm(x, [10], w, torch.finfo(torch.float32).eps)[0],
+                               atol=1e-4, rtol=1e-4)
+    assert b.load(_rms32(1).key).device.hal_device is sync.device.hal_device
+
+
+def test_a_bundle_opened_on_local_sync_runs_everything_there(moded):
+    b = open_bundle(moded, device="local-sync")
+    assert {b.device_of(k) for k in b.keys()} == {"local-sync"}
+    x = torch.randn(4, 6, 10)
+    assert b.native_layer_norm(x, (10,), torch.ones(10), torch.zeros(10))[0].shape == (4, 6, 10)
+
+
+def test_a_view_with_another_fallback_keeps_the_modes(moded):
+    b = open_bundle(moded, device="local-task")
+    v = b.with_fallback("eager")
+    assert v.device_of(_ln(1).key) == "local-sync" and v.load(_ln(1).key) is b.load(_ln(1).key)
+    x = torch.randn(4, 6, 10)
+    v.native_layer_norm(x, (10,), torch.ones(10), torch.zeros(10))
+    assert v.stats()[_ln(1).key]["hits"] == 1  # views share the counts
+
+
+def test_an_unknown_mode_runs_on_the_targets_driver(built, tmp_path):
+    # a mode this loader does not know (a newer build's): the same vmfb on the target's driver
+    p = with_modes(built.path, tmp_path / "future.tar.zst", {_ln(1).key: "local-future"})
+    b = open_bundle(p, device="local-task")
+    assert b.device_of(_ln(1).key) == "local-task"
+    y = b.native_layer_norm(torch.randn(4, 6, 10), (10,), torch.ones(10), torch.zeros(10))[0]
+    assert y.shape == (4, 6, 10)
+
+
+def test_a_bundle_without_modes_runs_as_before(bundle):
+    assert {bundle.device_of(k) for k in bundle.keys()} == {"local-task"}
+    assert all("mode" not in e["cpu"] for e in bundle.info()["kernels"].values())
