@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, TextIO
 
 from .benchmark import (
-    COLUMNS, COMPILED, EAGER, BenchResult, bench_eager_at, bench_kernel_at, table_rows, table_text,
+    COLUMNS, COMPILED, EAGER, BenchResult, bench_eager_at, bench_kernel_at, eager_key, table_rows, table_text,
 )
 from .loader.archive import Archive, read_archive, sha256_hex
 from .loader.choice import bundle_targets
@@ -337,7 +337,7 @@ def _merged_csv(archive: Archive, measured: list[KernelMeasurement]) -> bytes:
             vals[(ModuleId(KernelSignature.parse(m.key), impl).key, m.target)] = v
         for impl, b in m.benches.items():
             bens[(ModuleId(KernelSignature.parse(m.key), impl).key, m.target)] = b
-        bens[("eager:" + m.key, m.target)] = m.eager
+        bens[eager_key(m.key, m.target)] = m.eager
         sels[(m.key, m.target)] = m.selection
     new = {}
     for m in measured:

@@ -22,7 +22,7 @@ from .signature import ModuleId
 
 def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict[str, Any]]:
     """(report, run statistics) for one plan, from the records on disk."""
-    from .benchmark import BenchResult, table_rows
+    from .benchmark import BenchResult, eager_key, table_rows
     from .selection import candidate_records, module_rejections, select
     from .validate import ValidationResult
 
@@ -111,8 +111,8 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
                 extra["candidates"] = explored[(sig.key, t.name)] = candidate_records(sel, names, bens)
                 rejected = module_rejections(sel, names, bens)
                 for module in impls:  # its benchmark in the chosen mode, or its best one
-                    own = [n for n in names if Candidate.parse(n).module == module and bens.get(n) is not None
-                           and bens[n].ok]
+                    own = [c.key for c in cands if c.module == module and bens.get(c.key) is not None
+                           and bens[c.key].ok]
                     pick = sel.impl if chosen and module == chosen.module else min(
                         own, key=lambda n: bens[n].median_s, default=module)
                     impls[module]["bench"] = stable_record(benrecs.get(pick))
@@ -124,7 +124,7 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
                 dropped.extend(f"{f} (ships {sel.impl})" for f in impl_failures)
             eager = read_json(lay.bench(t.name, eager_subject(sig.key))) if dev and config.bench else None
             if eager:
-                benches[("eager:" + sig.key, t.name)] = BenchResult.from_json(eager)
+                benches[eager_key(sig.key, t.name)] = BenchResult.from_json(eager)
             if sel.impl is None:
                 reasons = "; ".join(f"{i}: {r}" for i, r in sorted(rejected.items())) or sel.reason
                 # rejected: per module, why (the bundle index keeps it; the page tells

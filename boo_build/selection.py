@@ -62,10 +62,6 @@ def default_impl(candidates: Sequence[str]) -> str | None:
     return sorted(candidates)[0] if candidates else None
 
 
-def _is_baseline(name: str) -> bool:
-    return "+" not in name and "@" not in name
-
-
 def _us(seconds: float) -> str:
     return f"{seconds * 1e6:.1f} us"
 
@@ -113,8 +109,9 @@ def select(sig: KernelSignature, target_name: str, compiled_impls: Sequence[str]
             timed.sort(key=lambda p: (p[0], order.get(p[1], len(order))))
             best_t, best = timed[0]
             # the default among the timed baselines; without one, the fastest
-            dflt = default_impl([i for _, i in timed if _is_baseline(i)]) or best
-            dflt_t = dict((i, t) for t, i in timed)[dflt]
+            dflt = default_impl([i for _, i in timed if Candidate.parse(i).is_baseline]) or best
+            times = {i: t for t, i in timed}
+            dflt_t = times[dflt]
             if dflt != best and dflt_t <= best_t * (1 + margin):
                 rejected[best] = (f"within {margin:.0%} of {dflt} ({_us(best_t)} vs {_us(dflt_t)}): "
                                   f"default {dflt} kept")
@@ -127,12 +124,12 @@ def select(sig: KernelSignature, target_name: str, compiled_impls: Sequence[str]
                 if impl != best and impl not in rejected:
                     rejected[impl] = f"slower: {_us(t)} vs {_us(best_t)} ({best})"
             for impl in validated:
-                if impl not in dict((i, t) for t, i in timed):
+                if impl not in times:
                     b = benches.get(impl)
                     why = f"{b.status}: {b.reason}" if b is not None else "no benchmark record"
                     rejected[impl] = f"not benchmarked ({why.rstrip(': ')})"
             return Selection(best, True, reason, rejected)
-        chosen = default_impl([i for i in validated if _is_baseline(i)] or validated)
+        chosen = default_impl([i for i in validated if Candidate.parse(i).is_baseline] or validated)
         b = benches.get(chosen)
         why = f"benchmark {b.status}" + (f": {b.reason}" if b.reason else "") if b is not None else "not benchmarked"
         return Selection(chosen, False, f"default among validated ({why})", rejected)
@@ -152,9 +149,6 @@ def select(sig: KernelSignature, target_name: str, compiled_impls: Sequence[str]
 
 
 # --------------------------------------------------------------- candidates
-CANDIDATE_STATUSES = ("selected", "slower", "failed", "not run")
-
-
 def candidate_status(reason: str) -> str:
     """A losing candidate's status from its rejection reason (``select``'s wording)."""
     if reason.startswith(("slower", "within")):

@@ -88,7 +88,7 @@ def test_kept_imports_follow_the_memory(fresh):
 
 
 def test_counts_stay_exact_past_the_pending_limit(fresh):
-    from boo_build.loader.bundle import _MEMO_LIMIT
+    from boo_build.loader.memo import MEMO_LIMIT as _MEMO_LIMIT
 
     x, w, b = torch.randn(4, 6, 10), torch.randn(10), torch.randn(10)
     n = _MEMO_LIMIT + 50

@@ -51,13 +51,13 @@ from .format import (
     DYNAMIC_FORMAT_VERSION, FORMAT, FORMAT_VERSION, INDEX_NAME, READABLE_VERSIONS, RUNTIME_FIELD, check_index,
 )
 from .lookup import KernelTable, _family_key, _Kernel
+from .memo import MEMO_LIMIT, remember
 from .nearest import nearest_keys
 from .tensors import _arrays_of
 from .versions import RuntimeTooOld, UntestedRuntimeWarning, check_runtime, iree_release
 
 FALLBACKS = (None, "eager")
 _RECURRING = ("weight", "bias")  # kernel inputs whose imports a runner keeps (KernelRunner.cache_inputs)
-_MEMO_LIMIT = 4096  # entries per memo (argument specs, routes) and pending hits kept per bundle
 
 
 # -------------------------------------------------------------------- bundle
@@ -287,16 +287,14 @@ class Bundle(CallChecks):
                 except SignatureError as e:
                     raise ValueError(f"{specs[0][0]} has shape {list(shape)}: {e}") from None
             specs = tuple(specs)
-            if len(self._specs) > _MEMO_LIMIT:
-                self._specs.clear()
-            self._specs[(k.key, shape)] = specs
+            remember(self._specs, (k.key, shape), specs)
         return specs
 
     def _invoke(self, k: _Kernel, args):
         out = (k.runner or self._runner(k))(*args)  # KernelRunner is thread-safe (a pool of VM contexts)
         hits = self._hits
         hits.append(k.key)
-        if len(hits) > _MEMO_LIMIT:
+        if len(hits) > MEMO_LIMIT:
             with self._stats_lock:
                 self._fold_hits()
         return tuple(out)
@@ -314,9 +312,7 @@ class Bundle(CallChecks):
             shapes = None if found is None or found[1] is found[0].sig else (
                 tuple(s for _, s, _ in found[1].inputs()), tuple(s for _, s, _ in sig.outputs()))
             route = (sig, found, shapes)
-            if len(self._routes) > _MEMO_LIMIT:
-                self._routes.clear()
-            self._routes[id(sig)] = route  # holds sig: its id is not reused while the entry lives
+            remember(self._routes, id(sig), route)  # holds sig: its id is not reused while the entry lives
         _, found, shapes = route
         if found is not None:
             k, ks = found

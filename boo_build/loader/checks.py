@@ -20,15 +20,8 @@ from typing import Iterable
 
 from ..ops.calls import norm_shape, stats_shape
 from ..signature import KernelSignature, SignatureError
+from .memo import remember as _remember
 from .tensors import _NumpyArrays, _TorchArrays, _arrays_of
-
-_MEMO_LIMIT = 4096  # entries kept per memo and bundle (cleared when over)
-
-
-def _remember(memo: dict, key, value) -> None:
-    if len(memo) > _MEMO_LIMIT:
-        memo.clear()
-    memo[key] = value
 
 
 class CallChecks:
@@ -36,7 +29,6 @@ class CallChecks:
     (a base class of it: ``target``, ``device``, ``_device_type`` are the bundle's)."""
 
     def _init_checks(self) -> None:
-        # dict get/set are atomic under the GIL; a race only checks twice
         self._plans: dict[tuple, tuple] = {}  # prepare: call key -> (arrays, signature, normalized shape)
         self._checked: dict[tuple, bool] = {}  # check_array / check_stats: keys that passed
 

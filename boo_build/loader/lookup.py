@@ -15,9 +15,8 @@ from .. import ops
 from ..signature import DEFAULT_EPS, KernelSignature, SignatureError
 from .errors import KernelNotFound
 from .format import BundleIndex
+from .memo import remember
 from .nearest import nearest_keys
-
-_MEMO_LIMIT = 4096  # resolved signatures kept per bundle
 
 
 class _Kernel:
@@ -61,7 +60,7 @@ class KernelTable:
                 self.dynamic[_family_key(ksig)].append(key)
             else:
                 self.relaxed[_relaxed_key(ksig)].append(key)
-        # per-call memo (dict get/set are atomic under the GIL; a race only recomputes)
+        # per-call memo (memo.py)
         self._resolved: dict[KernelSignature, tuple[_Kernel, KernelSignature] | None] = {}
 
     def resolve(self, sig: KernelSignature) -> tuple[_Kernel, KernelSignature] | None:
@@ -74,9 +73,7 @@ class KernelTable:
         except KeyError:
             pass
         found = self._resolve_uncached(sig)
-        if len(self._resolved) > _MEMO_LIMIT:
-            self._resolved.clear()
-        self._resolved[sig] = found
+        remember(self._resolved, sig, found)
         return found
 
     def _resolve_uncached(self, sig: KernelSignature) -> tuple[_Kernel, KernelSignature] | None:
