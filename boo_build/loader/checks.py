@@ -96,7 +96,7 @@ class CallChecks:
         return found
 
     def _prepare(self, op, input, normalized_shape, weight, bias, eps, mask):
-        ns = (normalized_shape,) if type(normalized_shape) is int else norm_shape(normalized_shape)
+        ns = norm_shape(normalized_shape)
         arrays = _arrays_of("input", input)
         x = self._check_array("input", input, None, None, (), arrays, "input")
         dt = arrays.dtype_name(x)
