@@ -29,14 +29,16 @@ from .targets import catalogue
 Status = dict[str, str]  # {"status": ...}: the task's values
 
 
-def export_action(mid_key: str, mlir_path: str, record_path: str, run_id: str) -> Status:
+def export_action(mid_key: str, mlir_path: str, record_path: str, run_id: str, variant: str = "") -> Status:
+    """``variant``: an export variant (``candidates.EXPORT_VARIANTS``); its record says so."""
     from .export import export_module
 
     mid = ModuleId.parse(mid_key)
     t0 = time.monotonic()
-    res = export_module(mid)
+    res = export_module(mid, variant)
     rec = {"module": mid_key, "status": res.status, "reason": res.reason, "run_id": run_id,
-           "seconds": round(time.monotonic() - t0, 3), "func_name": mid.func_name}
+           "seconds": round(time.monotonic() - t0, 3), "func_name": mid.func_name,
+           **({"variant": variant} if variant else {})}
     # An unavailable export leaves an empty file (a missing input would make
     # the compile task's content check fail on every build); the record says why.
     text = res.mlir.encode() if res.ok else b""

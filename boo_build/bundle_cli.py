@@ -83,6 +83,8 @@ def cmd_info(path, *, out: TextIO | None = None, err: TextIO | None = None) -> i
                 eager = _eager_medians(a) if eager is None else eager
                 for line in candidate_lines(te.candidates, eager.get((key, t))):
                     p(f"        {line}\n")
+            if te.prefer_eager:
+                p(f"        torch tensors run torch eager: {_short(str(te.prefer_eager.get('reason', '')), 90)}\n")
     if ix.csv:
         p(f"  benchmark table: {ix.csv}\n")
     return EXIT_OK
@@ -106,9 +108,10 @@ def _eager_medians(a: Archive) -> dict[tuple[str, str], float]:
 def candidate_lines(candidates: Mapping[str, Mapping[str, Any]], eager_s: float | None) -> list[str]:
     """``info``'s lines for a target entry's candidates: the winner with its
     speed-up over torch eager (where bench.csv has eager's time), then every
-    candidate tried, fastest first, with its time and why it lost."""
-    def time_of(c) -> float | None:
-        v = c.get("median_s")
+    candidate tried, fastest first, with its time (its best sample, as the
+    selection compares; the median in bundles that have no best) and why it lost."""
+    def time_of(c, field: str = "min_s") -> float | None:
+        v = c.get(field) if c.get(field) is not None else c.get("median_s")
         return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None
 
     def us(v: float | None) -> str:
@@ -118,11 +121,11 @@ def candidate_lines(candidates: Mapping[str, Mapping[str, Any]], eager_s: float 
     lines = []
     if won:
         name, c = won[0]
-        t = time_of(c)
+        t = time_of(c, "median_s")  # bench.csv has eager's median
         speed = (f", {eager_s / t:.2f}x torch eager ({us(eager_s)})" if t and eager_s
                  else ", no torch-eager time in bench.csv" if t else "")
-        lines.append(f"winner {name}: {us(t)}{speed}")
-    lines.append(f"candidates ({len(candidates)}):")
+        lines.append(f"winner {name}: median {us(t)}{speed}")
+    lines.append(f"candidates ({len(candidates)}), best sample:")
     order = sorted(candidates.items(), key=lambda p: (time_of(p[1]) is None, time_of(p[1]) or 0.0, p[0]))
     for name, c in order:
         status, why = str(c.get("status", "?")), _short(c.get("reason") or "", 60)

@@ -58,14 +58,15 @@ def dynamic_shapes(sig: KernelSignature):
     return {"args": specs}  # the modules' forward takes *args
 
 
-def export_mlir(mid: ModuleId) -> str:
-    """MLIR text of the module; raises on failure. Deterministic for a given id.
-    A dynamic signature exports with symbolic dims (``dynamic_shapes``)."""
+def export_mlir(mid: ModuleId, variant: str = "") -> str:
+    """MLIR text of the module (of its export ``variant``, ``candidates.EXPORT_VARIANTS``);
+    raises on failure. Deterministic for a given id. A dynamic signature
+    exports with symbolic dims (``dynamic_shapes``)."""
     from iree.turbine import aot
     from iree.turbine.aot import extend_aot_decompositions
     from iree.compiler.ir import Attribute
 
-    module = make_module(mid)
+    module = make_module(mid, variant)
     args = sample_args(mid.signature)
     with _EXPORT_LOCK, warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -81,9 +82,9 @@ def export_mlir(mid: ModuleId) -> str:
     return str(mod)
 
 
-def export_module(mid: ModuleId) -> ExportResult:
+def export_module(mid: ModuleId, variant: str = "") -> ExportResult:
     try:
-        text = export_mlir(mid)
+        text = export_mlir(mid, variant)
     except Exception as e:  # noqa: BLE001 - any exporter failure makes the impl unavailable
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         return ExportResult(mid, "unavailable", reason=f"export failed: {type(e).__name__}: {first}"[:500])

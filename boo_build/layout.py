@@ -43,11 +43,12 @@ class Layout:
         self.out_dir = Path(out_dir)
         self.root = self.out_dir / bundle_name
 
-    def mlir(self, mid: ModuleId) -> Path:
-        return self.root / "mlir" / f"{mid.key}.mlir"
+    # ``variant``: an export variant (``candidates.EXPORT_VARIANTS``), beside the baseline's
+    def mlir(self, mid: ModuleId, variant: str = "") -> Path:
+        return self.root / "mlir" / f"{module_file(mid.key, variant)}.mlir"
 
-    def export_record(self, mid: ModuleId) -> Path:
-        return self.root / "mlir" / f"{mid.key}.export.json"
+    def export_record(self, mid: ModuleId, variant: str = "") -> Path:
+        return self.root / "mlir" / f"{module_file(mid.key, variant)}.export.json"
 
     # ``variant``: a compile variant's module (``candidates``), beside the baseline's
     def vmfb(self, target: str, mid: ModuleId, variant: str = "") -> Path:

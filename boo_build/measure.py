@@ -57,7 +57,7 @@ from .loader.errors import BundleFormatError
 from .loader.format import CSV_NAME, BundleIndex, TargetRecord
 from .measure_report import KernelMeasurement, MeasureReport, markdown, summary_line, to_json
 from .pack import write_bundle
-from .selection import select
+from .selection import eager_preference, select
 from .signature import KernelSignature, ModuleId
 from .targets import Target, cuda_capability
 from .validate import ValidationResult, validate_kernel
@@ -321,7 +321,8 @@ def _update_entry(index: BundleIndex, members: dict[str, bytes], m: KernelMeasur
         reason = m.selection.reason if m.selection.impl is None else f"{m.selection.impl} not validated"
         new = TargetRecord.unavailable(f"measured on {dev.name}: {reason}", rejected, measured=measured)
     else:
-        new = TargetRecord.available(m.selection.impl, kept, m.selection.reason, rejected, measured=measured)
+        new = TargetRecord.available(m.selection.impl, kept, m.selection.reason, rejected, measured=measured,
+                                     prefer_eager=eager_preference(m.selection, m.benches, m.eager))
     return index.with_entry(m.key, m.target, new)
 
 

@@ -30,9 +30,10 @@ def torch_dtype(name: str) -> torch.dtype:
 class OpModule(torch.nn.Module):
     """One kernel: ``forward(*args)`` runs the op's implementation on this module."""
 
-    def __init__(self, sig: KernelSignature, forward):
+    def __init__(self, sig: KernelSignature, forward, variant: str = ""):
         super().__init__()
         self.sig = sig
+        self.variant = variant  # an export variant (candidates.EXPORT_VARIANTS) the implementation reads
         nd = len(sig.input_shape)
         self.norm_dims = list(range(nd - len(sig.normalized_shape), nd))
         self.batch_dims = list(range(nd - len(sig.normalized_shape)))
@@ -52,9 +53,9 @@ class OpModule(torch.nn.Module):
         return tuple(given[bit].to(self.dtype) for bit in self._grads if self.sig.mask & bit)
 
 
-def make_module(mid: ModuleId) -> torch.nn.Module:
+def make_module(mid: ModuleId, variant: str = "") -> torch.nn.Module:
     forward = ops.get(mid.signature.op).implementation(mid.impl)
-    return OpModule(mid.signature, forward).eval()
+    return OpModule(mid.signature, forward, variant).eval()
 
 
 def sample_args(sig: KernelSignature, seed: int = 0, offset: float = 0.0) -> tuple[torch.Tensor, ...]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from . import not_run
-from .candidates import Candidate, candidates, explores, module_file
+from .candidates import EXPORT_VARIANTS, Candidate, candidates, explores, module_file
 from .layout import bench_subject, eager_subject
 from .records import CompileStatus, ValidationStatus, read_json, stable_record
 from .signature import ModuleId
@@ -23,7 +23,7 @@ from .signature import ModuleId
 def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict[str, Any]]:
     """(report, run statistics) for one plan, from the records on disk."""
     from .benchmark import BenchResult, eager_key, table_rows
-    from .selection import candidate_records, module_rejections, select
+    from .selection import best_time, candidate_records, eager_preference, module_rejections, select
     from .validate import ValidationResult
 
     lay = plan.layout
@@ -72,7 +72,12 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
                     if dev:
                         note("validate", val)
                     modules[c.module] = comp, val
-                    impls[c.module] = {"export": stable_record(exports.get(mid.key)), "compile": stable_record(comp),
+                    ev = c.variant if c.variant in EXPORT_VARIANTS else ""
+                    if ev and mfile not in exports:  # an export variant's own export
+                        exports[mfile] = read_json(lay.export_record(mid, ev))
+                        note("export", exports[mfile])
+                    impls[c.module] = {"export": stable_record(exports.get(module_file(mid.key, ev))),
+                                       "compile": stable_record(comp),
                                        "validation": stable_record(val), "bench": None}
                     if comp and comp.get("status") == CompileStatus.FAILED:
                         first = (comp.get("error") or "").strip().splitlines()[:1]
@@ -114,17 +119,21 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
                     own = [c.key for c in cands if c.module == module and bens.get(c.key) is not None
                            and bens[c.key].ok]
                     pick = sel.impl if chosen and module == chosen.module else min(
-                        own, key=lambda n: bens[n].median_s, default=module)
+                        own, key=lambda n: best_time(bens[n]), default=module)
                     impls[module]["bench"] = stable_record(benrecs.get(pick))
                 if chosen and chosen.mode:
                     extra["mode"] = chosen.mode
+            eager = read_json(lay.bench(t.name, eager_subject(sig.key))) if dev and config.bench else None
+            if eager:
+                benches[eager_key(sig.key, t.name)] = BenchResult.from_json(eager)
+            if explore and eager:
+                pref = eager_preference(sel, bens, BenchResult.from_json(eager))
+                if pref:
+                    extra["prefer_eager"] = pref
             if sel.impl is None:
                 failures.extend(impl_failures)
             else:
                 dropped.extend(f"{f} (ships {sel.impl})" for f in impl_failures)
-            eager = read_json(lay.bench(t.name, eager_subject(sig.key))) if dev and config.bench else None
-            if eager:
-                benches[eager_key(sig.key, t.name)] = BenchResult.from_json(eager)
             if sel.impl is None:
                 reasons = "; ".join(f"{i}: {r}" for i, r in sorted(rejected.items())) or sel.reason
                 # rejected: per module, why (the bundle index keeps it; the page tells

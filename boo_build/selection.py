@@ -5,8 +5,12 @@ Rules, in order:
 1. An implementation that did not compile is rejected ("compile failed").
 2. One that failed validation, or raised in the runtime, is rejected with the
    validation's reason (it names the worst element).
-3. Among the validated ones with a benchmark, the fastest median wins
-   (``measured=True``); each other is rejected as "slower: X us vs Y us". When
+3. Among the validated ones with a benchmark, the fastest wins
+   (``measured=True``); each other is rejected as "slower: X us vs Y us". A
+   candidate's time is its best sample (``min_s``; the median where a record
+   has none): candidates are timed one after another on a build machine that
+   compiles at the same time, and the best sample is the one least disturbed
+   by that load (a median moved by up to 1.6x between candidates there). When
    the default implementation is within ``margin`` of the fastest, the
    default is kept (timing noise must not flip a bundle between builds).
 4. Validated but not benchmarked (benchmarks skipped): the default
@@ -66,6 +70,14 @@ def _us(seconds: float) -> str:
     return f"{seconds * 1e6:.1f} us"
 
 
+def best_time(b) -> float | None:
+    """A benchmark's time for comparisons: its best sample, else its median
+    (None when it did not run)."""
+    if b is None or not b.ok:
+        return None
+    return b.min_s if b.min_s is not None else b.median_s
+
+
 def _ordered(impls) -> list[str]:
     known = [i for i in IMPLS if i in impls]
     return known + sorted(i for i in impls if i not in IMPLS)
@@ -102,8 +114,7 @@ def select(sig: KernelSignature, target_name: str, compiled_impls: Sequence[str]
             rejected[impl] = f"not validated ({why or 'not run'})"
         for impl in unchecked:
             rejected[impl] = "not validated (no validation record)"
-        timed = [(benches[i].median_s, i) for i in validated
-                 if benches.get(i) is not None and benches[i].ok]
+        timed = [(best_time(benches[i]), i) for i in validated if best_time(benches.get(i)) is not None]
         if timed:
             order = {impl: n for n, impl in enumerate(DEFAULT_ORDER)}
             timed.sort(key=lambda p: (p[0], order.get(p[1], len(order))))
@@ -160,17 +171,18 @@ def candidate_status(reason: str) -> str:
 
 def candidate_records(sel: Selection, names: Sequence[str], benches: Mapping[str, Any]) -> dict[str, dict]:
     """The bundle index's ``candidates`` field: per candidate name (sorted),
-    ``{"median_s", "status", "reason"}`` (reason "" for the selected one)."""
+    ``{"median_s", "min_s", "status", "reason"}`` (reason "" for the selected one)."""
     out = {}
     for name in sorted(names):
         b = benches.get(name)
         median = b.median_s if b is not None and b.ok else None
+        best = b.min_s if b is not None and b.ok else None
         if name == sel.impl:
             status, reason = "selected", ""
         else:
             reason = sel.rejected.get(name, "not selected")
             status = candidate_status(reason)
-        out[name] = {"median_s": median, "status": status, "reason": reason}
+        out[name] = {"median_s": median, "min_s": best, "status": status, "reason": reason}
     return out
 
 
@@ -183,8 +195,27 @@ def module_rejections(sel: Selection, names: Sequence[str], benches: Mapping[str
     for name in names:
         module = Candidate.parse(name).module
         b = benches.get(name)
-        t = b.median_s if b is not None and b.ok else float("inf")
+        t = best_time(b)
+        t = float("inf") if t is None else t
         if module != chosen and name in sel.rejected and (module not in best or t < best[module][0]):
             best[module] = (t, sel.rejected[name])
     return {m: r for m, (_, r) in sorted(best.items())}
 
+
+
+# ------------------------------------------------------------- torch eager
+def eager_preference(sel: Selection, benches: Mapping[str, Any], eager, *, margin: float = MARGIN) -> dict | None:
+    """The index's ``prefer_eager`` for a measured selection: where torch eager
+    (``eager``, its ``BenchResult`` on the same device) beat the selected
+    candidate by more than ``margin``, ``{"eager_s", "kernel_s", "reason"}``
+    (best samples, as ``select`` compares); else None. The kernel still ships
+    (numpy callers and loaders without torch run it); the loader hands torch
+    tensors to torch's op instead, as Inductor's autotuning keeps ATen's
+    kernel where its own lose."""
+    if not sel.measured or sel.impl is None:
+        return None
+    kernel_s, eager_s = best_time(benches.get(sel.impl)), best_time(eager)
+    if kernel_s is None or eager_s is None or eager_s * (1 + margin) >= kernel_s:
+        return None
+    return {"eager_s": eager_s, "kernel_s": kernel_s,
+            "reason": f"torch eager faster on the build machine: {_us(eager_s)} vs {_us(kernel_s)} ({sel.impl})"}

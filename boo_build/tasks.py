@@ -43,7 +43,7 @@ from doit.tools import config_changed
 from .actions import bench_action, compile_action, export_action, pack_action, report_action, validate_action
 from .compile import DEFAULT_TIMEOUT_S  # stdlib only: cheap at graph load
 from . import candidates
-from .candidates import applies, modes, module_file, variants
+from .candidates import EXPORT_VARIANTS, applies, modes, module_file, variants
 from .layout import Layout, bench_subject, eager_subject
 from .manifest import Manifest, load_manifest
 from .not_run import VALIDATION_DISABLED
@@ -162,21 +162,23 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
     run = config.run_id
 
     def task_export():
-        """Export each (signature, implementation) to MLIR through iree-turbine."""
+        """Export each (signature, implementation) to MLIR through iree-turbine, and
+        each export variant a target explores (``candidates.EXPORT_VARIANTS``)."""
         for p in plans:
-            for mid in p.manifest.module_ids:
+            for mid, v in [(m, "") for m in p.manifest.module_ids] + _export_variants(p, config, devices):
                 lay = p.layout
                 yield {
-                    "name": f"{p.manifest.bundle.name}/{mid.key}",
-                    "actions": [(export_action, [mid.key, str(lay.mlir(mid)), str(lay.export_record(mid)), run])],
+                    "name": f"{p.manifest.bundle.name}/{module_file(mid.key, v)}",
+                    "actions": [(export_action, [mid.key, str(lay.mlir(mid, v)), str(lay.export_record(mid, v)), run]
+                                 + ([v] if v else []))],
                     "file_dep": list(EXPORT_SOURCES),
-                    "targets": [str(lay.export_record(mid)), str(lay.mlir(mid))],
+                    "targets": [str(lay.export_record(mid, v)), str(lay.mlir(mid, v))],
                     "uptodate": [config_changed({"torch": toolchain.versions["torch"],
                                                  "turbine": toolchain.versions["iree-turbine"],
                                                  "compiler": toolchain.compiler}),
-                                 record_ok(lay.export_record(mid))],
-                    "clean": [_rm(lay.mlir(mid)), _rm(lay.export_record(mid))],
-                    "doc": f"export {mid.key}",
+                                 record_ok(lay.export_record(mid, v))],
+                    "clean": [_rm(lay.mlir(mid, v)), _rm(lay.export_record(mid, v))],
+                    "doc": f"export {module_file(mid.key, v)}",
                 }
 
     def task_compile():
@@ -185,7 +187,8 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
             lay = p.layout
             for t in p.targets:
                 for mid, v in _modules(p, t, config, devices):
-                    mlir, export_rec = str(lay.mlir(mid)), str(lay.export_record(mid))
+                    ev = v if v in EXPORT_VARIANTS else ""  # the export the module comes from
+                    mlir, export_rec = str(lay.mlir(mid, ev)), str(lay.export_record(mid, ev))
                     vmfb, rec = lay.vmfb(t.name, mid, v), lay.compile_record(t.name, mid, v)
                     flags = list(config.flags_for(t)) + list(dynamic_flags(t, mid.signature.is_dynamic))
                     yield {
@@ -193,7 +196,7 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
                         "actions": [(compile_action, [mid.key, t.name, flags, mlir, export_rec, str(vmfb),
                                                       str(rec), config.compile_timeout, run, config.scheduler]
                                      + ([v] if v else []))],
-                        "task_dep": [f"export:{p.manifest.bundle.name}/{mid.key}"],
+                        "task_dep": [f"export:{p.manifest.bundle.name}/{module_file(mid.key, ev)}"],
                         "targets": [str(rec)],
                         "uptodate": [config_changed({"flags": flags, "compiler": toolchain.compiler}),
                                      inputs_unchanged(export_rec, mlir), record_ok(rec)],
@@ -370,6 +373,13 @@ def _modules(p: Plan, t: Target, config: BuildConfig, devices: dict) -> list[tup
     return [(mid, v) for mid in p.manifest.module_ids for v in ("",) + tuple(x for x in extra if applies(x, mid))]
 
 
+def _export_variants(p: Plan, config: BuildConfig, devices: dict) -> list[tuple]:
+    """(module id, export variant) of every variant some target of ``p`` compiles."""
+    seen = dict.fromkeys((mid, v) for t in p.targets for mid, v in _modules(p, t, config, devices)
+                         if v in EXPORT_VARIANTS)
+    return list(seen)
+
+
 def _modes(t: Target, config: BuildConfig, devices: dict) -> tuple[str, ...]:
     return modes(t) if explores(t, config, devices) else ("",)
 
@@ -378,6 +388,7 @@ def _all_names(p: Plan, devices: dict, config: BuildConfig) -> list[str]:
     b = p.manifest.bundle.name
     mods = {t.name: [module_file(m.key, v) for m, v in _modules(p, t, config, devices)] for t in p.targets}
     names = [f"export:{b}/{m.key}" for m in p.manifest.module_ids]
+    names += [f"export:{b}/{module_file(m.key, v)}" for m, v in _export_variants(p, config, devices)]
     names += [f"compile:{b}/{t}/{m}" for t, ms in mods.items() for m in ms]
     names += [f"validate:{b}/{t}/{m}" for t, ms in mods.items() if devices.get(t, (None,))[0] for m in ms]
     return names

@@ -130,7 +130,7 @@ def test_stats_count_hits(built):
     x = torch.randn(4, 6, 10)
     for _ in range(3):
         b.native_layer_norm(x, (10,), torch.ones(10), torch.zeros(10))
-    assert b.stats() == {_ln(1).key: {"hits": 3, "misses": 0}}
+    assert b.stats() == {_ln(1).key: {"hits": 3, "misses": 0, "eager": 0}}
 
 
 # ---------------------------------------------------------------- integrity
@@ -209,7 +209,7 @@ def test_eager_fallback_counts_misses(built):
     assert miss(KernelSignature("layer_norm", (2, 5, 10), (10,), "float32", 10)) == 1
     assert miss(KernelSignature("rms_norm", (2, 5, 10), (10,), "float32", 1, eps=1e-6, bias=False)) == 1
     assert miss(KernelSignature("rms_norm", (2, 5, 10), (10,), "float32", 6, bias=False)) == 1
-    assert s[_ln(1).key] == {"hits": 1, "misses": 0}
+    assert s[_ln(1).key] == {"hits": 1, "misses": 0, "eager": 0}
     assert sum(v["misses"] for v in s.values()) == 4
 
 

@@ -10,7 +10,7 @@ import torch
 
 from boo_build.loader import open_bundle
 
-from helpers import _ln, _rms32, with_modes
+from helpers import _ln, _rms32, with_modes, with_prefer_eager
 
 CANDIDATES = {"aten": {"median_s": 4.0e-05, "status": "slower", "reason": "slower: 40.0 us vs 9.0 us"},
               "manual": {"median_s": 3.0e-05, "status": "slower", "reason": "slower: 30.0 us vs 9.0 us"},
@@ -40,7 +40,7 @@ def test_one_bundle_runs_local_sync_and_local_task_kernels(moded):
     sync, task = b.load(fwd), b.load(bwd)
     assert (sync.device.uri, sync.device.driver, task.device.uri) == ("local-sync", "local-sync", "local-task")
     assert sync.device.hal_device is not task.device.hal_device and sync.device.threads() == 1
-    assert b.stats() == {fwd: {"hits": 1, "misses": 0}, bwd: {"hits": 1, "misses": 0}}
+    assert b.stats() == {fwd: {"hits": 1, "misses": 0, "eager": 0}, bwd: {"hits": 1, "misses": 0, "eager": 0}}
     # results as torch's
     ry, rmean, rrstd = torch.ops.aten.native_layer_norm(x, [10], w, bias, 1e-5)
     rgx, rgw, rgb = torch.ops.aten.native_layer_norm_backward(gy, x, [10], mean, rstd, w, bias, [True] * 3)
@@ -81,3 +81,30 @@ def test_an_unknown_mode_runs_on_the_targets_driver(built, tmp_path):
 def test_a_bundle_without_modes_runs_as_before(bundle):
     assert {bundle.device_of(k) for k in bundle.keys()} == {"local-task"}
     assert all("mode" not in e["cpu"] for e in bundle.info()["kernels"].values())
+
+
+def test_torch_tensors_go_to_torch_eager_where_the_build_found_it_faster(built, tmp_path):
+    import numpy as np
+
+    fwd, bwd = _ln(1).key, _ln(14).key
+    p = with_prefer_eager(built.path, tmp_path / "eager.tar.zst", [fwd])
+    b = open_bundle(p, device="local-task")
+    assert b.info()["kernels"][fwd]["cpu"]["prefer_eager"] is True
+    assert "prefer_eager" not in b.info()["kernels"][bwd]["cpu"]
+    g = torch.Generator().manual_seed(0)
+    x, w, bias = torch.randn(4, 6, 10, generator=g), torch.randn(10, generator=g), torch.randn(10, generator=g)
+    y, mean, rstd = b.native_layer_norm(x, (10,), w, bias, 1e-5)
+    ry, rmean, rrstd = torch.ops.aten.native_layer_norm(x, [10], w, bias, 1e-5)
+    assert torch.equal(y, ry) and torch.equal(mean, rmean) and torch.equal(rstd, rrstd)  # torch's own op ran
+    b.native_layer_norm_backward(torch.ones_like(x), x, (10,), mean, rstd, w, bias, (True, True, True))
+    assert b.stats() == {fwd: {"hits": 0, "misses": 0, "eager": 1}, bwd: {"hits": 1, "misses": 0, "eager": 0}}
+    # numpy arrays run the kernel (torch may not be there); so does run(), the raw kernel call
+    yn = b.native_layer_norm(x.numpy(), (10,), w.numpy(), bias.numpy(), 1e-5)[0]
+    yk = b.run(fwd, x, w, bias)[0]
+    assert b.stats()[fwd] == {"hits": 2, "misses": 0, "eager": 1}
+    np.testing.assert_allclose(yn, ry.numpy(), atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(yk, ry, atol=1e-4, rtol=1e-4)
+    # opened with prefer_eager=False, torch tensors run the kernel too
+    k = open_bundle(p, device="local-task", prefer_eager=False)
+    k.native_layer_norm(x, (10,), w, bias, 1e-5)
+    assert k.stats()[fwd] == {"hits": 1, "misses": 0, "eager": 0}

@@ -89,7 +89,7 @@ def test_training_matches_torch(built):
     s = b.stats()
     # forward kernels and ONE combined backward kernel each, nothing else
     assert set(s) == {_ln(1).key, _ln(14).key, _rms32(1).key, _rms32(6).key}
-    assert all(v == {"hits": 4, "misses": 0} for v in s.values())
+    assert all(v == {"hits": 4, "misses": 0, "eager": 0} for v in s.values())
 
 
 def test_frozen_norm_weights_use_the_input_gradient_kernel(built):
@@ -105,7 +105,7 @@ def test_frozen_norm_weights_use_the_input_gradient_kernel(built):
     assert torch.equal(ref.ln.weight, boo.ln.weight)  # frozen: untouched
     s = b.stats()
     assert set(s) == {_ln(1).key, _ln(2).key, _rms32(1).key, _rms32(2).key}
-    assert s[_ln(2).key] == s[_rms32(2).key] == {"hits": 3, "misses": 0}
+    assert s[_ln(2).key] == s[_rms32(2).key] == {"hits": 3, "misses": 0, "eager": 0}
 
 
 def test_missing_backward_kernel_and_fallback(built):
@@ -122,8 +122,8 @@ def test_missing_backward_kernel_and_fallback(built):
     _train(ref, steps=3), _train(boo, steps=3)
     _assert_same(ref, boo)
     s = b.stats()
-    assert s[_ln(12).key] == {"hits": 0, "misses": 3}
-    assert s[_ln(1).key] == s[_rms32(6).key] == {"hits": 3, "misses": 0}
+    assert s[_ln(12).key] == {"hits": 0, "misses": 3, "eager": 0}
+    assert s[_ln(1).key] == s[_rms32(6).key] == {"hits": 3, "misses": 0, "eager": 0}
 
 
 def test_default_bundle(built, monkeypatch):

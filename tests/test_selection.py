@@ -113,7 +113,7 @@ def test_faster_of_two_validated_candidates_wins_with_reasons():
     recs = candidate_records(s, names, {"manual": cbench("manual", 100.0),
                                         "manual@local-sync": cbench("manual@local-sync", 30.0)})
     assert list(recs) == sorted(names)
-    assert recs["manual@local-sync"] == {"median_s": 30.0 * 1e-6, "status": "selected", "reason": ""}
+    assert recs["manual@local-sync"] == {"median_s": 30.0 * 1e-6, "min_s": 30.0 * 1e-6, "status": "selected", "reason": ""}
     assert recs["manual"]["status"] == "slower" and recs["manual"]["reason"].startswith("slower: 100.0 us")
 
 
@@ -155,3 +155,39 @@ def test_margin_keeps_only_the_baseline_default():
                           "manual@local-sync": "slower: 99.5 us vs 99.0 us (aten@local-sync)"}
     assert candidate_records(s, names, benches)["manual"]["status"] == "not run"
     assert module_rejections(s, names, benches) == {"manual": "slower: 99.5 us vs 99.0 us (aten@local-sync)"}
+
+
+def timed(impl, median_us, min_us):
+    """A benchmark whose best sample and median differ (a loaded build machine)."""
+    return BenchResult(ModuleId(SIG, impl).key, SIG.key, "cpu", "ok", "", min_us * 1e-6, median_us * 1e-6,
+                       median_us * 1e-6, 20, 2)
+
+
+def test_candidates_are_compared_by_their_best_sample():
+    # aten's median was inflated by load while it was timed; its best sample is the faster
+    s = select(SIG, "cpu", BOTH, {"aten": val("aten", "passed"), "manual": val("manual", "passed")},
+               {"aten": timed("aten", 200.0, 70.0), "manual": timed("manual", 120.0, 100.0)})
+    assert s.impl == "aten" and s.rejected == {"manual": "slower: 100.0 us vs 70.0 us (aten)"}
+    recs = candidate_records(s, BOTH, {"aten": timed("aten", 200.0, 70.0), "manual": timed("manual", 120.0, 100.0)})
+    assert recs["aten"]["min_s"] == 70.0 * 1e-6 and recs["aten"]["median_s"] == 200.0 * 1e-6
+
+
+def eager_bench(us, status="ok", reason=""):
+    t = None if us is None else us * 1e-6
+    return BenchResult("eager", SIG.key, "cpu", status, reason, t, t, t, 10 if t else 0, 2)
+
+
+def test_torch_eager_preferred_only_where_it_beat_the_winner_beyond_the_margin():
+    from boo_build.selection import eager_preference
+
+    vals = {"aten": val("aten", "passed"), "manual": val("manual", "passed")}
+    benches = {"aten": bench("aten", 80.0), "manual": bench("manual", 120.0)}
+    s = select(SIG, "cpu", BOTH, vals, benches)
+    pref = eager_preference(s, benches, eager_bench(50.0))
+    assert pref["eager_s"] == 50.0 * 1e-6 and pref["kernel_s"] == 80.0 * 1e-6
+    assert pref["reason"] == "torch eager faster on the build machine: 50.0 us vs 80.0 us (aten)"
+    assert eager_preference(s, benches, eager_bench(79.0)) is None  # within 3 %: the kernel runs
+    assert eager_preference(s, benches, eager_bench(95.0)) is None  # the kernel is faster
+    assert eager_preference(s, benches, eager_bench(None, "error", "boom")) is None  # eager did not run
+    unmeasured = select(SIG, "cpu", BOTH, vals, {})
+    assert not unmeasured.measured and eager_preference(unmeasured, {}, eager_bench(1.0)) is None

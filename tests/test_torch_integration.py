@@ -113,7 +113,7 @@ def test_compile_fullgraph_trains_like_torch(path):
             err = (o.double() - e).abs().max().item()
             assert err <= 4 * max(err_torch, floor), f"frozen={frozen} output {i}: {err:.3g} vs torch {err_torch:.3g}"
         masks = (2, 2) if frozen else (14, 6)
-        assert b.stats() == {k.key: {"hits": 1, "misses": 0}
+        assert b.stats() == {k.key: {"hits": 1, "misses": 0, "eager": 0}
                              for k in (_ln(1), _ln(masks[0]), _rms32(1), _rms32(masks[1]))}
 
 
@@ -134,7 +134,7 @@ def test_dynamic_batch_sizes_compile_once(path):
             torch.testing.assert_close(compiled(x), ref(x), atol=1e-5, rtol=1e-5)
             compiles.append(counter.frame_count)
     assert compiles[0] >= 1 and compiles[1:] == compiles[:1] * 3, compiles  # no compile after the first size
-    assert b.stats() == {DYN.key: {"hits": 4, "misses": 0}}
+    assert b.stats() == {DYN.key: {"hits": 4, "misses": 0, "eager": 0}}
 
 
 def test_export_holds_the_boo_ops(path):
@@ -147,7 +147,7 @@ def test_export_holds_the_boo_ops(path):
     assert {"boo.layer_norm.default", "boo.rms_norm.default"} <= targets, targets
     b.reset_stats()
     torch.testing.assert_close(ep.module()(x), boo(x))
-    assert b.stats()[_ln(1).key] == b.stats()[_rms32(1).key] == {"hits": 2, "misses": 0}
+    assert b.stats()[_ln(1).key] == b.stats()[_rms32(1).key] == {"hits": 2, "misses": 0, "eager": 0}
 
 
 # ------------------------------------------------------- inference, autocast
@@ -168,7 +168,7 @@ def test_inference_runs_forward_kernels_only(path):
     for mode in (torch.no_grad, torch.inference_mode):
         y, stats = run(mode)
         assert y.grad_fn is None and stats == []
-    assert b.stats() == {_ln(1).key: {"hits": 2, "misses": 0}, _rms32(1).key: {"hits": 2, "misses": 0}}
+    assert b.stats() == {_ln(1).key: {"hits": 2, "misses": 0, "eager": 0}, _rms32(1).key: {"hits": 2, "misses": 0, "eager": 0}}
     y, stats = run(torch.enable_grad)
     assert y.grad_fn is not None and len(stats) == 3  # layer norm's mean and rstd, RMS norm's rstd
 
@@ -298,8 +298,8 @@ def test_replace_norms_keeps_parameters_and_reports_what_it_left(path):
     for n in ("ln.weight", "rms.weight", "llama.weight", "fc.weight"):
         assert not torch.equal(params[n], before[n]), n
     assert torch.equal(params["ln.bias"], before["ln.bias"])  # frozen
-    assert b.stats()[_ln(6).key] == {"hits": 1, "misses": 0}  # input and weight gradients: the bias is frozen
-    assert b.stats()[_rms32(6).key] == {"hits": 2, "misses": 0}
+    assert b.stats()[_ln(6).key] == {"hits": 1, "misses": 0, "eager": 0}  # input and weight gradients: the bias is frozen
+    assert b.stats()[_rms32(6).key] == {"hits": 2, "misses": 0, "eager": 0}
 
     # fallback="eager": norms without kernels are replaced too, and run torch's op (counted as misses in the
     # stats of the bundle given, which the swapped norms share); a path is opened with it, as open_bundle does
@@ -312,7 +312,7 @@ def test_replace_norms_keeps_parameters_and_reports_what_it_left(path):
     x = torch.randn(3, 12)
     with torch.no_grad():
         torch.testing.assert_close(m.wide(x), torch.nn.functional.layer_norm(x, (12,), m.wide.weight, m.wide.bias))
-    assert b.stats(totals=True) == {"static_hits": 0, "dynamic_hits": 0, "misses": 1}
+    assert b.stats(totals=True) == {"static_hits": 0, "dynamic_hits": 0, "misses": 1, "eager": 0}
     m = _zoo()
     report = boo_nn.replace_norms(m, str(path), fallback="eager")
     assert {s.name for s in report.left} == {"f64", "sub"} and m.wide.bundle.fallback == "eager"

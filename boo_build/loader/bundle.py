@@ -67,9 +67,15 @@ class Bundle(CallChecks):
     A kernel whose entry names a ``mode`` (the build found it faster run by
     another driver of the same device: ``local-sync``, inline on the calling
     thread, on a ``local-task`` CPU target) runs on that driver's device; the
-    others on the bundle's. One process may so hold both CPU devices."""
+    others on the bundle's. One process may so hold both CPU devices.
 
-    def __init__(self, archive: Archive, target: Target, device: Any, fallback: str | None = None):
+    A kernel whose entry says ``prefer_eager`` (torch eager beat it on the build
+    machine) is not run for torch tensors by the ATen-style entry points: torch's
+    op runs, counted in ``stats()`` as ``eager``; numpy arrays and ``run`` still
+    run the kernel. ``prefer_eager=False`` runs the kernels everywhere."""
+
+    def __init__(self, archive: Archive, target: Target, device: Any, fallback: str | None = None,
+                 prefer_eager: bool = True):
         if fallback not in FALLBACKS:
             raise ValueError(f"fallback must be one of {FALLBACKS}, got {fallback!r}")
         self._archive = archive
@@ -78,13 +84,14 @@ class Bundle(CallChecks):
         self.target = target
         self.device = device  # devices.DeviceInfo
         self.fallback = fallback
+        self.prefer_eager = bool(prefer_eager)
         self._device_type = "cpu" if target.is_cpu else "cuda"  # torch's name for HIP/CUDA memory
         self._lock = threading.RLock()
         self._devices: dict[str, Any] = {}  # opened runtime devices by URI (views share the dict)
         # which kernel serves a call (lookup.py); _kernels: the runnable ones by key
         self._table = KernelTable(archive.bundle_index, target.name)
         self._kernels = self._table.kernels
-        self._stats: dict[str, dict[str, int]] = defaultdict(lambda: {"hits": 0, "misses": 0})
+        self._stats: dict[str, dict[str, int]] = defaultdict(lambda: {"hits": 0, "misses": 0, "eager": 0})
         self._stats_lock = threading.Lock()
         # keys of kernel calls not yet added to _stats: list.append is atomic, so a
         # call counts without taking the lock; folded in under it (_fold_hits)
@@ -117,7 +124,8 @@ class Bundle(CallChecks):
         ix = self._archive.bundle_index
         per_target = ix.counts()
         kernels = {key: {tname: ({"status": te.status.value, "selected": te.selected,
-                                  **({"mode": te.mode} if te.mode else {})} if te.is_available
+                                  **({"mode": te.mode} if te.mode else {}),
+                                  **({"prefer_eager": True} if te.prefer_eager else {})} if te.is_available
                                  else {"status": te.status.value, "reason": te.reason or ""})
                          for tname, te in sorted(k.targets.items())}
                    for key, k in sorted(ix.kernels.items())}
@@ -135,20 +143,22 @@ class Bundle(CallChecks):
         }
 
     def stats(self, totals: bool = False) -> dict[str, dict[str, int]] | dict[str, int]:
-        """Calls per signature key: {"hits": ran a bundle kernel, "misses": fell back to eager}.
+        """Calls per signature key: {"hits": ran a bundle kernel, "misses": fell back to
+        eager (no kernel), "eager": ran torch's op where the build found it faster}.
         A hit counts under the kernel that ran: a dynamic kernel's key (names in
         capitals) for every call it served. ``totals=True``: {"static_hits",
-        "dynamic_hits", "misses"} over all keys."""
+        "dynamic_hits", "misses", "eager"} over all keys."""
         with self._stats_lock:
             self._fold_hits()
             per_key = {k: dict(v) for k, v in sorted(self._stats.items())}
         if not totals:
             return per_key
-        out = {"static_hits": 0, "dynamic_hits": 0, "misses": 0}
+        out = {"static_hits": 0, "dynamic_hits": 0, "misses": 0, "eager": 0}
         for key, v in per_key.items():
             k = self._kernels.get(key)
             out["dynamic_hits" if k is not None and k.sig.is_dynamic else "static_hits"] += v["hits"]
             out["misses"] += v["misses"]
+            out["eager"] += v["eager"]
         return out
 
     def reset_stats(self) -> None:
@@ -240,9 +250,9 @@ class Bundle(CallChecks):
     def _lookup(self, key: str) -> _Kernel | None:
         return self._kernels.get(key)
 
-    def _count(self, key: str, hit: bool) -> None:
+    def _count(self, key: str, kind: str) -> None:
         with self._stats_lock:
-            self._stats[key]["hits" if hit else "misses"] += 1
+            self._stats[key][kind] += 1
 
     def _fold_hits(self) -> None:
         """Add the pending hits to ``_stats`` (under ``_stats_lock``). Other threads
@@ -311,16 +321,19 @@ class Bundle(CallChecks):
             # a dynamic kernel's argument and result shapes, None when the kernel runs the call as is
             shapes = None if found is None or found[1] is found[0].sig else (
                 tuple(s for _, s, _ in found[1].inputs()), tuple(s for _, s, _ in sig.outputs()))
-            route = (sig, found, shapes)
+            route = (sig, found, shapes, found is not None and found[0].prefer_eager and self.prefer_eager)
             remember(self._routes, id(sig), route)  # holds sig: its id is not reused while the entry lives
-        _, found, shapes = route
+        _, found, shapes, to_eager = route
         if found is not None:
             k, ks = found
+            if to_eager and arrays.name == "torch.Tensor":
+                self._count(k.key, "eager")
+                return arrays.eager(eager, eager_args(), f"kernel {k.key}")
             if shapes is None:
                 return self._invoke(k, make_args(ks))
             return _reshaped(self._invoke(k, _reshaped(make_args(ks), shapes[0])), shapes[1])
         if self.fallback == "eager":
-            self._count(sig.key, False)
+            self._count(sig.key, "misses")
             return arrays.eager(eager, eager_args(), f"no kernel {sig.key} for target {self.target.name}")
         raise self._table.not_found(sig.key)
 
@@ -344,7 +357,7 @@ def _reshaped(arrays, shapes) -> tuple:
 
 # ------------------------------------------------------------------- opening
 def open_bundle(path: str | os.PathLike, device: Any = None, fallback: str | None = None, *,
-                max_size: int = DEFAULT_MAX_SIZE) -> Bundle:
+                max_size: int = DEFAULT_MAX_SIZE, prefer_eager: bool = True) -> Bundle:
     """Open a bundle for the best device present, or for ``device``.
 
     ``device``: None (a HIP GPU with a gfx arch the bundle holds, else the CPU
@@ -352,6 +365,8 @@ def open_bundle(path: str | os.PathLike, device: Any = None, fallback: str | Non
     ``devices.DeviceInfo``. ``fallback``: None (a missing kernel raises
     ``KernelNotFound``) or "eager" (run torch's op instead, counted in
     ``stats()`` as a miss). ``max_size`` bounds the decompressed size.
+    ``prefer_eager``: whether torch tensors go to torch's op for kernels the
+    build found slower than torch eager (``Bundle``); False runs the kernels.
 
     Raises ``RuntimeTooOld`` if this process's iree-base-runtime is older
     than the oldest known to load the bundle's modules (``check_runtime``).
@@ -361,7 +376,7 @@ def open_bundle(path: str | os.PathLike, device: Any = None, fallback: str | Non
     archive = read_archive(path, max_size=max_size)
     check_runtime(archive.bundle_index, archive.path)
     target, dev = _select_target(archive.bundle_index, device, archive.path)
-    return Bundle(archive, target, dev, fallback)
+    return Bundle(archive, target, dev, fallback, prefer_eager)
 
 
 __all__ = [

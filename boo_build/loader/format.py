@@ -26,7 +26,8 @@ schema, so that loaders reading only 1 refuse it clearly)::
                                               "validation": dict|null, "benchmark": dict|null}},
                              "rejected": {impl: why},
                              "mode": driver,                                   # optional
-                             "candidates": {candidate: {"median_s", "status", "reason"}}}  # optional
+                             "candidates": {candidate: {"median_s", "min_s", "status", "reason"}},  # optional
+                             "prefer_eager": {"eager_s", "kernel_s", "reason"}}  # optional
                           | {"status": "unavailable", "reason": str, "rejected": {impl: why}}}}}}
 
 ``impls`` is keyed by module name, ``<impl>[+<variant>]`` (``boo_build.candidates``).
@@ -35,7 +36,11 @@ Optional target-entry fields (format version 1, absent when not used):
 bundle target's (``local-sync`` on a ``local-task`` CPU target: the same vmfb
 run inline on the calling thread); ``candidates``, every (impl, variant,
 mode) the build measured, by text form (``manual+nosd@local-sync``), with its
-median time, ``status`` ("selected", "slower", "failed", "not run") and why.
+median and best times, ``status`` ("selected", "slower", "failed", "not
+run") and why; ``prefer_eager``, where torch eager beat the selected candidate
+on the build machine (best samples, seconds): the loader hands torch tensors
+to torch's op; numpy arrays, and loaders that do not know the field, run the
+kernel, which is still packed and validated.
 """
 
 from __future__ import annotations
@@ -180,18 +185,21 @@ class TargetRecord:
     extra: Mapping[str, Any] = field(default_factory=dict)
     mode: str | None = None
     candidates: Mapping[str, Mapping[str, Any]] | None = None
+    prefer_eager: Mapping[str, Any] | None = None
 
-    _KNOWN = ("status", "reason", "selected", "impls", "rejected", "mode", "candidates")
+    _KNOWN = ("status", "reason", "selected", "impls", "rejected", "mode", "candidates", "prefer_eager")
 
     def __post_init__(self):
         object.__setattr__(self, "status", Status(self.status))
-        _freeze_fields(self, "impls", "rejected", "extra", "candidates")
+        _freeze_fields(self, "impls", "rejected", "extra", "candidates", "prefer_eager")
 
     @classmethod
     def available(cls, selected: str, impls: Mapping[str, ImplRecord], reason: str = "",
                   rejected: Mapping[str, str] | None = None, *, mode: str | None = None,
-                  candidates: Mapping[str, Mapping[str, Any]] | None = None, **extra: Any) -> "TargetRecord":
-        return cls(Status.AVAILABLE, reason, selected, impls, dict(rejected or {}), extra, mode, candidates)
+                  candidates: Mapping[str, Mapping[str, Any]] | None = None,
+                  prefer_eager: Mapping[str, Any] | None = None, **extra: Any) -> "TargetRecord":
+        return cls(Status.AVAILABLE, reason, selected, impls, dict(rejected or {}), extra, mode, candidates,
+                   prefer_eager)
 
     @classmethod
     def unavailable(cls, reason: str, rejected: Mapping[str, str] | None = None, *,
@@ -222,9 +230,15 @@ class TargetRecord:
             raise IndexProblem(f"{where}: mode must be a driver name, got {mode!r}")
         if cands is not None:
             cands = {c: _mapping(v, f"candidate {c}") for c, v in _mapping(cands, "candidates").items()}
+        pref = d.get("prefer_eager")
+        if pref is not None:
+            pref = _mapping(pref, "prefer_eager")
+            for f in ("eager_s", "kernel_s"):
+                if not isinstance(pref.get(f), (int, float)) or isinstance(pref.get(f), bool):
+                    raise IndexProblem(f"{where}: prefer_eager.{f} must be a number of seconds, got {pref.get(f)!r}")
         rec = cls(status=status, reason=d.get("reason"), selected=d.get("selected"), impls=impls,
                   rejected=None if d.get("rejected") is None else dict(_mapping(d["rejected"], "rejected")),
-                  extra=_extra(d, cls._KNOWN), mode=mode, candidates=cands)
+                  extra=_extra(d, cls._KNOWN), mode=mode, candidates=cands, prefer_eager=pref)
         if status is Status.AVAILABLE and (impls is None or rec.selected not in impls):
             raise IndexProblem(f"{where}: selected impl {d.get('selected')!r} has no entry")
         return rec
@@ -242,6 +256,8 @@ class TargetRecord:
             out["mode"] = self.mode
         if self.candidates is not None:
             out["candidates"] = _plain(self.candidates)
+        if self.prefer_eager is not None:
+            out["prefer_eager"] = _plain(self.prefer_eager)
         out.update(_plain(self.extra))
         return out
 

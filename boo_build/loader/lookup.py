@@ -21,14 +21,17 @@ from .nearest import nearest_keys
 
 class _Kernel:
     """One signature's selected implementation (module) on the bundle's target,
-    and the driver its entry asks to run it on (``mode``; "" = the target's)."""
+    the driver its entry asks to run it on (``mode``; "" = the target's), and
+    whether the build found torch eager faster there (``prefer_eager``)."""
 
-    __slots__ = ("sig", "key", "impl", "member", "function", "sha256", "mode", "runner", "verified")
+    __slots__ = ("sig", "key", "impl", "member", "function", "sha256", "mode", "prefer_eager", "runner",
+                 "verified")
 
-    def __init__(self, sig, impl, member, function, sha256, mode=""):
+    def __init__(self, sig, impl, member, function, sha256, mode="", prefer_eager=False):
         self.sig, self.impl, self.member, self.function, self.sha256 = sig, impl, member, function, sha256
         self.key = sig.key
         self.mode = mode or ""
+        self.prefer_eager = bool(prefer_eager)
         self.runner = None
         self.verified = False
 
@@ -49,7 +52,8 @@ class KernelTable:
                 self.unavailable[key] = f"unavailable on target {target}: {te.reason or ''}"
             else:
                 m = te.selected_impl
-                self.kernels[key] = _Kernel(k.signature, te.selected, m.member, m.function, m.sha256, te.mode)
+                self.kernels[key] = _Kernel(k.signature, te.selected, m.member, m.function, m.sha256, te.mode,
+                                            te.prefer_eager is not None)
         # Second-chance lookups for what ATen's arguments cannot pin down (see _relaxed_key),
         # and the dynamic kernels, by what a call must match besides its leading dims (_family_key).
         self.relaxed: dict[str, list[str]] = defaultdict(list)

@@ -25,6 +25,24 @@ FORWARD, INPUT_GRAD, WEIGHT_GRAD, BIAS_GRAD = 1, 2, 4, 8
 GRAD_NAMES = {INPUT_GRAD: "input", WEIGHT_GRAD: "weight", BIAS_GRAD: "bias"}
 DEFAULT_EPS = 1e-5
 IMPLS = ("aten", "manual")  # aten: torch's own ops; manual: the math written out
+LANES = "lanes"  # the export variant of a manual forward with lane-split row sums (norm_math.row_sum)
+LANE_WIDTH = 8  # its lanes: one AVX2 float32 vector
+MIN_LANES_WIDTH = 64  # narrower rows gain nothing (and n32's single dispatch fails to compile with lanes)
+
+
+def lanes_apply(sig) -> bool:
+    """Whether a forward of ``sig`` has a ``lanes`` variant: rows of whole vectors, wide enough."""
+    return sig.is_forward and sig.width % LANE_WIDTH == 0 and sig.width >= MIN_LANES_WIDTH
+
+
+def stats_as(torch, t, sig):
+    """Statistics ``t`` of a torch op in the kernel's dtype and layout; as they
+    are where they already match (the loader's eager route runs this per call,
+    and a no-op ``to``/``reshape`` costs 1-2 us each)."""
+    sd = getattr(torch, sig.stats_dtype)
+    if t.dtype != sd:
+        t = t.to(sd)
+    return t if t.shape == sig.stats_shape else t.reshape(sig.stats_shape)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from . import calls
-from .base import BIAS_GRAD, DEFAULT_EPS, INPUT_GRAD, WEIGHT_GRAD, Op
+from .base import BIAS_GRAD, DEFAULT_EPS, INPUT_GRAD, LANES, WEIGHT_GRAD, Op, stats_as
 
 
 @dataclass(frozen=True)
@@ -56,14 +56,17 @@ class LayerNorm(Op):
         import torch
 
         y, mean, rstd = torch.ops.aten.native_layer_norm(x, list(sig.normalized_shape), w, b, sig.eps)
-        sd = getattr(torch, sig.stats_dtype)
-        return y, mean.to(sd).reshape(sig.stats_shape), rstd.to(sd).reshape(sig.stats_shape)
+        return y, stats_as(torch, mean, sig), stats_as(torch, rstd, sig)
 
     def eager_backward(self, ns, mask, gy, x, mean, rstd, w, b):
         import torch
 
-        c, dt = torch.float32, x.dtype  # ATen on the CPU wants one dtype: run in float32
         want = [bool(mask & bit) for bit in self.grads]
+        c, dt = torch.float32, x.dtype
+        if dt == c and mean.dtype == c and rstd.dtype == c:
+            outs = torch.ops.aten.native_layer_norm_backward(gy, x, list(ns), mean, rstd, w, b, want)
+            return tuple(o for o, wanted in zip(outs, want) if wanted)
+        # ATen on the CPU wants one dtype: half precision runs in float32
         outs = torch.ops.aten.native_layer_norm_backward(
             gy.to(c), x.to(c), list(ns), mean.to(c), rstd.to(c),
             None if w is None else w.to(c), None if b is None else b.to(c), want)
@@ -137,7 +140,7 @@ def _implementations() -> dict[str, Callable]:
     precision is computed in float32 (ATen's opmath type), rounded once."""
     import torch
 
-    from .norm_math import col_sum_for, nan_if_inf, row_dot, split_affine
+    from .norm_math import col_sum_for, lanes_forward, nan_if_inf, row_dot, split_affine
 
     def aten(m, *args):
         s = m.sig
@@ -164,6 +167,11 @@ def _implementations() -> dict[str, Callable]:
     def manual(m, *args):
         s = m.sig
         c = m.compute
+        if s.is_forward and m.variant == LANES:
+            y, mean, rstd = lanes_forward(m, *split_affine(args, s))
+            if m.planted:
+                y = y * 1.01
+            return y.to(m.dtype), nan_if_inf(mean).to(m.stats_dtype), rstd.to(m.stats_dtype)
         if s.is_forward:
             x, w, b = split_affine(args, s)
             xc = x.to(c)
