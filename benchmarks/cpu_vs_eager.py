@@ -2,20 +2,44 @@
 
 For each kernel of the bundle's CPU target (the candidate the build shipped:
 its module, run in its mode through the loader's ATen-style entry points with
-torch tensors, as an application calls it) three paths are timed, interleaved
+torch tensors, as an application calls it) these paths are timed, interleaved
 (batches taken round-robin, order rotated every sample, so that load from other
 processes hits all alike), median of ``--samples`` each:
 
 * loader: ``bundle.native_layer_norm(...)`` / ``native_layer_norm_backward`` /
-  ``fused_rms_norm`` / ``fused_rms_norm_backward`` with the kernel's output mask;
+  ``fused_rms_norm`` / ``fused_rms_norm_backward`` with the kernel's output mask,
+  on the bundle as opened by default: where the build found torch eager faster
+  (the entry's ``prefer_eager``) this is torch's op behind the loader's checks
+  (route "eager"), else the kernel (route "kernel");
+* kernel: the same entry point on the bundle opened with ``prefer_eager=False``,
+  i.e. the compiled kernel, timed where the route is "eager" (elsewhere it is
+  the loader path): "kernel speed-up" says what the compiled kernels alone do;
 * torch eager: the op's ``eager_call`` (``boo_build.benchmark.eager_fn``):
   ``aten.native_layer_norm``, ``native_layer_norm_backward`` with the output
   mask, ``aten._fused_rms_norm``, and for the RMS backward autograd of
   ``F.rms_norm`` (torch 2.13 has no CPU ``_fused_rms_norm_backward``: a weak
   baseline, so RMS kernels get their own geomean);
 * bare: ``VmContext.invoke`` of the same vmfb on the same device, arguments
-  imported once (no conversion, no checks): loader minus bare is the loader's
-  per-call overhead.
+  imported once (no conversion, no checks): loader minus bare is the table's
+  "overhead us" column.
+
+The per-call overhead (the summary's number, section "Loader overhead") is
+measured apart, where it is visible: per kernel, the loader's entry point and
+the bare ``VmContext.invoke`` of the same vmfb on the same device, at the
+smallest shape the kernel serves (a dynamic kernel at its first validation
+shape, every dynamic dim 1; a static kernel at its fixed shape, so a big
+static kernel's number carries its run time's noise: small kernels say more),
+batches of both taken alternately (``--overhead-samples`` pairs), and the
+median of the per-pair differences reported, in CPU time of the calling
+thread (``time.thread_time_ns``: on local-sync the kernel runs inline on it,
+so only the loader's own work differs; on local-task the
+workers' time is not counted) and in wall time. Summarized per device and per
+entry-point kind (forward, backward), over the kernels run at no more than
+``SMALL`` elements (the default bundle's dynamic ones at one row; its static
+kernels are all big, their differences grow with size: memory effects, not
+Python), over all where none is that small. The table's "overhead us" column
+(loader minus bare at the table's shape) is kept, but is noise for kernels
+that run ~1 ms.
 
 torch runs as many intra-op threads as IREE's local-task driver runs workers
 (``cpu_threads``); a kernel the build chose to run on ``local-sync`` runs on
@@ -24,7 +48,8 @@ shapes (``validate.validation_shapes``: each dynamic dim alone at 37 rows,
 then the large case) that the loader serves with it, stated per row.
 
     PATH=$PWD/.venv/bin:$PATH .venv/bin/python benchmarks/cpu_vs_eager.py \\
-        [--bundle artifacts/boo-norms-0.1.0.tar.zst] [--samples 40] [--json out.json]
+        [--bundle artifacts/boo-norms-0.1.0.tar.zst] [--samples 40] [--json out.json] \\
+        [--key KEY ...] [--overhead-samples 400] [--overhead-only]
 
 Markdown to stdout; ``--json PATH`` writes the same as a record.
 """
@@ -48,6 +73,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import cpu_model  # noqa: E402 - benchmarks/ on sys.path
 
 DEFAULT_BUNDLE = ROOT / "artifacts" / "boo-norms-0.1.0.tar.zst"
+SMALL = 1 << 16  # elements: the overhead summary's problems (summary())
 SLOW = 0.8  # a kernel below this speed-up is counted (and must be explained in docs/cpu-performance.md)
 
 
@@ -126,6 +152,21 @@ def bare_call(bundle, k, ks, seed: int = 0):
     return bare
 
 
+def smallest(bundle, sig):
+    """Like ``concrete``, at the smallest shape the loader serves with the kernel:
+    a dynamic kernel's validation shapes in order (the first: every dynamic dim 1)."""
+    if not sig.is_dynamic:
+        return concrete(bundle, sig)
+    from boo_build.validate import validation_shapes
+
+    for shape in validation_shapes(sig):
+        call = sig.bind(shape)
+        found = bundle._table.resolve(call)
+        if found is not None and found[0].key == sig.key:
+            return call, found[0], found[1]
+    return None, None, None
+
+
 # ------------------------------------------------------------------ timing
 def per_call(fn, n: int) -> float:
     t0 = time.perf_counter_ns()
@@ -152,75 +193,156 @@ def interleaved(paths: dict, samples: int, min_batch_s: float, warmup: int = 5) 
     return {n: statistics.median(v) for n, v in times.items()}
 
 
+def paired(loader, bare, pairs: int, min_batch_s: float, warmup: int = 20) -> dict[str, float]:
+    """The loader's per-call overhead over ``bare``: ``pairs`` batches of each,
+    taken alternately (which goes first alternates too), the median of the
+    per-pair differences per call, in the calling thread's CPU time and in wall
+    time (us), and the bare call's median (us)."""
+    for _ in range(warmup):
+        loader()
+        bare()
+    one = min(per_call(bare, 1) for _ in range(5))
+    n = max(1, math.ceil(min_batch_s / one)) if one > 0 else 1
+    cpu, wall, base = [], [], []
+    clock, thread = time.perf_counter_ns, time.thread_time_ns
+    for i in range(pairs):
+        got = {}
+        for name, fn in ((("loader", loader), ("bare", bare)) if i % 2 else (("bare", bare), ("loader", loader))):
+            c0, w0 = thread(), clock()
+            for _ in range(n):
+                fn()
+            got[name] = (thread() - c0, clock() - w0)
+        cpu.append((got["loader"][0] - got["bare"][0]) / n * 1e-3)
+        wall.append((got["loader"][1] - got["bare"][1]) / n * 1e-3)
+        base.append(got["bare"][1] / n * 1e-3)
+    return {"cpu_us": statistics.median(cpu), "wall_us": statistics.median(wall), "bare_us": statistics.median(base),
+            "batch": n}
+
+
+def overhead(bundle, key: str, pairs: int, min_batch_s: float) -> dict:
+    """``paired`` for kernel ``key`` at its smallest shape (``smallest``), on the device it runs on."""
+    k0 = bundle._kernels[key]
+    call, k, ks = smallest(bundle, k0.sig)
+    row = {"key": key, "kind": "forward" if k0.sig.is_forward else "backward", "device": bundle.device_of(key),
+           "dynamic": k0.sig.is_dynamic}
+    if call is None:
+        return {**row, "error": "no validation shape is served by this dynamic kernel"}
+    row["shape"] = list(call.input_shape)
+    try:
+        return {**row, **paired(loader_call(bundle, call), bare_call(bundle, k, ks), pairs, min_batch_s)}
+    except Exception as e:  # noqa: BLE001 - one kernel's failure is reported, the rest still run
+        return {**row, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+
+
 def geomean(xs) -> float | None:
     xs = [x for x in xs if x and x > 0]
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
 
 
 # ------------------------------------------------------------------ the run
-def measure(bundle_path, samples: int = 40, min_batch_s: float = 2e-4, keys=None, log=None) -> dict:
+def open_for_kernels(path, device: str):
+    """The bundle with every kernel run (no eager route where the build preferred eager)."""
+    from boo_build.loader import open_bundle
+
+    return open_bundle(path, device=device, prefer_eager=False)
+
+
+def measure(bundle_path, samples: int = 40, min_batch_s: float = 2e-4, keys=None, log=None,
+            overhead_samples: int | None = None, table: bool = True) -> dict:
     import torch
 
     from boo_build.benchmark import eager_fn
-    from boo_build.loader import open_bundle
     from boo_build.loader.invoke import cpu_threads, open_device
 
-    bundle = open_bundle(bundle_path, device="local-task")
+    from boo_build.loader import open_bundle
+
+    bundle = open_for_kernels(bundle_path, "local-task")
+    shipped = open_bundle(bundle_path, device="local-task")  # as an application opens it
     open_device("local-task")
     workers = cpu_threads()
     previous = torch.get_num_threads()
     torch.set_num_threads(workers or previous)
-    rows = []
+    rows, over = [], []
+    pairs = overhead_samples or max(20, 10 * samples)
+    keys = keys or bundle.keys()
+    for key in keys:
+        if key not in bundle._kernels:
+            raise SystemExit(f"{key}: no such kernel on target {bundle.target.name}")
     try:
         host = machine(workers)  # while torch runs the threads it is measured with
-        for key in keys or bundle.keys():
-            k0 = bundle._kernels.get(key)
-            if k0 is None:
-                raise SystemExit(f"{key}: no such kernel on target {bundle.target.name}")
+        for key in keys if table else ():
+            k0 = bundle._kernels[key]
             call, k, ks = concrete(bundle, k0.sig)
+            routed = shipped._kernels[key].prefer_eager
             row = {"key": key, "op": k0.sig.op, "dtype": k0.sig.dtype, "mask": k0.sig.mask,
-                   "candidate": k0.impl + (f"@{k0.mode}" if k0.mode else ""), "device": bundle.device_of(key)}
+                   "candidate": k0.impl + (f"@{k0.mode}" if k0.mode else ""), "device": bundle.device_of(key),
+                   "route": "eager" if routed else "kernel"}
             if call is None:
                 rows.append({**row, "error": "no validation shape is served by this dynamic kernel"})
                 continue
             row["shape"] = list(call.input_shape)
             try:
-                times = interleaved({"loader": loader_call(bundle, call), "eager": eager_fn(call),
-                                     "bare": bare_call(bundle, k, ks)}, samples, min_batch_s)
+                paths = {"loader": loader_call(shipped, call), "eager": eager_fn(call), "bare": bare_call(bundle, k, ks)}
+                if routed:
+                    paths["kernel"] = loader_call(bundle, call)
+                times = interleaved(paths, samples, min_batch_s)
+                times.setdefault("kernel", times["loader"])
             except Exception as e:  # noqa: BLE001 - one kernel's failure is reported, the rest still run
                 rows.append({**row, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"})
                 continue
             row.update({f"{n}_us": t * 1e6 for n, t in times.items()})
             row["speedup"] = times["eager"] / times["loader"]
-            row["overhead_us"] = (times["loader"] - times["bare"]) * 1e6
+            row["kernel_speedup"] = times["eager"] / times["kernel"]
+            row["overhead_us"] = (times["kernel"] - times["bare"]) * 1e6
             rows.append(row)
             if log:
-                log(f"{key}: loader {row['loader_us']:.1f} us, eager {row['eager_us']:.1f} us, "
-                    f"{row['speedup']:.2f}x, overhead {row['overhead_us']:.1f} us")
+                log(f"{key}: loader ({row['route']}) {row['loader_us']:.1f} us, eager {row['eager_us']:.1f} us, "
+                    f"{row['speedup']:.2f}x; kernel {row['kernel_us']:.1f} us, {row['kernel_speedup']:.2f}x")
+        for key in keys:  # the overhead, at the smallest shapes (module docstring)
+            o = overhead(bundle, key, pairs, min_batch_s)
+            over.append(o)
+            if log and "error" not in o:
+                log(f"{key} at {'x'.join(map(str, o['shape']))} on {o['device']}: overhead {o['cpu_us']:.1f} us "
+                    f"CPU, {o['wall_us']:.1f} us wall (bare {o['bare_us']:.1f} us)")
     finally:
         torch.set_num_threads(previous)
     return {"bundle": str(bundle.path), "target": bundle.target.name, "samples": samples,
-            "min_batch_s": min_batch_s, "machine": host, "kernels": rows, "summary": summary(rows)}
+            "overhead_samples": pairs, "min_batch_s": min_batch_s, "machine": host, "kernels": rows,
+            "overhead": over, "summary": summary(rows, over)}
 
 
-def summary(rows) -> dict:
+def summary(rows, over=()) -> dict:
     ok = [r for r in rows if "speedup" in r]
     out = {}
     for op in sorted({r["op"] for r in rows}):
         mine = [r for r in ok if r["op"] == op]
         slow = sorted((r for r in mine if r["speedup"] < SLOW), key=lambda r: r["speedup"])
         out[op] = {"kernels": len(mine), "geomean_speedup": geomean(r["speedup"] for r in mine),
-                   "below_0.8x": len(slow), "slow": [r["key"] for r in slow]}
-    # per device: on local-task the bare loop's back-to-back calls find the
-    # workers still awake, the loader's (some us of Python apart) may not
+                   "below_0.8x": len(slow), "slow": [r["key"] for r in slow],
+                   "to_eager": sum(1 for r in mine if r["route"] == "eager"),
+                   "kernel_geomean_speedup": geomean(r["kernel_speedup"] for r in mine),
+                   "kernels_below_0.8x": sum(1 for r in mine if r["kernel_speedup"] < SLOW)}
+    # the paired measurement (CPU time of the calling thread), per device and per
+    # entry-point kind, over the small problems: a big kernel's difference carries
+    # memory effects that grow with its size (page faults, caches); all if none is
+    done = [o for o in over if "cpu_us" in o]
     out["overhead_us"] = {}
-    for dev in sorted({r["device"] for r in ok}):
-        mine = [r for r in ok if r["device"] == dev]
-        worst = max(mine, key=lambda r: r["overhead_us"])
-        out["overhead_us"][dev] = {"kernels": len(mine), "median": statistics.median(r["overhead_us"] for r in mine),
-                                   "max": worst["overhead_us"], "max_kernel": worst["key"]}
-    out["errors"] = [r["key"] for r in rows if "error" in r]
+    for dev in sorted({o["device"] for o in done}):
+        mine = [o for o in done if o["device"] == dev]
+        small = [o for o in mine if math.prod(o["shape"]) <= SMALL]
+        basis = f"the {len(small)} of at most {SMALL} elements" if small else "all (none is small)"
+        mine = small or mine
+        out["overhead_us"][dev] = dict(_spread(mine), basis=basis, kinds={
+            kind: _spread([o for o in mine if o["kind"] == kind]) for kind in ("forward", "backward")
+            if any(o["kind"] == kind for o in mine)})
+    out["errors"] = [r["key"] for r in rows if "error" in r] + [o["key"] for o in over if "error" in o]
     return out
+
+
+def _spread(over) -> dict:
+    worst = max(over, key=lambda o: o["cpu_us"])
+    return {"kernels": len(over), "median": statistics.median(o["cpu_us"] for o in over), "max": worst["cpu_us"],
+            "max_kernel": worst["key"], "median_wall": statistics.median(o["wall_us"] for o in over)}
 
 
 def machine(workers: int) -> dict:
@@ -240,28 +362,47 @@ def markdown(rec: dict) -> str:
              f"{m['iree_local_task_workers']}, torch threads {m['torch_threads']}; "
              + ", ".join(f"{k} {v}" for k, v in m["versions"].items())
              + f"; load average {m['load_average']:.2f}. Median of {rec['samples']} interleaved samples per path.",
-             "", "| kernel | shape | shipped | device | loader us | eager us | speed-up | bare invoke us | "
-             "overhead us |", "|---|---|---|---|---:|---:|---:|---:|---:|"]
+             "", "| kernel | shape | shipped | device | route | loader us | eager us | speed-up | kernel us | "
+             "kernel speed-up | bare invoke us | overhead us |", "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rec["kernels"]:
         shape = "x".join(map(str, r.get("shape", [])))
         if "error" in r:
-            lines.append(f"| {r['key']} | {shape} | {r['candidate']} | {r['device']} | {r['error']} |||||")
+            lines.append(f"| {r['key']} | {shape} | {r['candidate']} | {r['device']} | {r['route']} | {r['error']} "
+                         "|||||||")
             continue
         flag = " **slow**" if r["speedup"] < SLOW else ""
-        lines.append(f"| {r['key']} | {shape} | {r['candidate']} | {r['device']} | {r['loader_us']:.1f} | "
-                     f"{r['eager_us']:.1f} | {r['speedup']:.2f}x{flag} | {r['bare_us']:.1f} | "
-                     f"{r['overhead_us']:.1f} |")
+        kflag = " **slow**" if r["kernel_speedup"] < SLOW else ""
+        lines.append(f"| {r['key']} | {shape} | {r['candidate']} | {r['device']} | {r['route']} | "
+                     f"{r['loader_us']:.1f} | {r['eager_us']:.1f} | {r['speedup']:.2f}x{flag} | {r['kernel_us']:.1f} | "
+                     f"{r['kernel_speedup']:.2f}x{kflag} | {r['bare_us']:.1f} | {r['overhead_us']:.1f} |")
+    lines += ["", f"## Loader overhead (smallest shapes, {rec['overhead_samples']} pairs with bare invoke)", "",
+              "| kernel | shape | device | kind | bare us | overhead us (CPU) | overhead us (wall) |",
+              "|---|---|---|---|---:|---:|---:|"]
+    for o in rec["overhead"]:
+        shape = "x".join(map(str, o.get("shape", [])))
+        if "error" in o:
+            lines.append(f"| {o['key']} | {shape} | {o['device']} | {o['kind']} | {o['error']} |||")
+            continue
+        static = "" if o["dynamic"] else " (static)"
+        lines.append(f"| {o['key']} | {shape}{static} | {o['device']} | {o['kind']} | {o['bare_us']:.1f} | "
+                     f"{o['cpu_us']:.1f} | {o['wall_us']:.1f} |")
     lines.append("")
     for op, g in s.items():
         if op in ("overhead_us", "errors"):
             continue
         gm = "n/a" if g["geomean_speedup"] is None else f"{g['geomean_speedup']:.2f}x"
-        lines.append(f"* {op}: geomean speed-up over eager **{gm}** over {g['kernels']} kernels; "
-                     f"{g['below_0.8x']} below {SLOW}x" + (f" ({', '.join(g['slow'])})" if g["slow"] else ""))
+        km = "n/a" if g["kernel_geomean_speedup"] is None else f"{g['kernel_geomean_speedup']:.2f}x"
+        lines.append(f"* {op}: geomean speed-up over eager **{gm}** over {g['kernels']} kernels as shipped "
+                     f"({g['to_eager']} routed to torch eager); {g['below_0.8x']} below {SLOW}x"
+                     + (f" ({', '.join(g['slow'])})" if g["slow"] else "")
+                     + f"; the compiled kernels alone: {km}, {g['kernels_below_0.8x']} below {SLOW}x")
     for dev, o in s["overhead_us"].items():
+        kinds = "; ".join(f"{kind} {k['median']:.1f} us (max {k['max']:.1f}, {k['kernels']} kernels)"
+                          for kind, k in o["kinds"].items())
         lines.append(f"* loader per-call overhead over a bare `VmContext.invoke` (pre-imported arguments, same "
-                     f"kernel), {o['kernels']} kernels on {dev}: median **{o['median']:.1f} us**, "
-                     f"max {o['max']:.1f} us ({o['max_kernel']})")
+                     f"kernel, smallest shape, CPU time of the calling thread) on {dev}, over {o['basis']} kernels: "
+                     f"median **{o['median']:.1f} us**, max {o['max']:.1f} us ({o['max_kernel']}); wall median "
+                     f"{o['median_wall']:.1f} us; {kinds}")
     if s["errors"]:
         lines.append(f"* not measured: {', '.join(s['errors'])}")
     return "\n".join(lines) + "\n"
@@ -274,13 +415,16 @@ def main(argv=None) -> int:
     ap.add_argument("--min-batch-s", type=float, default=2e-4,
                     help="seconds of calls per sample at least (default 2e-4; 0: one call)")
     ap.add_argument("--key", action="append", help="only these kernel keys (repeatable)")
+    ap.add_argument("--overhead-samples", type=int, help="pairs of batches in the overhead measurement "
+                    "(default 10 x --samples, at least 20)")
+    ap.add_argument("--overhead-only", action="store_true", help="only the overhead section (no eager table)")
     ap.add_argument("--json", type=Path, help="also write the record here")
     ap.add_argument("-q", "--quiet", action="store_true", help="no per-kernel progress on stderr")
     ns = ap.parse_args(argv)
     if not ns.bundle.exists():
         ap.error(f"{ns.bundle} does not exist (make build writes the default manifest's bundle)")
     log = None if ns.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
-    rec = measure(ns.bundle, ns.samples, ns.min_batch_s, ns.key, log)
+    rec = measure(ns.bundle, ns.samples, ns.min_batch_s, ns.key, log, ns.overhead_samples, not ns.overhead_only)
     sys.stdout.write(markdown(rec))
     if ns.json:
         ns.json.parent.mkdir(parents=True, exist_ok=True)

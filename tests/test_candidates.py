@@ -45,6 +45,7 @@ def test_what_each_target_offers():
     assert not applies(LANES, ModuleId(wide.replace(mask=2), "manual"))
     assert not applies(LANES, ModuleId(FWD, "manual"))  # 100 wide: not whole vectors
     assert not applies(LANES, ModuleId(wide.replace(input_shape=(4, 16, 32), normalized_shape=(32,)), "manual"))
+    assert not applies(LANES, ModuleId(wide.replace(input_shape=(4, 16, 64), normalized_shape=(16, 64)), "manual"))
     assert apply_variant(LANES, "its own export") == "its own export"
     mid_of = lambda i: ModuleId(FWD, i)  # noqa: E731
     assert [c.key for c in candidates(["manual"], cat["cpu"], mid_of, True)] == [

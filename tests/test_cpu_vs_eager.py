@@ -13,11 +13,12 @@ import pytest
 
 from boo_build.loader import open_bundle
 
-from helpers import REPO, _ln, with_modes
+from helpers import REPO, _ln, with_modes, with_prefer_eager
 
 
 def test_report_lists_every_kernel_with_loader_eager_and_overhead(built, tmp_path):
-    path = with_modes(built.path, tmp_path / "moded.tar.zst", {_ln(1).key: "local-sync"})
+    moded = with_modes(built.path, tmp_path / "moded.tar.zst", {_ln(1).key: "local-sync"})
+    path = with_prefer_eager(moded, tmp_path / "routed.tar.zst", [_ln(14).key])  # torch tensors go to eager
     out = tmp_path / "report.json"
     proc = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "cpu_vs_eager.py"), "--bundle", str(path), "--samples", "2",
@@ -33,13 +34,18 @@ def test_report_lists_every_kernel_with_loader_eager_and_overhead(built, tmp_pat
         assert all(r[f] > 0 for f in ("loader_us", "eager_us", "bare_us", "speedup")), r
         assert isinstance(r["overhead_us"], float) and r["shape"] and r["candidate"]
         assert r["speedup"] == pytest.approx(r["eager_us"] / r["loader_us"])
+        assert r["kernel_speedup"] == pytest.approx(r["eager_us"] / r["kernel_us"])
+        assert r["route"] == ("eager" if r["key"] == _ln(14).key else "kernel")
+        if r["route"] == "kernel":
+            assert r["kernel_us"] == r["loader_us"]  # one path: the kernel is what ships
     rows = {r["key"]: r for r in rec["kernels"]}
     assert rows[_ln(1).key]["device"] == "local-sync" and rows[_ln(1).key]["candidate"] == "manual@local-sync"
     assert rows[_ln(14).key]["device"] == "local-task" and rows[_ln(14).key]["candidate"] == "aten"
     s = rec["summary"]
     for op, n in (("layer_norm", 4), ("rms_norm", 5)):  # separate geomeans: RMS eager is a weak baseline
         assert s[op]["kernels"] == n and s[op]["geomean_speedup"] > 0
-        assert s[op]["below_0.8x"] == len(s[op]["slow"])
+        assert s[op]["below_0.8x"] == len(s[op]["slow"]) and s[op]["kernel_geomean_speedup"] > 0
+        assert s[op]["to_eager"] == (1 if op == "layer_norm" else 0)
     assert set(s["overhead_us"]) == {"local-sync", "local-task"} and s["errors"] == []
     assert s["overhead_us"]["local-sync"]["kernels"] == 1 and s["overhead_us"]["local-task"]["kernels"] == 8
     assert all(o["max"] >= o["median"] for o in s["overhead_us"].values())
@@ -48,3 +54,4 @@ def test_report_lists_every_kernel_with_loader_eager_and_overhead(built, tmp_pat
     md = proc.stdout
     assert all(k in md for k in keys) and "layer_norm: geomean speed-up over eager" in md
     assert "rms_norm: geomean speed-up over eager" in md and "per-call overhead" in md
+    assert "(1 routed to torch eager)" in md and "the compiled kernels alone" in md

@@ -321,6 +321,9 @@ class Bundle(CallChecks):
             # a dynamic kernel's argument and result shapes, None when the kernel runs the call as is
             shapes = None if found is None or found[1] is found[0].sig else (
                 tuple(s for _, s, _ in found[1].inputs()), tuple(s for _, s, _ in sig.outputs()))
+            if shapes is not None and shapes == (tuple(s for _, s, _ in sig.inputs()),
+                                                 tuple(s for _, s, _ in found[1].outputs())):
+                shapes = None  # a dynamic kernel bound to the call's own shapes: nothing to view (2-4 us)
             route = (sig, found, shapes, found is not None and found[0].prefer_eager and self.prefer_eager)
             remember(self._routes, id(sig), route)  # holds sig: its id is not reused while the entry lives
         _, found, shapes, to_eager = route

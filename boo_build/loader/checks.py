@@ -1,5 +1,5 @@
-"""A call's argument checks (``Bundle.prepare``, ``check_array``, ``check_stats``),
-memoized: the loader's hot path.
+"""A call's argument checks (``Bundle.prepare``, ``prepare_backward``,
+``check_array``, ``check_stats``), memoized: the loader's hot path.
 
 Everything these check about an array but its memory (its kind, device,
 dtype, shape, and the ``KernelSignature`` a call's arrays make) depends only
@@ -8,7 +8,8 @@ first call of a kind checks in full and records the outcome; a later one
 builds that key (a few attribute reads and a dict lookup, about 1 us instead
 of 10) and checks per call only what the key cannot say: contiguity (and,
 in the runner, alignment). A call the full check refuses is never recorded,
-so it is refused with the same message every time.
+so it is refused with the same message every time. A backward call's
+checks (input, weight, bias, grad_out, saved statistics) are one memo entry.
 
 Stdlib only; the array kinds come from ``tensors.py``.
 """
@@ -30,16 +31,22 @@ class CallChecks:
 
     def _init_checks(self) -> None:
         self._plans: dict[tuple, tuple] = {}  # prepare: call key -> (arrays, signature, normalized shape)
+        # a key's device part: whether a torch tensor is on the bundle's device type, all the
+        # check asks (a bool: hashing a torch.device costs ~0.2 us); numpy arrays: None
+        self._where = "is_cpu" if self._device_type == "cpu" else "is_cuda"
         self._checked: dict[tuple, bool] = {}  # check_array / check_stats: keys that passed
+        self._backward_plans: dict[tuple, tuple] = {}  # prepare_backward: call key -> (arrays, sig, ns)
+        self._layouts: dict[int, tuple] = {}  # stats_layout: id(kernel signature) -> (it, shape, dtype)
 
     def check_array(self, name: str, t, dtype: str | None, shape: tuple[int, ...] | None,
                     allowed: Iterable[str] = (), arrays=_TorchArrays, first: str = "input"):
         """``t`` contiguous, after checking type (``arrays``, the kind of the call's
         ``first`` array), device, dtype (``dtype`` or one of ``allowed``; any
         kernel dtype when both are empty) and shape."""
+        where = self._where
         try:  # what the checks depend on: (type, dtype, shape, device); AttributeError: not an array
             key = (name, dtype, shape, tuple(allowed) if allowed else (), arrays, first,
-                   type(t), t.dtype, t.shape, getattr(t, "device", None))
+                   type(t), t.dtype, t.shape, getattr(t, where, None))
             if key in self._checked:
                 return arrays.contiguous(t)
         except (AttributeError, TypeError):  # not an array (refused below), an unhashable shape
@@ -76,12 +83,13 @@ class CallChecks:
         call, the arrays checked and contiguous. The signature is None for an
         input with no elements: no kernel has a zero dim (the caller returns
         torch's results without one), but the rest of the call is checked alike."""
+        where = self._where
         try:  # (type, dtype, shape, device) of each array: most of a call's Python time is here
             key = (op, mask, eps, tuple(normalized_shape) if type(normalized_shape) is list else normalized_shape,
-                   type(input), input.dtype, input.shape, getattr(input, "device", None),
+                   type(input), input.dtype, input.shape, getattr(input, where, None),
                    None if weight is None else (type(weight), weight.dtype, weight.shape,
-                                                getattr(weight, "device", None)),
-                   None if bias is None else (type(bias), bias.dtype, bias.shape, getattr(bias, "device", None)))
+                                                getattr(weight, where, None)),
+                   None if bias is None else (type(bias), bias.dtype, bias.shape, getattr(bias, where, None)))
             plan = self._plans.get(key)
         except (AttributeError, TypeError):  # not an array (refused below), unhashable arguments
             key = plan = None
@@ -117,11 +125,50 @@ class CallChecks:
             raise ValueError(str(e)) from None
         return arrays, (None if empty else sig), ns, x, w, b
 
+    def prepare_backward(self, op, mask, grad_out, input, normalized_shape, stats: tuple, weight, bias, eps):
+        """``prepare`` of a backward call, then the checks of ``grad_out`` (the
+        input's dtype and shape) and of the saved ``stats`` (``check_stats``), in
+        that order, memoized as one: -> (arrays, sig, ns, grad_out, x, stats, w, b),
+        all contiguous. A backward call's Python time was mostly these checks."""
+        where = self._where
+        try:
+            key = (op.name, mask, eps, tuple(normalized_shape) if type(normalized_shape) is list else normalized_shape,
+                   type(input), input.dtype, input.shape, getattr(input, where, None),
+                   type(grad_out), grad_out.dtype, grad_out.shape, getattr(grad_out, where, None),
+                   None if weight is None else (type(weight), weight.dtype, weight.shape,
+                                                getattr(weight, where, None)),
+                   None if bias is None else (type(bias), bias.dtype, bias.shape, getattr(bias, where, None)))
+            for t in stats:
+                key += (type(t), t.dtype, t.shape, getattr(t, where, None))
+            plan = self._backward_plans.get(key)
+        except (AttributeError, TypeError):  # not an array (refused below), unhashable arguments
+            key = plan = None
+        if plan is not None:
+            arrays, sig, ns = plan
+            if arrays.contiguous3(input, weight, bias) and arrays.contiguous3(grad_out, *_pad2(stats)):
+                return arrays, sig, ns, grad_out, input, stats, weight, bias
+        arrays, sig, ns, x, w, b = self.prepare(op.name, input, normalized_shape, weight, bias, eps, mask)
+        gy = self.check_array("grad_out", grad_out, arrays.dtype_name(x), tuple(x.shape), arrays=arrays)
+        stats = tuple([self.check_stats(name, t, arrays, x, ns) for name, t in zip(op.stats, stats)])
+        if key is not None and sig is not None and w is weight and len(stats) <= 2:  # not a stand-in weight
+            _remember(self._backward_plans, key, (arrays, sig, ns))
+        return arrays, sig, ns, gy, x, stats, w, b
+
+    def stats_layout(self, ks: KernelSignature) -> tuple:
+        """(shape, dtype) kernel signature ``ks`` takes saved statistics in,
+        memoized by identity (the signatures ``dispatch`` hands out recur)."""
+        lay = self._layouts.get(id(ks))
+        if lay is None or lay[0] is not ks:
+            lay = (ks, ks.stats_shape, ks.stats_dtype)
+            _remember(self._layouts, id(ks), lay)  # holds ks: its id is not reused while the entry lives
+        return lay[1], lay[2]
+
     def check_stats(self, name: str, t, arrays, x, ns: tuple[int, ...]):
         """A saved statistic (mean, rstd): float32 or the input's dtype, as many
         elements as the input has rows (any layout of them), contiguous."""
+        where = self._where
         try:
-            key = ("stats", name, arrays, ns, type(t), t.dtype, t.shape, getattr(t, "device", None),
+            key = ("stats", name, arrays, ns, type(t), t.dtype, t.shape, getattr(t, where, None),
                    type(x), x.dtype, x.shape)
             if key in self._checked:
                 return arrays.contiguous(t)
@@ -134,6 +181,11 @@ class CallChecks:
         if key is not None:
             _remember(self._checked, key, True)
         return t
+
+
+def _pad2(stats: tuple) -> tuple:
+    """One or two statistics as two (None: absent), for ``contiguous3``."""
+    return stats if len(stats) == 2 else (stats[0], None) if stats else (None, None)
 
 
 __all__ = ["CallChecks"]

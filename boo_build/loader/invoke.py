@@ -16,9 +16,10 @@ Call path (measured on iree-base-runtime 3.13, see docs/cpu-performance.md):
 * the synchronous export ``func_name`` is invoked (it runs ``func$async``
   and waits on its own fence; timing both showed no difference worth the
   fence bookkeeping).
-* outputs: ``HalDevice.create_dlpack_capsule`` -> ``torch._C._from_dlpack``
-  (torch; the public wrapper adds ~1 us of protocol checks) or a mapping of
-  the HAL buffer (numpy): no copy either way.
+* outputs: ``VmVariantList.get_as_object`` (0.15 us less than
+  ``get_as_ref(i).deref``) -> ``HalDevice.create_dlpack_capsule`` ->
+  ``torch._C._from_dlpack`` (torch; the public wrapper adds ~1 us of protocol
+  checks) or a mapping of the HAL buffer (numpy): no copy either way.
 * numpy ``ml_dtypes.bfloat16`` (numpy's DLPack refuses it) is imported as
   uint16 and the buffer view retyped; outputs map back to ``ml_dtypes.bfloat16``.
 * GPU devices (hip, cuda; not exercised on the CPU-only build machine):
@@ -26,8 +27,9 @@ Call path (measured on iree-base-runtime 3.13, see docs/cpu-performance.md):
   are staged (copied in, results copied out).
 
 Per-call overhead over a bare ``VmContext.invoke`` with pre-imported
-arguments: ~1 us per input, ~1.3 us per output, ~2 us fixed (CPU time, 2-core
-EPYC, iree-base-runtime 3.13; ``benchmarks/cpu_vs_eager.py`` measures it).
+arguments: ~1.5 us per imported input (most of it inside the invoke), ~1.1 us
+per output, ~1.5 us of Python in the runner (CPU time, 2-core EPYC,
+iree-base-runtime 3.13; ``benchmarks/cpu_vs_eager.py`` measures it).
 Inputs that recur call after call (a layer's weight and bias: the positions
 ``cache_inputs`` names) keep their imported buffer view while the same memory
 comes again (same data pointer, shape, dtype, contiguous), saving the import.
@@ -53,6 +55,7 @@ shared; executable creation is serialized by the same lock.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import sys
@@ -129,6 +132,9 @@ class KernelRunner:
         self._bf16 = int(rt.HalElementType.BFLOAT_16)
         self._numpy_dtypes: dict[int, np.dtype] = {}
         self._torch = None  # (torch, Tensor, to_dlpack, from_dlpack), bound on the first torch call
+        self._fast = None  # torch.Tensor once bound on a CPU device (the hot path), None after close()
+        self._n_out = self.num_results or 4  # result list capacity
+        self._no_slots = itertools.repeat(None)  # zip's partner when no input is kept (any length)
         self._cpu = device.is_cpu
         self._slots: tuple = ()  # per input position: None, or [(key, buffer view) | None] (cache_inputs)
         self._dl_code, self._dl_index = device.dlpack_device
@@ -145,6 +151,7 @@ class KernelRunner:
         """Drop the runtime objects (contexts, functions, module, device): at
         exit (``_Exit``); a call afterwards raises ``KernelError``."""
         self._closed = True
+        self._fast = None
         self._pool.clear()
         self._slots = ()  # the kept imports (cache_inputs)
         self._module = self.device = self._from_capsule = self._to_capsule = None
@@ -164,12 +171,12 @@ class KernelRunner:
 
     # -- calling --------------------------------------------------------
     def __call__(self, *args):
+        if self._fast is not None and len(args) == self.num_args and type(args[0]) is self._fast:
+            return self._call_torch_cpu(args)  # the hot path, straight: CPU torch tensors
         if self._closed:
             raise KernelError(f"{self.func_name}: the runtime was released at interpreter exit")
         if self.num_args is not None and len(args) != self.num_args:
             raise TypeError(f"{self.func_name} takes {self.num_args} arguments, got {len(args)}")
-        if args and self._cpu and self._torch is not None and isinstance(args[0], self._torch[1]):
-            return self._call_torch_cpu(args, self._torch)  # the hot path, straight
         if args and isinstance(args[0], np.ndarray):
             return self._call_numpy(args)
         return self._call_torch(args)
@@ -181,7 +188,7 @@ class KernelRunner:
         except IndexError:  # every context is busy in another thread
             ctx, fn = self._new_context()
         try:
-            ret_list = self._VariantList(self.num_results or 4)
+            ret_list = self._VariantList(self._n_out)
             try:
                 ctx.invoke(fn, arg_list, ret_list)
             except Exception as e:  # noqa: BLE001 - IREE raises plain RuntimeError/ValueError
@@ -199,6 +206,8 @@ class KernelRunner:
         # around this; calling it directly saves ~1 us per output.
         from_dlpack = getattr(torch._C, "_from_dlpack", None) or torch.utils.dlpack.from_dlpack
         self._torch = (torch, torch.Tensor, to_dlpack, from_dlpack)
+        if self._cpu and not self._closed:
+            self._fast = torch.Tensor  # __call__'s test for the hot path
         return self._torch
 
     def _call_torch(self, args):
@@ -206,7 +215,7 @@ class KernelRunner:
         if bound is None:
             raise TypeError(f"{self.func_name}: pass torch tensors or numpy arrays")
         if self._cpu:
-            return self._call_torch_cpu(args, bound)
+            return self._call_torch_cpu(args)
         torch, Tensor, to_dlpack, from_dlpack = bound
         from_capsule = self._from_capsule
         arg_list = self._VariantList(len(args))
@@ -253,29 +262,28 @@ class KernelRunner:
         get = rets.get_as_ref
         return tuple([from_dlpack(to_capsule(get(i).deref(BV), code, index)) for i in range(rets.size)])
 
-    def _call_torch_cpu(self, args, bound):
-        """CPU tensors in place (DLPack both ways): the hot path, kept lean."""
-        torch, Tensor, to_dlpack, from_dlpack = bound
+    def _call_torch_cpu(self, args):
+        """CPU tensors in place (DLPack both ways): the hot path, kept lean (the
+        context pool and the outputs inline: each call saved is ~0.1 us)."""
+        torch, Tensor, to_dlpack, from_dlpack = self._torch
         from_capsule = self._from_capsule
         arg_list = self._VariantList(len(args))
         push = arg_list.push_ref
         keep = []  # copies made on the fallback path live until the call returns
-        slots = self._slots or (None,) * len(args)
-        for t, slot in zip(args, slots):
-            if not isinstance(t, Tensor):
+        for t, slot in zip(args, self._slots or self._no_slots):
+            if type(t) is not Tensor and not isinstance(t, Tensor):
                 raise TypeError(f"{self.func_name}: pass all torch tensors or all numpy arrays, "
                                 f"got {type(t).__name__} among tensors")
-            ptr = t.data_ptr()
             if slot is not None:
                 # the memory the cached view was imported from, still held by it: the same bytes
-                key = (ptr, t.shape, t.dtype)
+                key = (t.data_ptr(), t.shape, t.dtype)
                 hit = slot[0]
                 if hit is not None and hit[0] == key and t.is_contiguous():
                     push(hit[1])
                     continue
             if t.requires_grad:
                 t = t.detach()
-            if ptr % ALIGNMENT or not t.is_contiguous():
+            if t.data_ptr() % ALIGNMENT or not t.is_contiguous():
                 t = t.clone(memory_format=torch.contiguous_format)  # CPU allocator aligns to 64
                 keep.append(t)
                 slot = None
@@ -289,10 +297,29 @@ class KernelRunner:
             push(bv)
             if slot is not None:
                 slot[0] = (key, bv) if t.nbytes <= CACHED_INPUT_BYTES else None
-        rets = self._invoke(arg_list)
+        pool = self._pool
+        try:
+            ctx, fn = pool.pop()
+        except IndexError:  # every context is busy in another thread
+            ctx, fn = self._new_context()
+        try:
+            rets = self._VariantList(self._n_out)
+            try:
+                ctx.invoke(fn, arg_list, rets)
+            except Exception as e:  # noqa: BLE001 - IREE raises plain RuntimeError/ValueError
+                raise KernelError(f"{self.func_name}: {e}") from e
+        finally:
+            pool.append((ctx, fn))
         to_capsule, BV, code, index = self._to_capsule, self._BufferView, self._dl_code, self._dl_index
-        get = rets.get_as_ref
-        return tuple([from_dlpack(to_capsule(get(i).deref(BV), code, index)) for i in range(rets.size)])
+        get = rets.get_as_object  # one call instead of get_as_ref(i).deref(BV)
+        n = rets.size
+        if n == 3:  # unrolled (the norms' forward and full backward): a loop costs ~0.3 us more
+            return (from_dlpack(to_capsule(get(0, BV), code, index)), from_dlpack(to_capsule(get(1, BV), code, index)),
+                    from_dlpack(to_capsule(get(2, BV), code, index)))
+        out = []
+        for i in range(n):  # a loop: a comprehension costs a function call on 3.11
+            out.append(from_dlpack(to_capsule(get(i, BV), code, index)))
+        return tuple(out)
 
     def _gpu_outputs(self, rets, torch, from_dlpack, tdev):
         """A GPU call's results as torch tensors on ``tdev``: the runtime's own

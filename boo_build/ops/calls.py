@@ -44,26 +44,37 @@ def norm_shape(normalized_shape) -> tuple[int, ...]:
         raise TypeError(f"normalized_shape must be an int or a sequence of ints, got {normalized_shape!r}") from None
 
 
-def as_stats(arrays, t, sig):
-    """Statistics in the kernel's layout and dtype (a reshape only where the layout
-    differs: a torch reshape costs ~1.5 us even to the same shape)."""
-    shape = sig.stats_shape
-    return arrays.contiguous(arrays.cast(t if t.shape == shape else t.reshape(shape), sig.stats_dtype))
+def as_stats(arrays, t, sig, layout: tuple | None = None):
+    """Statistics in the kernel's layout and dtype (``layout``: its (shape, dtype),
+    ``Bundle.stats_layout``), a reshape or cast only where it differs (a torch
+    reshape costs ~1.5 us even to the same shape); ``t`` is contiguous (checked)."""
+    shape, dtype = layout or (sig.stats_shape, sig.stats_dtype)
+    if t.shape != shape:
+        t = arrays.contiguous(t.reshape(shape))
+    c = arrays.cast(t, dtype)
+    return t if c is t else arrays.contiguous(c)
 
 
 def spread(mask: int, outs, bits) -> tuple:
     """The gradients a kernel returned, None where ``mask`` did not ask (ATen's form)."""
+    if len(outs) == len(bits):  # every gradient asked
+        return tuple(outs)
     it = iter(outs)
-    return tuple(next(it) if mask & bit else None for bit in bits)
+    return tuple([next(it) if mask & bit else None for bit in bits])
 
 
 def backward_mask(op, output_mask, params: dict) -> int:
     """The mask of an ATen-style backward call: ``output_mask`` (one boolean per
     gradient, ``op.grads`` order), a parameter's gradient only where it is given."""
-    m = [bool(v) for v in output_mask]
-    if len(m) != len(op.grads):
-        raise ValueError(f"output_mask must have {len(op.grads)} booleans, got {output_mask!r}")
-    return sum(bit for bit, want in zip(op.grads, m) if want and (bit == INPUT_GRAD or params[bit] is not None))
+    m = output_mask if type(output_mask) in (tuple, list) else list(output_mask)
+    bits = op.grads
+    if len(m) != len(bits):
+        raise ValueError(f"output_mask must have {len(bits)} booleans, got {output_mask!r}")
+    mask = 0
+    for bit, want in zip(bits, m):  # a loop, not sum(genexpr): this runs on every call
+        if want and (bit == INPUT_GRAD or params[bit] is not None):
+            mask |= bit
+    return mask
 
 
 # ------------------------------------------------------------ zero-size input
@@ -92,7 +103,8 @@ def forward(bundle, op, input, normalized_shape, weight, bias, eps):
     arrays, sig, ns, x, w, b = bundle.prepare(op.name, input, normalized_shape, weight, bias, eps, FORWARD)
     if sig is None:
         return zero_size_forward(op, arrays, x, ns)
-    args = (x,) + ((w,) if w is not None else ()) + ((b,) if b is not None else ())
+    # prepare gives a bias only with a weight (a stand-in of ones where none was given)
+    args = (x,) if w is None else (x, w) if b is None else (x, w, b)
     return bundle.dispatch(sig, arrays, lambda _: args, op.eager_forward, lambda: (sig, x, w, b))
 
 
@@ -101,15 +113,19 @@ def backward(bundle, op, mask: int, grad_out, input, normalized_shape, stats: tu
     """A backward call without autograd, ``mask`` from ``backward_mask`` (not 0)
     -> the gradients in ``op.grads`` order, None where not asked. ``eps`` only
     picks between kernels built for different eps (it does not enter the math)."""
-    arrays, sig, ns, x, w, b = bundle.prepare(op.name, input, normalized_shape, weight, bias,
-                                              DEFAULT_EPS if eps is None else eps, mask)
-    gy = bundle.check_array("grad_out", grad_out, arrays.dtype_name(x), tuple(x.shape), arrays=arrays)
-    stats = tuple(bundle.check_stats(name, t, arrays, x, ns) for name, t in zip(op.stats, stats))
+    arrays, sig, ns, gy, x, stats, w, b = bundle.prepare_backward(
+        op, mask, grad_out, input, normalized_shape, stats, weight, bias, DEFAULT_EPS if eps is None else eps)
     if sig is None:
         return zero_size_grads(arrays, x, ns, mask, op.grads)
 
     def args(ks):
-        return (gy, x) + tuple(as_stats(arrays, t, ks) for t in stats) + ((w,) if ks.takes_weight else ())
+        layout = bundle.stats_layout(ks)
+        out = [gy, x]
+        for t in stats:
+            out.append(as_stats(arrays, t, ks, layout))
+        if ks.takes_weight:
+            out.append(w)
+        return tuple(out)
 
     outs = bundle.dispatch(sig, arrays, args, op.eager_backward, lambda: (
         ns, sig.mask, gy, x, *(as_stats(arrays, t, sig) for t in stats), w, b))
