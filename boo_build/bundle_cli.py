@@ -240,6 +240,9 @@ def diff_indexes(old: BundleIndex | Mapping[str, Any], new: BundleIndex | Mappin
                 res["changed"].append(f"{where}: selection {a.selected}{'@' + a.mode if a.mode else ''} -> "
                                       f"{b.selected}{'@' + b.mode if b.mode else ''}"
                                       + (f" ({_short(b.reason, 60)})" if b.reason else ""))
+            if (a.prefer_eager is None) != (b.prefer_eager is None):
+                res["changed"].append(f"{where}: torch tensors now run "
+                                      + ("torch eager" if b.prefer_eager else "the kernel"))
             for impl in sorted(set(a.impls) & set(b.impls)):
                 ma, mb = a.impls[impl], b.impls[impl]
                 if ma.sha256 != mb.sha256:

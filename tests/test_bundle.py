@@ -240,6 +240,9 @@ def test_cli_diff(built, tmp_path):
             other = tmp_path / "other.vmfb"
             other.write_bytes(built.vmfb[(_ln(6).key, "aten")].read_bytes())
             cpu = TargetEntry.available({"aten": other}, "aten")
+        if k.key == _ln(14).key:  # torch eager beat the kernel in the new build
+            cpu = TargetEntry.available(cpu.impls, cpu.selected, cpu.reason, cpu.rejected,
+                                        prefer_eager={"eager_s": 1e-5, "kernel_s": 2e-5, "reason": "faster"})
         changed.append(KernelEntry(k.signature, {"cpu": cpu}))
     extra = _ln(4)
     changed.append(KernelEntry(extra, {"cpu": TargetEntry.unavailable("export failed: nope")}))
@@ -252,6 +255,7 @@ def test_cli_diff(built, tmp_path):
     assert f"+ {extra.key}" in text and f"- {_rms32(6).key}" in text
     assert f"{_ln(1).key} on cpu: selection manual -> aten" in text
     assert f"{_ln(2).key} on cpu: aten vmfb changed" in text
+    assert f"{_ln(14).key} on cpu: torch tensors now run torch eager" in text
     assert f"{_ln(1).key} on cpu: median_us 16 -> 100" in text and "slower" in text
 
 
