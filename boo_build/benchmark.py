@@ -307,8 +307,9 @@ def _first_line(e: BaseException) -> str:
 COLUMNS = ("key", "op", "shape", "dtype", "mask", "target", "aten_median_us", "manual_median_us",
            "eager_median_us", "speedup_vs_eager", "aten_max_err", "manual_max_err", "validation", "selected")
 # Written only when some row tried candidates (a build that explores nothing
-# writes the table it always did): each candidate's median, speed-up over
-# eager and status ("manual+nosd@local-sync 15.2 us 2.10x selected; ..."). The
+# writes the table it always did): each candidate's best sample, speed-up over
+# eager's best sample, and status ("manual+nosd@local-sync 15.2 us 2.10x selected; ..."),
+# as the selection compares them, fastest first. The
 # row's ``selected`` is then the winning candidate, its speed-up the winner's.
 CANDIDATE_COLUMN = "candidates"
 
@@ -369,11 +370,15 @@ def table_rows(signatures: Iterable[KernelSignature], targets: Iterable, validat
             if tried:
                 won = [c["median_s"] for c in tried.values() if c["status"] == "selected"]
                 best = won[0] if won else None
+                # best samples, as the selection compares them (the median where a record has none)
+                eager_b = eager.min_s if eager is not None and eager.ok and eager.min_s else eager_s
+
+                def t_of(c):
+                    return c.get("min_s") if c.get("min_s") is not None else c["median_s"]
                 row[CANDIDATE_COLUMN] = "; ".join(
-                    f"{name} " + (f"{c['median_s'] * 1e6:.1f} us" if c["median_s"] is not None else "-")
-                    + (f" {eager_s / c['median_s']:.2f}x" if eager_s and c["median_s"] else "") + f" {c['status']}"
-                    for name, c in sorted(tried.items(), key=lambda p: (p[1]["median_s"] is None,
-                                                                        p[1]["median_s"] or 0, p[0])))
+                    f"{name} " + (f"{t_of(c) * 1e6:.1f} us" if t_of(c) is not None else "-")
+                    + (f" {eager_b / t_of(c):.2f}x" if eager_b and t_of(c) else "") + f" {c['status']}"
+                    for name, c in sorted(tried.items(), key=lambda p: (t_of(p[1]) is None, t_of(p[1]) or 0, p[0])))
             row["speedup_vs_eager"] = f"{eager_s / best:.2f}" if best and eager_s else ""
             row["validation"] = "; ".join(statuses)
             sel = selections.get((sig.key, t))
