@@ -62,11 +62,15 @@ class LayerNorm(Op):
         import torch
 
         want = [bool(mask & bit) for bit in self.grads]
-        c, dt = torch.float32, x.dtype
-        if dt == c and mean.dtype == c and rstd.dtype == c:
+        dt = x.dtype
+        if gy.dtype == dt and all(t is None or t.dtype == dt for t in (w, b)):
+            # what torch runs without the bundle: ATen's kernel in the input's dtype, the
+            # statistics in it too (ATen's own CPU forward saves half-precision statistics)
+            if mean.dtype != dt:
+                mean, rstd = mean.to(dt), rstd.to(dt)
             outs = torch.ops.aten.native_layer_norm_backward(gy, x, list(ns), mean, rstd, w, b, want)
             return tuple(o for o, wanted in zip(outs, want) if wanted)
-        # ATen on the CPU wants one dtype: half precision runs in float32
+        c = torch.float32  # mixed dtypes, which ATen refuses: all in float32
         outs = torch.ops.aten.native_layer_norm_backward(
             gy.to(c), x.to(c), list(ns), mean.to(c), rstd.to(c),
             None if w is None else w.to(c), None if b is None else b.to(c), want)
