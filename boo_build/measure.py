@@ -321,8 +321,9 @@ def _update_entry(index: BundleIndex, members: dict[str, bytes], m: KernelMeasur
         reason = m.selection.reason if m.selection.impl is None else f"{m.selection.impl} not validated"
         new = TargetRecord.unavailable(f"measured on {dev.name}: {reason}", rejected, measured=measured)
     else:
+        pref = eager_preference(KernelSignature.parse(m.key), m.selection, m.benches, m.eager)
         new = TargetRecord.available(m.selection.impl, kept, m.selection.reason, rejected, measured=measured,
-                                     prefer_eager=eager_preference(m.selection, m.benches, m.eager))
+                                     prefer_eager=pref)
     return index.with_entry(m.key, m.target, new)
 
 

@@ -127,7 +127,7 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
             if eager:
                 benches[eager_key(sig.key, t.name)] = BenchResult.from_json(eager)
             if explore and eager:
-                pref = eager_preference(sel, bens, BenchResult.from_json(eager))
+                pref = eager_preference(sig, sel, bens, BenchResult.from_json(eager))
                 if pref:
                     extra["prefer_eager"] = pref
             if sel.impl is None:

@@ -31,6 +31,7 @@ status for the bundle index.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -204,18 +205,52 @@ def module_rejections(sel: Selection, names: Sequence[str], benches: Mapping[str
 
 
 # ------------------------------------------------------------- torch eager
-def eager_preference(sel: Selection, benches: Mapping[str, Any], eager, *, margin: float = MARGIN) -> dict | None:
+def eager_preference(sig: KernelSignature, sel: Selection, benches: Mapping[str, Any], eager, *,
+                     margin: float = MARGIN) -> dict | None:
     """The index's ``prefer_eager`` for a measured selection: where torch eager
     (``eager``, its ``BenchResult`` on the same device) beat the selected
     candidate by more than ``margin``, ``{"eager_s", "kernel_s", "reason"}``
     (best samples, as ``select`` compares); else None. The kernel still ships
     (numpy callers and loaders without torch run it); the loader hands torch
     tensors to torch's op instead, as Inductor's autotuning keeps ATen's
-    kernel where its own lose."""
+    kernel where its own lose.
+
+    A kernel timed at several sizes (a dynamic one's ``bench_shapes``) gets
+    ``by_rows``, ``[[rows, eager faster], ...]`` per size timed, whenever eager
+    won at one of them: the loader decides per call by the size nearest in rows
+    (log scale); ``eager_s``/``kernel_s`` are the first size's."""
     if not sel.measured or sel.impl is None:
         return None
-    kernel_s, eager_s = best_time(benches.get(sel.impl)), best_time(eager)
-    if kernel_s is None or eager_s is None or eager_s * (1 + margin) >= kernel_s:
+    kb = benches.get(sel.impl)
+    kernel_s, eager_s = best_time(kb), best_time(eager)
+    if kernel_s is None or eager_s is None:
         return None
-    return {"eager_s": eager_s, "kernel_s": kernel_s,
-            "reason": f"torch eager faster on the build machine: {_us(eager_s)} vs {_us(kernel_s)} ({sel.impl})"}
+    by_rows = _eager_by_rows(sig, kb, eager, margin)
+    faster = [rows for rows, won in by_rows if won]
+    if eager_s * (1 + margin) >= kernel_s and not faster:
+        return None
+    out = {"eager_s": eager_s, "kernel_s": kernel_s,
+           "reason": f"torch eager faster on the build machine: {_us(eager_s)} vs {_us(kernel_s)} ({sel.impl})"}
+    if by_rows:
+        out["by_rows"] = by_rows
+        out["reason"] += f"; at {', '.join(map(str, faster)) or 'no'} of {len(by_rows)} sizes timed (rows)"
+    return out
+
+
+def _eager_by_rows(sig: KernelSignature, kb, eager, margin: float) -> list[list]:
+    """``[[rows, eager faster], ...]`` over the sizes both were timed at (two or more), else []."""
+    def best(sizes):
+        out = {}
+        for x in sizes or ():
+            t = x.get("min_s") if x.get("min_s") is not None else x.get("median_s")
+            if x.get("status") == "ok" and t:
+                out[tuple(x["shape"])] = t
+        return out
+
+    k, e = best(getattr(kb, "sizes", ())), best(getattr(eager, "sizes", ()))
+    shared = [s for s in k if s in e]
+    if len(shared) < 2:
+        return []
+    lead = len(sig.input_shape) - len(sig.normalized_shape)
+    rows = {s: math.prod(s[:lead]) for s in shared}
+    return [[rows[s], e[s] * (1 + margin) < k[s]] for s in sorted(shared, key=lambda s: (rows[s], s))]

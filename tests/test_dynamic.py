@@ -275,6 +275,27 @@ def test_static_kernel_preferred_where_both_exist(bundle):
     assert bundle.stats(totals=True) == {"static_hits": 2, "dynamic_hits": 1, "misses": 0, "eager": 0}
 
 
+def test_torch_eager_where_the_build_found_it_faster_at_the_nearest_size(built, tmp_path):
+    import dataclasses
+
+    from helpers import rewrite
+
+    key = f"layer_norm-f32-BATCHxSEQx{W}-n{W}-wb-max{MAX_ELEMENTS}-m1"
+    ix = read_archive(built / "dyn-0.1.0.tar.zst").bundle_index
+    pref = {"eager_s": 1e-4, "kernel_s": 5e-5, "reason": "at 1 of 2 sizes", "by_rows": [[1, True], [1024, False]]}
+    ix = ix.with_entry(key, "cpu", dataclasses.replace(ix.kernels[key].targets["cpu"], prefer_eager=pref))
+    new = ix.to_json()
+    b = open_bundle(rewrite(built / "dyn-0.1.0.tar.zst", tmp_path / "rows.tar.zst",
+                            index=lambda d: (d.clear(), d.update(new))), device="local-task")
+    w, bias = torch.randn(W), torch.randn(W)
+    for rows, to_eager in ((1, True), (3, True), (30, True), (40, False), (1024, False), (3000, False)):
+        b.reset_stats()
+        x = torch.randn(rows, 1, W)
+        y = b.native_layer_norm(x, (W,), w, bias, 1e-5)[0]
+        torch.testing.assert_close(y, torch.nn.functional.layer_norm(x, (W,), w, bias, 1e-5), rtol=1e-4, atol=1e-4)
+        assert b.stats()[key] == {"hits": int(not to_eager), "misses": 0, "eager": int(to_eager)}, rows
+
+
 def test_above_the_upper_bound_is_not_found(bundle):
     w, b = torch.randn(W), torch.randn(W)
     y, _, _ = bundle.native_layer_norm(torch.randn(MAX_ELEMENTS // W, W), (W,), w, b, 1e-5)  # at the bound

@@ -183,11 +183,38 @@ def test_torch_eager_preferred_only_where_it_beat_the_winner_beyond_the_margin()
     vals = {"aten": val("aten", "passed"), "manual": val("manual", "passed")}
     benches = {"aten": bench("aten", 80.0), "manual": bench("manual", 120.0)}
     s = select(SIG, "cpu", BOTH, vals, benches)
-    pref = eager_preference(s, benches, eager_bench(50.0))
+    pref = eager_preference(SIG, s, benches, eager_bench(50.0))
     assert pref["eager_s"] == 50.0 * 1e-6 and pref["kernel_s"] == 80.0 * 1e-6
     assert pref["reason"] == "torch eager faster on the build machine: 50.0 us vs 80.0 us (aten)"
-    assert eager_preference(s, benches, eager_bench(79.0)) is None  # within 3 %: the kernel runs
-    assert eager_preference(s, benches, eager_bench(95.0)) is None  # the kernel is faster
-    assert eager_preference(s, benches, eager_bench(None, "error", "boom")) is None  # eager did not run
+    assert eager_preference(SIG, s, benches, eager_bench(79.0)) is None  # within 3 %: the kernel runs
+    assert eager_preference(SIG, s, benches, eager_bench(95.0)) is None  # the kernel is faster
+    assert eager_preference(SIG, s, benches, eager_bench(None, "error", "boom")) is None  # eager did not run
     unmeasured = select(SIG, "cpu", BOTH, vals, {})
-    assert not unmeasured.measured and eager_preference(unmeasured, {}, eager_bench(1.0)) is None
+    assert not unmeasured.measured and eager_preference(SIG, unmeasured, {}, eager_bench(1.0)) is None
+
+
+def sized(impl, per_rows):
+    """A benchmark of a dynamic kernel at several sizes: {rows: us} (rows x 768)."""
+    sizes = tuple({"shape": [r, 1, 768], "status": "ok", "reason": "", "min_s": us * 1e-6, "median_s": us * 1e-6,
+                   "p90_s": us * 1e-6, "reps": 10} for r, us in per_rows.items())
+    first = next(iter(per_rows.values())) * 1e-6
+    return BenchResult(impl, DYN.key, "cpu", "ok", "", first, first, first, 10, 2, sizes=sizes)
+
+
+DYN = KernelSignature.parse("layer_norm-f32-BATCHxSEQx768-n768-wb-m1")
+
+
+def test_a_kernel_timed_at_several_sizes_gets_a_decision_per_size():
+    from boo_build.selection import eager_preference
+
+    vals = {"manual": val("manual", "passed")}
+    benches = {"manual": sized("manual", {1024: 300.0, 1: 25.0, 4096: 900.0})}
+    s = select(DYN, "cpu", ["manual"], vals, benches)
+    # the kernel wins at 1024 rows (the headline size) and 4096, eager at one row
+    pref = eager_preference(DYN, s, benches, sized("eager", {1024: 400.0, 1: 9.0, 4096: 1000.0}))
+    assert pref["by_rows"] == [[1, True], [1024, False], [4096, False]]
+    assert pref["kernel_s"] == 300.0 * 1e-6 and "at 1 of 3 sizes timed" in pref["reason"]
+    assert eager_preference(DYN, s, benches, sized("eager", {1024: 400.0, 1: 30.0, 4096: 1000.0})) is None
+    # eager faster everywhere: every size says so
+    pref = eager_preference(DYN, s, benches, sized("eager", {1024: 100.0, 1: 9.0, 4096: 300.0}))
+    assert [won for _, won in pref["by_rows"]] == [True, True, True]

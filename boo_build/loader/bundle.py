@@ -324,7 +324,7 @@ class Bundle(CallChecks):
             if shapes is not None and shapes == (tuple(s for _, s, _ in sig.inputs()),
                                                  tuple(s for _, s, _ in found[1].outputs())):
                 shapes = None  # a dynamic kernel bound to the call's own shapes: nothing to view (2-4 us)
-            route = (sig, found, shapes, found is not None and found[0].prefer_eager and self.prefer_eager)
+            route = (sig, found, shapes, found is not None and self.prefer_eager and found[0].eager_for(sig))
             remember(self._routes, id(sig), route)  # holds sig: its id is not reused while the entry lives
         _, found, shapes, to_eager = route
         if found is not None:

@@ -27,7 +27,7 @@ schema, so that loaders reading only 1 refuse it clearly)::
                              "rejected": {impl: why},
                              "mode": driver,                                   # optional
                              "candidates": {candidate: {"median_s", "min_s", "status", "reason"}},  # optional
-                             "prefer_eager": {"eager_s", "kernel_s", "reason"}}  # optional
+                             "prefer_eager": {"eager_s", "kernel_s", "reason", "by_rows"?}}  # optional
                           | {"status": "unavailable", "reason": str, "rejected": {impl: why}}}}}}
 
 ``impls`` is keyed by module name, ``<impl>[+<variant>]`` (``boo_build.candidates``).
@@ -38,9 +38,9 @@ run inline on the calling thread); ``candidates``, every (impl, variant,
 mode) the build measured, by text form (``manual+nosd@local-sync``), with its
 median and best times, ``status`` ("selected", "slower", "failed", "not
 run") and why; ``prefer_eager``, where torch eager beat the selected candidate
-on the build machine (best samples, seconds): the loader hands torch tensors
-to torch's op; numpy arrays, and loaders that do not know the field, run the
-kernel, which is still packed and validated.
+on the build machine (best samples, seconds; ``by_rows``, per size timed, for
+a kernel timed at several): the loader hands torch tensors to torch's op;
+numpy arrays, and loaders that do not know the field, run the kernel.
 """
 
 from __future__ import annotations
@@ -48,11 +48,11 @@ from __future__ import annotations
 import dataclasses
 import enum
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any, Iterator, Mapping
 
 from ..signature import KernelSignature, SignatureError
 from .errors import BundleFormatError
+from .json_fields import _extra, _freeze_fields, _is_by_rows, _is_seconds, _mapping, _plain, _typed
 
 FORMAT = "boo-bundle"
 FORMAT_VERSION = 1
@@ -84,50 +84,6 @@ class IndexProblem(ValueError):
 def format_version_for(signatures) -> int:
     """The format version a bundle of these kernel signatures is written as."""
     return DYNAMIC_FORMAT_VERSION if any(s.is_dynamic for s in signatures) else FORMAT_VERSION
-
-
-# JSON values inside records are read-only (mappings as MappingProxyType,
-# arrays as tuples) and written back as plain dicts and lists.
-def _frozen(v: Any) -> Any:
-    if isinstance(v, Mapping):
-        return MappingProxyType({k: _frozen(x) for k, x in v.items()})
-    if isinstance(v, (list, tuple)):
-        return tuple(_frozen(x) for x in v)
-    return v
-
-
-def _plain(v: Any) -> Any:
-    if isinstance(v, enum.Enum):
-        return v.value
-    if isinstance(v, Mapping):
-        return {k: _plain(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_plain(x) for x in v]
-    return v
-
-
-def _mapping(d: Any, what: str) -> Mapping[str, Any]:
-    if not isinstance(d, Mapping):
-        raise TypeError(f"{what} must be an object, got {type(d).__name__}")
-    return d
-
-
-def _typed(v: Any, kind: type, what: str) -> Any:
-    if not isinstance(v, kind) or (kind is int and isinstance(v, bool)):
-        raise TypeError(f"{what} must be a {kind.__name__}, got {v!r}")
-    return v
-
-
-def _extra(d: Mapping[str, Any], known: tuple[str, ...]) -> Mapping[str, Any]:
-    return _frozen({k: v for k, v in d.items() if k not in known})
-
-
-def _freeze_fields(obj: Any, *names: str) -> None:
-    """Make a frozen dataclass's mapping fields read-only (the caller's dicts are copied)."""
-    for n in names:
-        v = getattr(obj, n)
-        if v is not None:
-            object.__setattr__(obj, n, _frozen(v))
 
 
 # ---------------------------------------------------------------------- records
@@ -230,12 +186,10 @@ class TargetRecord:
             raise IndexProblem(f"{where}: mode must be a driver name, got {mode!r}")
         if cands is not None:
             cands = {c: _mapping(v, f"candidate {c}") for c, v in _mapping(cands, "candidates").items()}
-        pref = d.get("prefer_eager")
-        if pref is not None:
-            pref = _mapping(pref, "prefer_eager")
-            for f in ("eager_s", "kernel_s"):
-                if not isinstance(pref.get(f), (int, float)) or isinstance(pref.get(f), bool):
-                    raise IndexProblem(f"{where}: prefer_eager.{f} must be a number of seconds, got {pref.get(f)!r}")
+        pref = None if d.get("prefer_eager") is None else _mapping(d["prefer_eager"], "prefer_eager")
+        for f, ok in (("eager_s", _is_seconds), ("kernel_s", _is_seconds), ("by_rows", _is_by_rows)):
+            if pref is not None and (f != "by_rows" or f in pref) and not ok(pref.get(f)):
+                raise IndexProblem(f"{where}: prefer_eager.{f} is not {ok.__doc__}: {pref.get(f)!r}")
         rec = cls(status=status, reason=d.get("reason"), selected=d.get("selected"), impls=impls,
                   rejected=None if d.get("rejected") is None else dict(_mapping(d["rejected"], "rejected")),
                   extra=_extra(d, cls._KNOWN), mode=mode, candidates=cands, prefer_eager=pref)

@@ -8,6 +8,7 @@ shape. When none does, ``not_found`` says why, with the nearest keys.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from typing import Any
 
@@ -24,16 +25,28 @@ class _Kernel:
     the driver its entry asks to run it on (``mode``; "" = the target's), and
     whether the build found torch eager faster there (``prefer_eager``)."""
 
-    __slots__ = ("sig", "key", "impl", "member", "function", "sha256", "mode", "prefer_eager", "runner",
-                 "verified")
+    __slots__ = ("sig", "key", "impl", "member", "function", "sha256", "mode", "prefer_eager", "by_rows",
+                 "runner", "verified")
 
-    def __init__(self, sig, impl, member, function, sha256, mode="", prefer_eager=False):
+    def __init__(self, sig, impl, member, function, sha256, mode="", prefer_eager=None):
         self.sig, self.impl, self.member, self.function, self.sha256 = sig, impl, member, function, sha256
         self.key = sig.key
         self.mode = mode or ""
-        self.prefer_eager = bool(prefer_eager)
+        self.prefer_eager = prefer_eager is not None
+        # [(log rows, eager faster)] of a kernel timed at several sizes; None: one decision for all
+        rows = (prefer_eager or {}).get("by_rows")
+        self.by_rows = tuple((math.log(max(int(r), 1)), bool(won)) for r, won in rows) if rows else None
         self.runner = None
         self.verified = False
+
+    def eager_for(self, call: KernelSignature) -> bool:
+        """Whether torch eager runs ``call`` (a static signature this kernel serves):
+        the decision of the timed size nearest in rows (log scale), else the kernel's."""
+        if self.by_rows is None:
+            return self.prefer_eager
+        lead = len(call.input_shape) - len(call.normalized_shape)
+        at = math.log(max(math.prod(call.input_shape[:lead]), 1))
+        return min(self.by_rows, key=lambda p: abs(p[0] - at))[1]
 
 
 class KernelTable:
@@ -53,7 +66,7 @@ class KernelTable:
             else:
                 m = te.selected_impl
                 self.kernels[key] = _Kernel(k.signature, te.selected, m.member, m.function, m.sha256, te.mode,
-                                            te.prefer_eager is not None)
+                                            te.prefer_eager)
         # Second-chance lookups for what ATen's arguments cannot pin down (see _relaxed_key),
         # and the dynamic kernels, by what a call must match besides its leading dims (_family_key).
         self.relaxed: dict[str, list[str]] = defaultdict(list)
