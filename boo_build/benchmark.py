@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from . import ops
+from .records import best_seconds
 from .signature import IMPLS, KernelSignature, ModuleId, shape_text
 from .targets import Target
 
@@ -394,14 +395,12 @@ def table_rows(signatures: Iterable[KernelSignature], targets: Iterable, validat
                 won = [c["median_s"] for c in tried.values() if c["status"] == "selected"]
                 best = won[0] if won else None
                 # best samples, as the selection compares them (the median where a record has none)
-                eager_b = eager.min_s if eager is not None and eager.ok and eager.min_s else eager_s
-
-                def t_of(c):
-                    return c.get("min_s") if c.get("min_s") is not None else c["median_s"]
+                eager_b = best_seconds(eager.to_json()) if eager_s else None
                 row[CANDIDATE_COLUMN] = "; ".join(
-                    f"{name} " + (f"{t_of(c) * 1e6:.1f} us" if t_of(c) is not None else "-")
-                    + (f" {eager_b / t_of(c):.2f}x" if eager_b and t_of(c) else "") + f" {c['status']}"
-                    for name, c in sorted(tried.items(), key=lambda p: (t_of(p[1]) is None, t_of(p[1]) or 0, p[0])))
+                    f"{name} " + (f"{t * 1e6:.1f} us" if t is not None else "-")
+                    + (f" {eager_b / t:.2f}x" if eager_b and t else "") + f" {c['status']}"
+                    for name, c, t in sorted(((n, c, best_seconds(c)) for n, c in tried.items()),
+                                             key=lambda p: (p[2] is None, p[2] or 0, p[0])))
             row["speedup_vs_eager"] = f"{eager_s / best:.2f}" if best and eager_s else ""
             row["validation"] = "; ".join(statuses)
             sel = selections.get((sig.key, t))

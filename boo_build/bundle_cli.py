@@ -18,6 +18,7 @@ from typing import Any, Mapping, TextIO
 from .loader.archive import Archive, read_archive, sha256_hex
 from .loader.errors import BundleFormatError
 from .loader.format import INDEX_NAME, BundleIndex
+from .records import best_seconds
 
 EXIT_OK, EXIT_PROBLEM, EXIT_UNREADABLE = 0, 1, 2
 
@@ -110,8 +111,8 @@ def candidate_lines(candidates: Mapping[str, Mapping[str, Any]], eager_s: float 
     speed-up over torch eager (where bench.csv has eager's time), then every
     candidate tried, fastest first, with its time (its best sample, as the
     selection compares; the median in bundles that have no best) and why it lost."""
-    def time_of(c, field: str = "min_s") -> float | None:
-        v = c.get(field) if c.get(field) is not None else c.get("median_s")
+    def time_of(c, median: bool = False) -> float | None:
+        v = c.get("median_s") if median else best_seconds(c)
         return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None
 
     def us(v: float | None) -> str:
@@ -121,7 +122,7 @@ def candidate_lines(candidates: Mapping[str, Mapping[str, Any]], eager_s: float 
     lines = []
     if won:
         name, c = won[0]
-        t = time_of(c, "median_s")  # bench.csv has eager's median
+        t = time_of(c, median=True)  # bench.csv has eager's median
         speed = (f", {eager_s / t:.2f}x torch eager ({us(eager_s)})" if t and eager_s
                  else ", no torch-eager time in bench.csv" if t else "")
         lines.append(f"winner {name}: median {us(t)}{speed}")

@@ -91,6 +91,14 @@ def read_json(path: Path) -> dict[str, Any] | None:
         return None
 
 
+def best_seconds(rec: Any) -> float | None:
+    """A timing record's (a ``BenchResult`` JSON, a size of one, a candidate's)
+    best sample, ``min_s``, or its median where it has none: what the selection
+    compares."""
+    v = rec.get("min_s")
+    return rec.get("median_s") if v is None else v
+
+
 def stable_record(rec: dict | None) -> dict | None:
     """A stage record without its volatile fields: what the result is."""
     if rec is None:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from .candidates import Candidate
-from .records import ValidationStatus
+from .records import ValidationStatus, best_seconds
 from .signature import IMPLS, KernelSignature
 
 DEFAULT_ORDER = ("manual", "aten")  # preferred default first
@@ -240,12 +240,8 @@ def eager_preference(sig: KernelSignature, sel: Selection, benches: Mapping[str,
 def _eager_by_rows(sig: KernelSignature, kb, eager, margin: float) -> list[list]:
     """``[[rows, eager faster], ...]`` over the sizes both were timed at (two or more), else []."""
     def best(sizes):
-        out = {}
-        for x in sizes or ():
-            t = x.get("min_s") if x.get("min_s") is not None else x.get("median_s")
-            if x.get("status") == "ok" and t:
-                out[tuple(x["shape"])] = t
-        return out
+        return {tuple(x["shape"]): best_seconds(x) for x in sizes or ()
+                if x.get("status") == "ok" and best_seconds(x)}
 
     k, e = best(getattr(kb, "sizes", ())), best(getattr(eager, "sizes", ()))
     shared = [s for s in k if s in e]

@@ -83,13 +83,8 @@ class CallChecks:
         call, the arrays checked and contiguous. The signature is None for an
         input with no elements: no kernel has a zero dim (the caller returns
         torch's results without one), but the rest of the call is checked alike."""
-        where = self._where
         try:  # (type, dtype, shape, device) of each array: most of a call's Python time is here
-            key = (op, mask, eps, tuple(normalized_shape) if type(normalized_shape) is list else normalized_shape,
-                   type(input), input.dtype, input.shape, getattr(input, where, None),
-                   None if weight is None else (type(weight), weight.dtype, weight.shape,
-                                                getattr(weight, where, None)),
-                   None if bias is None else (type(bias), bias.dtype, bias.shape, getattr(bias, where, None)))
+            key = self._call_key(op, mask, eps, normalized_shape, input, weight, bias)
             plan = self._plans.get(key)
         except (AttributeError, TypeError):  # not an array (refused below), unhashable arguments
             key = plan = None
@@ -125,6 +120,15 @@ class CallChecks:
             raise ValueError(str(e)) from None
         return arrays, (None if empty else sig), ns, x, w, b
 
+    def _call_key(self, op: str, mask, eps, normalized_shape, input, weight, bias) -> tuple:
+        """What ``prepare``'s checks depend on: the call's scalars and each array's
+        (type, dtype, shape, device); raises AttributeError/TypeError for a non-array."""
+        where = self._where
+        return (op, mask, eps, tuple(normalized_shape) if type(normalized_shape) is list else normalized_shape,
+                type(input), input.dtype, input.shape, getattr(input, where, None),
+                None if weight is None else (type(weight), weight.dtype, weight.shape, getattr(weight, where, None)),
+                None if bias is None else (type(bias), bias.dtype, bias.shape, getattr(bias, where, None)))
+
     def prepare_backward(self, op, mask, grad_out, input, normalized_shape, stats: tuple, weight, bias, eps):
         """``prepare`` of a backward call, then the checks of ``grad_out`` (the
         input's dtype and shape) and of the saved ``stats`` (``check_stats``), in
@@ -132,12 +136,8 @@ class CallChecks:
         all contiguous. A backward call's Python time was mostly these checks."""
         where = self._where
         try:
-            key = (op.name, mask, eps, tuple(normalized_shape) if type(normalized_shape) is list else normalized_shape,
-                   type(input), input.dtype, input.shape, getattr(input, where, None),
-                   type(grad_out), grad_out.dtype, grad_out.shape, getattr(grad_out, where, None),
-                   None if weight is None else (type(weight), weight.dtype, weight.shape,
-                                                getattr(weight, where, None)),
-                   None if bias is None else (type(bias), bias.dtype, bias.shape, getattr(bias, where, None)))
+            key = self._call_key(op.name, mask, eps, normalized_shape, input, weight, bias) + (
+                type(grad_out), grad_out.dtype, grad_out.shape, getattr(grad_out, where, None))
             for t in stats:
                 key += (type(t), t.dtype, t.shape, getattr(t, where, None))
             plan = self._backward_plans.get(key)

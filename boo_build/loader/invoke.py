@@ -297,19 +297,7 @@ class KernelRunner:
             push(bv)
             if slot is not None:
                 slot[0] = (key, bv) if t.nbytes <= CACHED_INPUT_BYTES else None
-        pool = self._pool
-        try:
-            ctx, fn = pool.pop()
-        except IndexError:  # every context is busy in another thread
-            ctx, fn = self._new_context()
-        try:
-            rets = self._VariantList(self._n_out)
-            try:
-                ctx.invoke(fn, arg_list, rets)
-            except Exception as e:  # noqa: BLE001 - IREE raises plain RuntimeError/ValueError
-                raise KernelError(f"{self.func_name}: {e}") from e
-        finally:
-            pool.append((ctx, fn))
+        rets = self._invoke(arg_list)
         to_capsule, BV, code, index = self._to_capsule, self._BufferView, self._dl_code, self._dl_index
         get = rets.get_as_object  # one call instead of get_as_ref(i).deref(BV)
         n = rets.size
