@@ -122,7 +122,7 @@ def bench_action(subject: str, target_name: str, vmfb_path: str | None, validati
     ``shapes``: a dynamic signature's benchmark shapes (``Manifest.bench_shapes``);
     ``mode``: a CPU driver to run the module on instead of the device's own
     (``candidates.modes``; the record then names it)."""
-    from .benchmark import bench_eager_at, bench_kernel_at, on_bench_thread
+    from .benchmark import bench_eager_at, bench_kernel_at, in_bench_process
     from .loader.devices import DeviceInfo
 
     dev = DeviceInfo(**device) if device else None
@@ -139,13 +139,13 @@ def bench_action(subject: str, target_name: str, vmfb_path: str | None, validati
         return {"status": rec["status"]}
     mid_key, variant = split_module_file(subject)
     if vmfb_path is None:  # torch eager for a signature
-        res = on_bench_thread(bench_eager_at, KernelSignature.parse(subject_signature(subject)), shapes,
-                              threads=None)
+        res = in_bench_process(bench_eager_at, KernelSignature.parse(subject_signature(subject)), shapes,
+                               threads=None)
     elif not passed:
         res = not_run.skipped_bench(mid_key, target_name, (val or {}).get("status"))
     else:
-        res = on_bench_thread(bench_kernel_at, Path(vmfb_path).read_bytes(), ModuleId.parse(mid_key),
-                              catalogue()[target_name], dev, shapes)
+        res = in_bench_process(bench_kernel_at, Path(vmfb_path).read_bytes(), ModuleId.parse(mid_key),
+                               catalogue()[target_name], dev, shapes)
     rec = res.to_json()
     if variant or mode:  # a candidate's record says which (a baseline's is as it always was)
         rec.update({"variant": variant, "mode": mode})

@@ -262,26 +262,38 @@ def _op_call(sig: KernelSignature, seed: int, device: str, *, compiled: bool) ->
     return lambda: op(*args)
 
 
-# The one thread every benchmark of a build runs on (created on first use, lives
-# with the process). doit runs tasks on a pool of threads, and each thread that
-# runs torch ops gets its own OpenMP team (libgomp). In a build, torch eager on
-# f32 8x128x768 layer norm timed 284 us (best sample); rerun alone, 148 us.
-# Benchmarks taking turns on two pool threads after float64 work on both: best
-# samples 158-492 us over 6 runs; on one thread, 158-266 us. One thread, one
-# team, as in an application.
-_BENCH_THREAD: list = []
+# Every benchmark of a build runs in one child process, one call at a time, on
+# its main thread: as in an application, one thread runs torch, with one
+# OpenMP team. In the build's own process doit's pool threads ran validation's
+# torch work, and each such thread keeps an idle OpenMP team; libgomp then
+# stops spinning and wakes workers per parallel region. Measured: eager f32
+# layer-norm backward 10x32x42x32 (mask 10) 177 us in a clean process, 534 us
+# after two pool threads had run torch once (benchmarks/results: the build had
+# eager 2x slow and kept kernels eager beats). A dedicated thread was not
+# enough: the other threads' teams are still there.
+_BENCH_POOL: list = []
 _BENCH_LOCK = threading.Lock()
 
 
-def on_bench_thread(fn: Callable, *args, **kw):
-    """``fn(*args, **kw)`` on the benchmark thread; its result (or exception)."""
-    with _BENCH_LOCK:
-        if not _BENCH_THREAD:
-            from concurrent.futures import ThreadPoolExecutor
+def in_bench_process(fn: Callable, *args, **kw):
+    """``fn(*args, **kw)`` (picklable, by reference) in the benchmark process,
+    started on first use (spawned: no threads or OpenMP teams inherited);
+    its result, or its exception. A process that died is replaced next call."""
+    from concurrent.futures.process import BrokenProcessPool
 
-            _BENCH_THREAD.append(ThreadPoolExecutor(1, thread_name_prefix="boo-bench"))
-        pool = _BENCH_THREAD[0]
-    return pool.submit(fn, *args, **kw).result()
+    with _BENCH_LOCK:
+        if not _BENCH_POOL:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            _BENCH_POOL.append(ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")))
+        pool = _BENCH_POOL[0]
+        try:
+            return pool.submit(fn, *args, **kw).result()
+        except BrokenProcessPool as e:
+            _BENCH_POOL.clear()
+            raise RuntimeError(f"the benchmark process died running {getattr(fn, '__name__', fn)} ({e}); "
+                               "the next benchmark starts a new one") from None
 
 
 def local_task_threads() -> int:

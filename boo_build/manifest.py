@@ -186,7 +186,7 @@ class Manifest:
     def bench_shapes(self, sig: KernelSignature) -> tuple[tuple[int, ...], ...]:
         """Input shapes a dynamic signature is benchmarked at (() for a static
         one): its entry's ``bench_shapes``, else the manifest's static shapes it
-        covers (compared with their static kernels), then 1 row and 4096 rows."""
+        covers (compared with their static kernels), then 1, 64 and 4096 rows."""
         if not sig.is_dynamic:
             return ()
         named = [s for r in self.kernels if r.signature == sig for s in r.bench_shapes]
@@ -199,7 +199,7 @@ class Manifest:
             except SignatureError:
                 continue
             shapes.append(shape)
-        for rows in (1, 4096):
+        for rows in (1, 64, 4096):
             try:
                 shapes.append(sig.with_rows(rows).input_shape)
             except SignatureError:  # above the bounds

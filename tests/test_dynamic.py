@@ -180,7 +180,7 @@ def test_validation_and_bench_shapes():
     rows = [s[0] * s[1] for s in shapes]
     assert shapes[0] == (1, 1, W) and (37, 1, W) in shapes and (1, 37, W) in shapes  # one row; a prime, each dim alone
     assert rows[-1] > 6000 and rows[-1] >= LARGE_ROWS and min(shapes[-1][:2]) > 1  # more than the manifest names
-    assert m.bench_shapes(dyn) == ((300, 20, W), (4, 6, W), (1, 1, W), (1, 4096, W))  # key order
+    assert m.bench_shapes(dyn) == ((300, 20, W), (4, 6, W), (1, 1, W), (1, 64, W), (1, 4096, W))  # key order
     # the bounds cap them
     small = sig(("rows", W), (W,), max_elements=100 * W)
     assert validation_shapes(small) == ((1, W), (37, W), (100, W))

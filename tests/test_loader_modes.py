@@ -108,3 +108,40 @@ def test_torch_tensors_go_to_torch_eager_where_the_build_found_it_faster(built, 
     k = open_bundle(p, device="local-task", prefer_eager=False)
     k.native_layer_norm(x, (10,), w, bias, 1e-5)
     assert k.stats()[fwd] == {"hits": 1, "misses": 0, "eager": 0}
+
+
+def test_routed_calls_repeat_without_checks_and_a_changed_call_is_checked_again(built, tmp_path):
+    """After a key's first (checked) call, torch eager serves it from the key alone:
+    forward and backward, any memory layout; a call with another key is checked."""
+    fwd, bwd = _ln(1).key, _ln(14).key
+    b = open_bundle(with_prefer_eager(built.path, tmp_path / "eager.tar.zst", [fwd, bwd]), device="local-task")
+    g = torch.Generator().manual_seed(1)
+    x, w, bias = torch.randn(4, 6, 10, generator=g), torch.randn(10, generator=g), torch.randn(10, generator=g)
+    gy = torch.randn(4, 6, 10, generator=g)
+    checked = []  # calls that went through the checks
+    for name in ("prepare", "prepare_backward"):
+        real = getattr(b, name)
+        setattr(b, name, lambda *a, _real=real, _name=name, **kw: checked.append(_name) or _real(*a, **kw))
+    ref = torch.ops.aten.native_layer_norm(x, [10], w, bias, 1e-5)
+    ref_grads = torch.ops.aten.native_layer_norm_backward(gy, x, [10], ref[1], ref[2], w, bias, [True] * 3)
+    for _ in range(3):
+        out = b.native_layer_norm(x, (10,), w, bias, 1e-5)
+        assert all(torch.equal(o, r) for o, r in zip(out, ref))
+        grads = b.native_layer_norm_backward(gy, x, (10,), out[1], out[2], w, bias, (True, True, True))
+        assert all(torch.equal(o, r) for o, r in zip(grads, ref_grads))
+    assert checked == ["prepare", "prepare_backward", "prepare"]  # first calls only (backward checks run prepare)
+    # the same key, another memory layout: torch takes it as it is
+    xt = x.transpose(0, 1).contiguous().transpose(0, 1)
+    assert not xt.is_contiguous()
+    assert torch.equal(b.native_layer_norm(xt, (10,), w, bias, 1e-5)[0], ref[0])
+    assert b.stats() == {fwd: {"hits": 0, "misses": 0, "eager": 4}, bwd: {"hits": 0, "misses": 0, "eager": 3}}
+    # another key (a float64 weight) goes through the checks, which refuse it
+    with pytest.raises(TypeError, match="weight has dtype torch.float64"):
+        b.native_layer_norm(x, (10,), w.double(), bias, 1e-5)
+    # the counts stay exact past the pending-hits limit
+    from boo_build.loader.memo import MEMO_LIMIT
+
+    b.reset_stats()
+    for _ in range(MEMO_LIMIT + 5):
+        b.native_layer_norm(x, (10,), w, bias, 1e-5)
+    assert b.stats()[fwd] == {"hits": 0, "misses": 0, "eager": MEMO_LIMIT + 5}

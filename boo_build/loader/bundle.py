@@ -96,6 +96,7 @@ class Bundle(CallChecks):
         # keys of kernel calls not yet added to _stats: list.append is atomic, so a
         # call counts without taking the lock; folded in under it (_fold_hits)
         self._hits: list[str] = []
+        self._eager_hits: list[str] = []  # the same, for calls routed to torch eager
         # per-call memos (dict get/set are atomic under the GIL; a race only recomputes)
         self._init_checks()
         self._specs: dict[tuple, tuple] = {}  # run(): (key, first argument's shape) -> argument specs
@@ -164,6 +165,7 @@ class Bundle(CallChecks):
     def reset_stats(self) -> None:
         with self._stats_lock:
             del self._hits[:len(self._hits)]
+            del self._eager_hits[:len(self._eager_hits)]
             self._stats.clear()
 
     # A bundle is a shared, read-only resource: copies of modules share it.
@@ -257,11 +259,12 @@ class Bundle(CallChecks):
     def _fold_hits(self) -> None:
         """Add the pending hits to ``_stats`` (under ``_stats_lock``). Other threads
         only append, so deleting the first ``n``, those counted, loses none."""
-        n = len(self._hits)
-        if n:
-            for key, c in Counter(self._hits[:n]).items():
-                self._stats[key]["hits"] += c
-            del self._hits[:n]
+        for hits, kind in ((self._hits, "hits"), (self._eager_hits, "eager")):
+            n = len(hits)
+            if n:
+                for key, c in Counter(hits[:n]).items():
+                    self._stats[key][kind] += c
+                del hits[:n]
 
     # ----------------------------------------------------------------- running
     # (check_array, prepare, check_stats: checks.CallChecks, memoized per shape and dtype)
@@ -309,12 +312,9 @@ class Bundle(CallChecks):
                 self._fold_hits()
         return tuple(out)
 
-    def dispatch(self, sig: KernelSignature, arrays, make_args, eager, eager_args):
-        """Run ``sig``'s kernel on ``make_args(kernel signature)``, or torch's
-        ``eager(*eager_args())`` (the fallback; numpy arrays shared with torch).
-        A dynamic kernel gets the arguments viewed in the shapes it runs as
-        (leading dims flattened where it takes another rank), and gives its
-        results back in the call's shapes."""
+    def _route(self, sig: KernelSignature) -> tuple:
+        """(sig, (kernel, the signature it runs as) or None, a dynamic kernel's argument
+        and result shapes or None, whether torch eager runs torch calls), memoized."""
         route = self._routes.get(id(sig))  # by identity: the signatures prepare() memoizes recur
         if route is None or route[0] is not sig:
             found = self._table.resolve(sig)
@@ -326,7 +326,19 @@ class Bundle(CallChecks):
                 shapes = None  # a dynamic kernel bound to the call's own shapes: nothing to view (2-4 us)
             route = (sig, found, shapes, found is not None and self.prefer_eager and found[0].eager_for(sig))
             remember(self._routes, id(sig), route)  # holds sig: its id is not reused while the entry lives
-        _, found, shapes, to_eager = route
+        return route
+
+    def _eager_route(self, sig: KernelSignature) -> str | None:
+        _, found, _, to_eager = self._route(sig)
+        return found[0].key if to_eager else None
+
+    def dispatch(self, sig: KernelSignature, arrays, make_args, eager, eager_args):
+        """Run ``sig``'s kernel on ``make_args(kernel signature)``, or torch's
+        ``eager(*eager_args())`` (the fallback; numpy arrays shared with torch).
+        A dynamic kernel gets the arguments viewed in the shapes it runs as
+        (leading dims flattened where it takes another rank), and gives its
+        results back in the call's shapes."""
+        _, found, shapes, to_eager = self._route(sig)
         if found is not None:
             k, ks = found
             if to_eager and arrays.name == "torch.Tensor":

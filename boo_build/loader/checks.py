@@ -11,6 +11,12 @@ in the runner, alignment). A call the full check refuses is never recorded,
 so it is refused with the same message every time. A backward call's
 checks (input, weight, bias, grad_out, saved statistics) are one memo entry.
 
+A torch call that the build found torch eager faster for (``prefer_eager``)
+is recorded by its key on its first, fully checked, call; later calls of
+that key go to torch's op from the key alone (``routed``, about 2-4 us),
+before any other check: torch checks its own arguments, and the key pins
+everything ours would (contiguity aside, which torch does not need).
+
 Stdlib only; the array kinds come from ``tensors.py``.
 """
 
@@ -19,15 +25,17 @@ from __future__ import annotations
 import math
 from typing import Iterable
 
+from ..ops.base import FORWARD
 from ..ops.calls import norm_shape, stats_shape
 from ..signature import KernelSignature, SignatureError
-from .memo import remember as _remember
+from .memo import MEMO_LIMIT, remember as _remember
 from .tensors import _NumpyArrays, _TorchArrays, _arrays_of
 
 
 class CallChecks:
     """The checks ``ops/calls.py``'s entry-point bodies run through the ``Bundle``
-    (a base class of it: ``target``, ``device``, ``_device_type`` are the bundle's)."""
+    (a base class of it: ``target``, ``device``, ``_device_type``, the hit counters
+    ``_eager_hits``/``_fold_hits`` and ``_eager_route`` are the bundle's)."""
 
     def _init_checks(self) -> None:
         self._plans: dict[tuple, tuple] = {}  # prepare: call key -> (arrays, signature, normalized shape)
@@ -37,6 +45,44 @@ class CallChecks:
         self._checked: dict[tuple, bool] = {}  # check_array / check_stats: keys that passed
         self._backward_plans: dict[tuple, tuple] = {}  # prepare_backward: call key -> (arrays, sig, ns)
         self._layouts: dict[int, tuple] = {}  # stats_layout: id(kernel signature) -> (it, shape, dtype)
+        # routed(): call key (prepare's or prepare_backward's) -> (signature, kernel key) of the
+        # torch calls the build found eager faster for, decided before any check
+        self._eager_calls: dict[tuple, tuple] = {}
+
+    def _eager_route(self, sig: KernelSignature) -> str | None:
+        """The key of the kernel whose call ``sig`` torch eager runs instead (a torch
+        call; the Bundle decides: ``dispatch``'s route); None: the kernel runs."""
+        return None
+
+    def routed(self, op: str, mask: int, eps, normalized_shape, input, weight, bias, grad_out=None,
+               stats: tuple = ()) -> KernelSignature | None:
+        """The signature of a torch call that goes to torch eager, from the call's
+        key alone (counted as "eager" under its kernel), else None: the call
+        takes the checked path (``prepare``/``prepare_backward``), which records
+        the route the first time. The eager op checks its own arguments."""
+        if not self._eager_calls:  # nothing routed yet: no key to build (numpy, kernels only)
+            return None
+        try:
+            key = self._call_key(op, mask, eps, normalized_shape, input, weight, bias)
+            if grad_out is not None:
+                key = self._backward_key(key, grad_out, stats)
+            found = self._eager_calls.get(key)
+        except (AttributeError, TypeError):
+            return None
+        if found is None:
+            return None
+        hits = self._eager_hits
+        hits.append(found[1])
+        if len(hits) > MEMO_LIMIT:
+            with self._stats_lock:
+                self._fold_hits()
+        return found[0]
+
+    def _record_route(self, key: tuple, arrays, sig: KernelSignature) -> None:
+        if arrays is _TorchArrays:
+            kernel = self._eager_route(sig)
+            if kernel is not None:
+                _remember(self._eager_calls, key, (sig, kernel))
 
     def check_array(self, name: str, t, dtype: str | None, shape: tuple[int, ...] | None,
                     allowed: Iterable[str] = (), arrays=_TorchArrays, first: str = "input"):
@@ -96,6 +142,8 @@ class CallChecks:
         arrays, sig, ns, _, w, _ = found
         if key is not None and sig is not None and w is weight:  # not a stand-in weight of ones
             _remember(self._plans, key, (arrays, sig, ns))
+            if mask == FORWARD:
+                self._record_route(key, arrays, sig)
         return found
 
     def _prepare(self, op, input, normalized_shape, weight, bias, eps, mask):
@@ -129,17 +177,22 @@ class CallChecks:
                 None if weight is None else (type(weight), weight.dtype, weight.shape, getattr(weight, where, None)),
                 None if bias is None else (type(bias), bias.dtype, bias.shape, getattr(bias, where, None)))
 
+    def _backward_key(self, key: tuple, grad_out, stats: tuple) -> tuple:
+        """``_call_key`` of a backward call, with ``grad_out``'s and the statistics' parts."""
+        where = self._where
+        key += (type(grad_out), grad_out.dtype, grad_out.shape, getattr(grad_out, where, None))
+        for t in stats:
+            key += (type(t), t.dtype, t.shape, getattr(t, where, None))
+        return key
+
     def prepare_backward(self, op, mask, grad_out, input, normalized_shape, stats: tuple, weight, bias, eps):
         """``prepare`` of a backward call, then the checks of ``grad_out`` (the
         input's dtype and shape) and of the saved ``stats`` (``check_stats``), in
         that order, memoized as one: -> (arrays, sig, ns, grad_out, x, stats, w, b),
         all contiguous. A backward call's Python time was mostly these checks."""
-        where = self._where
         try:
-            key = self._call_key(op.name, mask, eps, normalized_shape, input, weight, bias) + (
-                type(grad_out), grad_out.dtype, grad_out.shape, getattr(grad_out, where, None))
-            for t in stats:
-                key += (type(t), t.dtype, t.shape, getattr(t, where, None))
+            key = self._backward_key(self._call_key(op.name, mask, eps, normalized_shape, input, weight, bias),
+                                     grad_out, stats)
             plan = self._backward_plans.get(key)
         except (AttributeError, TypeError):  # not an array (refused below), unhashable arguments
             key = plan = None
@@ -152,6 +205,7 @@ class CallChecks:
         stats = tuple([self.check_stats(name, t, arrays, x, ns) for name, t in zip(op.stats, stats)])
         if key is not None and sig is not None and w is weight and len(stats) <= 2:  # not a stand-in weight
             _remember(self._backward_plans, key, (arrays, sig, ns))
+            self._record_route(key, arrays, sig)
         return arrays, sig, ns, gy, x, stats, w, b
 
     def stats_layout(self, ks: KernelSignature) -> tuple:
