@@ -196,3 +196,21 @@ def test_bench_result_json():
     assert BenchResult.from_json(r.to_json()) == r and not r.ok
     with pytest.raises(ValueError):
         BenchResult("k", "s", "cpu", "fine")
+
+
+# ------------------------------------------------------- the benchmark process
+def test_benchmarks_run_in_one_child_process_that_a_crash_does_not_take_down():
+    """A build's benchmarks run in a spawned process (no idle OpenMP teams of the
+    build's threads there): its pid is not ours, it stays the same from call to
+    call, exceptions come back, and a process that died is replaced."""
+    import os
+
+    from boo_build.benchmark import in_bench_process
+
+    child = in_bench_process(os.getpid)
+    assert child != os.getpid() and in_bench_process(os.getpid) == child
+    with pytest.raises(ZeroDivisionError):
+        in_bench_process(divmod, 1, 0)
+    with pytest.raises(RuntimeError, match="the benchmark process died running _exit"):
+        in_bench_process(os._exit, 3)
+    assert in_bench_process(os.getpid) not in (child, os.getpid())

@@ -145,9 +145,9 @@ def test_the_bundle_ships_the_fastest_validated_candidate_and_runs_it(builds):
         assert te["impls"][chosen.module]["member"] == f"kernels/cpu/{stem}.vmfb"
         assert te["impls"][chosen.module]["benchmark"]["median_s"] == cands[winner[0]]["median_s"]
         assert bundle.device_of(sig.key) == (chosen.mode or "local-task")
-        # torch eager preferred exactly where its best sample beat the winner's by more than 3 %
+        # torch eager preferred exactly where the winner did not beat it by 10 % (best samples), and in median
         eager = json.loads((root / "bench" / "cpu" / f"{sig.key}-eager.json").read_text())
-        slower = eager["min_s"] * 1.03 < timed[winner[0]]
+        slower = not (timed[winner[0]] * 1.1 < eager["min_s"] and cands[winner[0]]["median_s"] <= eager["median_s"])
         assert ("prefer_eager" in te) == slower
         if slower:
             assert te["prefer_eager"]["eager_s"] == eager["min_s"] and te["prefer_eager"]["kernel_s"] == timed[winner[0]]

@@ -129,7 +129,8 @@ def test_run_script_measures_on_the_cpu_without_the_build_side(tiny, tmp_path):
         assert best_time(bens[te["selected"]]) <= fastest * (1 + MARGIN), key
         assert te["measured"]["eager"]["status"] == "ok" and te["measured"]["bytes"] > 0
         eager = BenchResult.from_json(te["measured"]["eager"])
-        assert ("prefer_eager" in te) == (best_time(eager) * (1 + MARGIN) < best_time(bens[te["selected"]])), key
+        won = bens[te["selected"]]  # the kernel runs torch calls only where 10 % faster, and in median too
+        assert ("prefer_eager" in te) == (not (won.min_s * 1.1 < eager.min_s and won.median_s <= eager.median_s)), key
         assert te["measured"]["torch_compile"]["status"] == "ok", te["measured"]["torch_compile"]
         # not measured here: the old record, untouched
         assert k["targets"]["sm_80"] == old.index["kernels"][key]["targets"]["sm_80"]

@@ -13,7 +13,7 @@ checks (input, weight, bias, grad_out, saved statistics) are one memo entry.
 
 A torch call that the build found torch eager faster for (``prefer_eager``)
 is recorded by its key on its first, fully checked, call; later calls of
-that key go to torch's op from the key alone (``routed``, about 2-4 us),
+that key go to torch's op from the key alone (``plan_call``, about 1-2 us),
 before any other check: torch checks its own arguments, and the key pins
 everything ours would (contiguity aside, which torch does not need).
 
@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from typing import Iterable
 
-from ..ops.base import FORWARD
+from .. import ops
 from ..ops.calls import norm_shape, stats_shape
 from ..signature import KernelSignature, SignatureError
 from .memo import MEMO_LIMIT, remember as _remember
@@ -35,54 +35,51 @@ from .tensors import _NumpyArrays, _TorchArrays, _arrays_of
 class CallChecks:
     """The checks ``ops/calls.py``'s entry-point bodies run through the ``Bundle``
     (a base class of it: ``target``, ``device``, ``_device_type``, the hit counters
-    ``_eager_hits``/``_fold_hits`` and ``_eager_route`` are the bundle's)."""
+    ``_eager_hits``, ``_stats_lock``, ``_fold_hits`` and ``_eager_route`` are the bundle's)."""
 
     def _init_checks(self) -> None:
-        self._plans: dict[tuple, tuple] = {}  # prepare: call key -> (arrays, signature, normalized shape)
+        # prepare: call key -> (arrays, signature, normalized shape, (kernel key, eager route) or None)
+        self._plans: dict[tuple, tuple] = {}
         # a key's device part: whether a torch tensor is on the bundle's device type, all the
         # check asks (a bool: hashing a torch.device costs ~0.2 us); numpy arrays: None
         self._where = "is_cpu" if self._device_type == "cpu" else "is_cuda"
         self._checked: dict[tuple, bool] = {}  # check_array / check_stats: keys that passed
-        self._backward_plans: dict[tuple, tuple] = {}  # prepare_backward: call key -> (arrays, sig, ns)
+        self._backward_plans: dict[tuple, tuple] = {}  # prepare_backward: call key -> the same
         self._layouts: dict[int, tuple] = {}  # stats_layout: id(kernel signature) -> (it, shape, dtype)
-        # routed(): call key (prepare's or prepare_backward's) -> (signature, kernel key) of the
-        # torch calls the build found eager faster for, decided before any check
-        self._eager_calls: dict[tuple, tuple] = {}
 
     def _eager_route(self, sig: KernelSignature) -> str | None:
         """The key of the kernel whose call ``sig`` torch eager runs instead (a torch
         call; the Bundle decides: ``dispatch``'s route); None: the kernel runs."""
         return None
 
-    def routed(self, op: str, mask: int, eps, normalized_shape, input, weight, bias, grad_out=None,
-               stats: tuple = ()) -> KernelSignature | None:
-        """The signature of a torch call that goes to torch eager, from the call's
-        key alone (counted as "eager" under its kernel), else None: the call
-        takes the checked path (``prepare``/``prepare_backward``), which records
-        the route the first time. The eager op checks its own arguments."""
-        if not self._eager_calls:  # nothing routed yet: no key to build (numpy, kernels only)
-            return None
-        try:
+    def plan_call(self, op: str, mask: int, eps, normalized_shape, input, weight, bias, grad_out=None,
+                  stats: tuple = ()) -> tuple:
+        """(call key, plan) of an ATen-style call (with ``grad_out``: a backward
+        one): the plan (arrays, signature, normalized shape, and where torch eager
+        stands in for the kernel: (kernel key, ``Op.eager_route``), else None) its
+        first call's checks recorded, else None;
+        the key None for arguments that make none. The entry points look here
+        first, and hand both to ``prepare``/``prepare_backward``."""
+        try:  # (type, dtype, shape, device) of each array: most of a call's Python time is here
             key = self._call_key(op, mask, eps, normalized_shape, input, weight, bias)
-            if grad_out is not None:
-                key = self._backward_key(key, grad_out, stats)
-            found = self._eager_calls.get(key)
-        except (AttributeError, TypeError):
-            return None
-        if found is None:
-            return None
+            if grad_out is None:
+                return key, self._plans.get(key)
+            key = self._backward_key(key, grad_out, stats)
+            return key, self._backward_plans.get(key)
+        except (AttributeError, TypeError):  # not an array (refused later), unhashable arguments
+            return None, None
+
+    def count_eager(self, kernel: str) -> None:
+        """Count a call torch eager served in ``kernel``'s place (see ``plan_call``)."""
         hits = self._eager_hits
-        hits.append(found[1])
+        hits.append(kernel)
         if len(hits) > MEMO_LIMIT:
             with self._stats_lock:
                 self._fold_hits()
-        return found[0]
 
-    def _record_route(self, key: tuple, arrays, sig: KernelSignature) -> None:
-        if arrays is _TorchArrays:
-            kernel = self._eager_route(sig)
-            if kernel is not None:
-                _remember(self._eager_calls, key, (sig, kernel))
+    def _plan(self, op, arrays, sig: KernelSignature, ns) -> tuple:
+        kernel = self._eager_route(sig) if arrays is _TorchArrays else None
+        return arrays, sig, ns, (None if kernel is None else (kernel, ops.get(op).eager_route(sig)))
 
     def check_array(self, name: str, t, dtype: str | None, shape: tuple[int, ...] | None,
                     allowed: Iterable[str] = (), arrays=_TorchArrays, first: str = "input"):
@@ -124,26 +121,21 @@ class CallChecks:
             raise ValueError(f"{name} has shape {list(t.shape)}, expected {list(shape)}")
         return arrays.contiguous(t)
 
-    def prepare(self, op, input, normalized_shape, weight, bias, eps, mask):
+    def prepare(self, op, input, normalized_shape, weight, bias, eps, mask, known: tuple | None = None):
         """(array kind, signature, normalized shape, x, weight, bias) of an ATen-style
-        call, the arrays checked and contiguous. The signature is None for an
-        input with no elements: no kernel has a zero dim (the caller returns
-        torch's results without one), but the rest of the call is checked alike."""
-        try:  # (type, dtype, shape, device) of each array: most of a call's Python time is here
-            key = self._call_key(op, mask, eps, normalized_shape, input, weight, bias)
-            plan = self._plans.get(key)
-        except (AttributeError, TypeError):  # not an array (refused below), unhashable arguments
-            key = plan = None
+        call, the arrays checked and contiguous (``known``: ``plan_call``'s answer for
+        it, if asked already). The signature is None for an input with no elements:
+        no kernel has a zero dim (the caller returns torch's results without one),
+        but the rest of the call is checked alike."""
+        key, plan = known or self.plan_call(op, mask, eps, normalized_shape, input, weight, bias)
         if plan is not None:
-            arrays, sig, ns = plan
+            arrays, sig, ns, _ = plan
             if arrays.contiguous3(input, weight, bias):
                 return arrays, sig, ns, input, weight, bias
         found = self._prepare(op, input, normalized_shape, weight, bias, eps, mask)
         arrays, sig, ns, _, w, _ = found
         if key is not None and sig is not None and w is weight:  # not a stand-in weight of ones
-            _remember(self._plans, key, (arrays, sig, ns))
-            if mask == FORWARD:
-                self._record_route(key, arrays, sig)
+            _remember(self._plans, key, self._plan(op, arrays, sig, ns))
         return found
 
     def _prepare(self, op, input, normalized_shape, weight, bias, eps, mask):
@@ -185,27 +177,23 @@ class CallChecks:
             key += (type(t), t.dtype, t.shape, getattr(t, where, None))
         return key
 
-    def prepare_backward(self, op, mask, grad_out, input, normalized_shape, stats: tuple, weight, bias, eps):
+    def prepare_backward(self, op, mask, grad_out, input, normalized_shape, stats: tuple, weight, bias, eps,
+                         known: tuple | None = None):
         """``prepare`` of a backward call, then the checks of ``grad_out`` (the
         input's dtype and shape) and of the saved ``stats`` (``check_stats``), in
         that order, memoized as one: -> (arrays, sig, ns, grad_out, x, stats, w, b),
         all contiguous. A backward call's Python time was mostly these checks."""
-        try:
-            key = self._backward_key(self._call_key(op.name, mask, eps, normalized_shape, input, weight, bias),
-                                     grad_out, stats)
-            plan = self._backward_plans.get(key)
-        except (AttributeError, TypeError):  # not an array (refused below), unhashable arguments
-            key = plan = None
+        key, plan = known or self.plan_call(op.name, mask, eps, normalized_shape, input, weight, bias, grad_out,
+                                            stats)
         if plan is not None:
-            arrays, sig, ns = plan
+            arrays, sig, ns, _ = plan
             if arrays.contiguous3(input, weight, bias) and arrays.contiguous3(grad_out, *_pad2(stats)):
                 return arrays, sig, ns, grad_out, input, stats, weight, bias
         arrays, sig, ns, x, w, b = self.prepare(op.name, input, normalized_shape, weight, bias, eps, mask)
         gy = self.check_array("grad_out", grad_out, arrays.dtype_name(x), tuple(x.shape), arrays=arrays)
         stats = tuple([self.check_stats(name, t, arrays, x, ns) for name, t in zip(op.stats, stats)])
         if key is not None and sig is not None and w is weight and len(stats) <= 2:  # not a stand-in weight
-            _remember(self._backward_plans, key, (arrays, sig, ns))
-            self._record_route(key, arrays, sig)
+            _remember(self._backward_plans, key, self._plan(op.name, arrays, sig, ns))
         return arrays, sig, ns, gy, x, stats, w, b
 
     def stats_layout(self, ks: KernelSignature) -> tuple:

@@ -126,6 +126,25 @@ class Op:
         the gradients ``mask`` asks for, in order; differentiable."""
         raise NotImplementedError(f"{self.name} has no eager fallback")
 
+    def eager_route(self, sig) -> Callable:
+        """What the loader runs for torch calls of ``sig`` where the build found torch
+        eager faster (``prefer_eager``), built once per call signature: forward
+        ``fn(x, w, b) -> (y, *stats)`` in the kernel's dtypes and layout, backward
+        ``fn(grad_out, x, stats, w, b)`` -> the gradients in ``grads`` order, None
+        where ``sig.mask`` does not ask. The arguments are as the call gave them
+        (of the dtypes and shapes ``sig`` says, any layout). Ops override it to
+        leave less Python per call."""
+        import torch
+
+        if sig.is_forward:
+            return lambda x, w, b: self.eager_forward(sig, x, w, b)
+        ns, mask, grads = sig.normalized_shape, sig.mask, self.grads
+
+        def backward(gy, x, stats, w, b):
+            it = iter(self.eager_backward(ns, mask, gy, x, *(stats_as(torch, t, sig) for t in stats), w, b))
+            return tuple([next(it) if mask & bit else None for bit in grads])
+        return backward
+
     def eager_call(self, sig, x, w, b, grad_out: Callable[[], Any], compiled: bool) -> tuple[Callable, tuple]:
         """(fn, args): torch's eager op for ``sig`` on prepared forward inputs
         (``grad_out()`` draws a gradient), timed as ``fn(*args)``; ``compiled``:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 
-from .base import DEFAULT_EPS, FORWARD, INPUT_GRAD, WEIGHT_GRAD, BIAS_GRAD, stats_as
+from .base import DEFAULT_EPS, FORWARD, INPUT_GRAD, WEIGHT_GRAD, BIAS_GRAD
 
 
 def wants_grad(*tensors) -> bool:
@@ -100,10 +100,13 @@ def zero_size_grads(arrays, x, ns: tuple[int, ...], mask: int, bits) -> tuple:
 # ---------------------------------------------------------------- the bodies
 def forward(bundle, op, input, normalized_shape, weight, bias, eps):
     """A forward call without autograd -> (y, *stats)."""
-    routed = bundle.routed(op.name, FORWARD, eps, normalized_shape, input, weight, bias)
-    if routed is not None:  # torch eager, as the build found faster: no checks of ours
-        return op.eager_forward(routed, input, weight, bias)
-    arrays, sig, ns, x, w, b = bundle.prepare(op.name, input, normalized_shape, weight, bias, eps, FORWARD)
+    known = bundle.plan_call(op.name, FORWARD, eps, normalized_shape, input, weight, bias)
+    plan = known[1]
+    if plan is not None and plan[3] is not None:  # torch eager, as the build found faster: no checks of ours
+        kernel, eager = plan[3]
+        bundle.count_eager(kernel)
+        return eager(input, weight, bias)
+    arrays, sig, ns, x, w, b = bundle.prepare(op.name, input, normalized_shape, weight, bias, eps, FORWARD, known)
     if sig is None:
         return zero_size_forward(op, arrays, x, ns)
     # prepare gives a bias only with a weight (a stand-in of ones where none was given)
@@ -117,13 +120,14 @@ def backward(bundle, op, mask: int, grad_out, input, normalized_shape, stats: tu
     -> the gradients in ``op.grads`` order, None where not asked. ``eps`` only
     picks between kernels built for different eps (it does not enter the math)."""
     eps = DEFAULT_EPS if eps is None else eps
-    routed = bundle.routed(op.name, mask, eps, normalized_shape, input, weight, bias, grad_out, stats)
-    if routed is not None:  # torch eager, as the build found faster: no checks of ours
-        torch = sys.modules["torch"]
-        return spread(mask, op.eager_backward(routed.normalized_shape, mask, grad_out, input,
-                                              *(stats_as(torch, t, routed) for t in stats), weight, bias), op.grads)
+    known = bundle.plan_call(op.name, mask, eps, normalized_shape, input, weight, bias, grad_out, stats)
+    plan = known[1]
+    if plan is not None and plan[3] is not None:  # torch eager, as the build found faster: no checks of ours
+        kernel, eager = plan[3]
+        bundle.count_eager(kernel)
+        return eager(grad_out, input, stats, weight, bias)
     arrays, sig, ns, gy, x, stats, w, b = bundle.prepare_backward(
-        op, mask, grad_out, input, normalized_shape, stats, weight, bias, eps)
+        op, mask, grad_out, input, normalized_shape, stats, weight, bias, eps, known)
     if sig is None:
         return zero_size_grads(arrays, x, ns, mask, op.grads)
 
