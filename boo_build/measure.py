@@ -250,7 +250,8 @@ def measure_bundle(src: str | Path, out: str | Path, *, targets: tuple[str, ...]
                                    f"skipped: torch.compile budget of {compile_budget_s:g} s spent")
         else:
             t0 = time.monotonic()
-            compiled = bench_eager_at(sig, shapes, target=name, torch_device=tdev, compiled=True, **kw)
+            # one pass: an Inductor compile per size is enough
+            compiled = bench_eager_at(sig, shapes, target=name, torch_device=tdev, compiled=True, passes=1, **kw)
             compile_spent += time.monotonic() - t0
         sel = select(sig, name, list(te.impls), vals, bens)
         m = KernelMeasurement(key, name, vals, bens, eager, compiled, sel, bytes_moved(timed))

@@ -1,7 +1,7 @@
 """The report page's data: ``PageData`` (plain, immutable records of what the
 page shows) and the page model read from it (validation state per kernel and
-target, speed-ups over torch eager, bandwidth rows). Stdlib and
-``signature`` only (zstandard to size a bundle file): no matplotlib, no
+target, speed-ups over torch eager, bandwidth rows). Stdlib,
+``signature`` and ``selection`` only (zstandard to size a bundle file): no matplotlib, no
 build stage.
 
 Where the records come from (a build folder or a bundle file) is
@@ -46,6 +46,7 @@ class Cell:
     reason: str  # why selected, or why unavailable
     rejected: Mapping[str, str]  # impl -> why it is not shipped
     validation: Mapping[str, Any] | None  # the selected implementation's validation record
+    torch_calls: str = ""  # where the build sent torch tensors instead, if it did (selection.torch_calls_text)
 
 
 @dataclass(frozen=True)
@@ -91,9 +92,12 @@ class PageData:
 
 
 def _cell(status: str, selected: str | None, reason: str, rejected: Mapping[str, str],
-          validation: Mapping[str, Any] | None) -> Cell:
+          validation: Mapping[str, Any] | None, prefer_eager: Mapping[str, Any] | None = None) -> Cell:
+    from .selection import torch_calls_text
+
     return Cell(status=status, selected=selected, reason=reason or "", rejected=dict(sorted(rejected.items())),
-                validation=None if validation is None else dict(validation))
+                validation=None if validation is None else dict(validation),
+                torch_calls=torch_calls_text(prefer_eager) if prefer_eager else "")
 
 
 def _extra(rec: Mapping[str, Any] | None) -> bool:
@@ -128,7 +132,7 @@ def kernels_from_index(index: Mapping[str, Any]) -> tuple[tuple[Kernel, ...], tu
             impls = te.get("impls") or {}
             sel = te.get("selected")
             cells[t] = _cell(te["status"], sel, te.get("reason", ""), te.get("rejected") or {},
-                             (impls.get(sel) or {}).get("validation") if sel else None)
+                             (impls.get(sel) or {}).get("validation") if sel else None, te.get("prefer_eager"))
             peak = (measured_prov.get(t) or {}).get("peak_gbs") if isinstance(measured_prov, Mapping) else None
             for i, m in sorted(impls.items()):
                 rec = _measured(m.get("benchmark"), te.get("measured"), peak)
@@ -145,7 +149,8 @@ def kernels_from_entries(entries) -> tuple[Kernel, ...]:
         cells = {}
         for t, te in sorted(k.targets.items()):
             art = te.impls.get(te.selected) if te.selected else None
-            cells[t] = _cell(te.status, te.selected, te.reason, te.rejected, art.validation if art else None)
+            cells[t] = _cell(te.status, te.selected, te.reason, te.rejected, art.validation if art else None,
+                             te.prefer_eager)
         out.append(Kernel(k.key, k.signature, cells))
     return tuple(out)
 

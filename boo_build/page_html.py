@@ -256,12 +256,15 @@ def _section_bundle(data: PageData) -> list[str]:
                 cells.append("&mdash;")
             elif c.status == "available":
                 default = c.reason.startswith(NOT_RUN_PREFIX)  # chosen without measuring
-                cells.append(_e(c.selected) + (' <span class="note">(default)</span>' if default else ""))
+                cells.append(_e(c.selected) + (' <span class="note">(default)</span>' if default else "")
+                             + (f' <span class="note">(torch tensors: {_e(c.torch_calls)})</span>'
+                                if c.torch_calls else ""))
             else:
                 cells.append('<span class="bad">unavailable</span>')
         krows.append((f"<code>{_e(k.key)}</code>", _e(s.op), _e(s.dtype), _e("x".join(map(str, s.input_shape))),
                       _e(s.mask), *cells))
-    out.append("<h3>Kernels (implementation shipped per target)</h3>"
+    out.append("<h3>Kernels (implementation shipped per target; where the build found torch eager faster, "
+               "the loader sends torch tensors there)</h3>"
                + _table(("kernel", "op", "dtype", "shape", "mask", *targets), krows, "kernels"))
     out.append("</section>")
     return out

@@ -37,6 +37,7 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
     benches: dict = {}
     selections: dict = {}
     explored: dict = {}  # (signature key, target) -> candidate_records, where candidates were tried
+    prefs: dict = {}  # (signature key, target) -> prefer_eager, where the build set one
 
     def note(stage: str, rec: dict | None) -> None:
         if rec is None:
@@ -129,7 +130,7 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
             if explore and eager:
                 pref = eager_preference(sig, sel, bens, BenchResult.from_json(eager))
                 if pref:
-                    extra["prefer_eager"] = pref
+                    extra["prefer_eager"] = prefs[(sig.key, t.name)] = pref
             if sel.impl is None:
                 failures.extend(impl_failures)
             else:
@@ -175,7 +176,7 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
         "per_target": {t: dict(sorted(c.items())) for t, c in per_target.items()},
     }
     rows = table_rows([r.signature for r in plan.manifest.kernels], [t.name for t in plan.targets],
-                      validations, benches, selections, explored)
+                      validations, benches, selections, explored, prefs)
     return report, {"stats": dict(stats), "rows": rows}
 
 

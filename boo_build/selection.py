@@ -258,6 +258,20 @@ def eager_preference(sig: KernelSignature, sel: Selection, benches: Mapping[str,
     return out
 
 
+def torch_calls_text(pref: Mapping | None) -> str:
+    """Where the loader sends torch tensors of a kernel with ``prefer_eager``
+    ``pref`` (None: the kernel): "the kernel", "torch eager", "torch eager (all
+    3 sizes)", "eager at 1, 64 rows, else the kernel"."""
+    if not pref:
+        return "the kernel"
+    rows = pref.get("by_rows")
+    if not rows:
+        return "torch eager"
+    if all(won for _, won in rows):
+        return f"torch eager (all {len(rows)} sizes)"
+    return "eager at " + ", ".join(str(r) for r, won in rows if won) + " rows, else the kernel"
+
+
 def _eager_by_rows(sig: KernelSignature, kb, eager, margin: float) -> list[list]:
     """``[[rows, eager faster], ...]`` over the sizes both were timed at (two or more), else []."""
     def timed(sizes):

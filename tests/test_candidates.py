@@ -4,6 +4,7 @@ all, ships the fastest validated one and runs it through the loader."""
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -164,8 +165,11 @@ def test_the_bundle_ships_the_fastest_validated_candidate_and_runs_it(builds):
     dx = bundle.native_layer_norm_backward(gy, x, [100], want[1], want[2], w, b, [True, False, False])[0]
     ref = torch.ops.aten.native_layer_norm_backward(gy, x, [100], want[1], want[2], w, b, [True, False, False])[0]
     torch.testing.assert_close(dx, ref, rtol=1e-4, atol=1e-4)
-    header = (root / "bench.csv").read_text().splitlines()[0]
-    assert header.endswith(",selected,candidates")
+    rows = {r["key"]: r for r in csv.DictReader((root / "bench.csv").open()) if r["target"] == "cpu"}
+    assert list(next(iter(rows.values())))[-3:] == ["selected", "candidates", "torch_calls"]
+    for sig in (FWD, BWD):  # where the loader sends torch tensors, as the index says
+        te = index["kernels"][sig.key]["targets"]["cpu"]
+        assert rows[sig.key]["torch_calls"] == ("torch eager" if "prefer_eager" in te else "the kernel")
 
 
 def test_no_bench_explores_nothing(builds):

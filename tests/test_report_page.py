@@ -320,3 +320,25 @@ def test_bandwidth_from_a_measured_bundle_index(tmp_path):
     assert (m.target, m.subject) == ("sm_80", "aten")
     assert m.record[BYTES_MOVED] == 96_000_000 and m.record[PEAK_BANDWIDTH] == 4.8e12
     assert m.record[DEVICE_NAME] == "NVIDIA H200" and m.record["median_s"] == 2e-5
+
+
+def test_the_page_says_where_torch_tensors_go_instead_of_the_kernel(built, tmp_path):
+    import dataclasses
+
+    from helpers import rewrite, with_prefer_eager
+
+    from boo_build.loader.archive import read_archive
+    from boo_build.report_page import from_bundle, write_page
+
+    d, _ = built
+    ix = read_archive(d / "out/small-0.1.0.tar.zst").bundle_index
+    key = next(k for k in sorted(ix.kernels) if ix.kernels[k].targets["cpu"].is_available)
+    # the same bundle with and without prefer_eager on one kernel
+    plain = ix.with_entry(key, "cpu", dataclasses.replace(ix.kernels[key].targets["cpu"], prefer_eager=None)).to_json()
+    src = rewrite(d / "out/small-0.1.0.tar.zst", tmp_path / "plain.tar.zst",
+                  index=lambda j: (j.clear(), j.update(plain)))
+    routed = with_prefer_eager(src, tmp_path / "routed.tar.zst", [key])
+    row = re.compile(rf"<tr><td><code>{re.escape(key)}</code>.*?</tr>", re.S)
+    for bundle, note in ((src, False), (routed, True)):
+        assert write_page(from_bundle(bundle), tmp_path / "page.html")
+        assert ("(torch tensors: torch eager)" in row.search((tmp_path / "page.html").read_text()).group(0)) == note

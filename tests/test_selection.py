@@ -222,3 +222,13 @@ def test_a_kernel_timed_at_several_sizes_gets_a_decision_per_size():
     # eager faster everywhere: every size says so
     pref = eager_preference(DYN, s, benches, sized("eager", {1024: 100.0, 1: 9.0, 4096: 300.0}))
     assert [won for _, won in pref["by_rows"]] == [True, True, True]
+
+
+def test_where_torch_calls_go_in_words():
+    from boo_build.selection import torch_calls_text
+
+    assert torch_calls_text(None) == "the kernel"
+    assert torch_calls_text({"eager_s": 1.0, "kernel_s": 2.0, "reason": "r"}) == "torch eager"
+    assert torch_calls_text({"by_rows": [[1, True], [64, True], [4096, True]]}) == "torch eager (all 3 sizes)"
+    assert torch_calls_text({"by_rows": [[1, True], [64, False], [4096, True]]}) == \
+        "eager at 1, 4096 rows, else the kernel"
