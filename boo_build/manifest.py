@@ -32,7 +32,7 @@ Two formats, chosen by the file's suffix:
     ``boo_build.signature``: the largest size that keeps the tensor within
     ``max_elements`` with the static dims as given). The same name twice in
     one shape is the same size; normalized dims are integers. ``bench_shapes``
-    defaults to the manifest's static shapes the kernel covers, then 1 row and
+    defaults to the manifest's static shapes the kernel covers, then 1, 64 and
     4096 rows (``Manifest.bench_shapes``).
 
     ``input_shapes``, ``dtype`` and ``masks`` lists expand as a cartesian
