@@ -122,7 +122,8 @@ def bench_action(subject: str, target_name: str, vmfb_path: str | None, validati
     ``shapes``: a dynamic signature's benchmark shapes (``Manifest.bench_shapes``);
     ``mode``: a CPU driver to run the module on instead of the device's own
     (``candidates.modes``; the record then names it)."""
-    from .benchmark import bench_eager_at, bench_kernel_at, in_bench_process
+    from .bench_process import in_bench_process
+    from .benchmark import bench_eager_at, bench_kernel_at
     from .loader.devices import DeviceInfo
 
     dev = DeviceInfo(**device) if device else None

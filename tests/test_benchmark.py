@@ -205,7 +205,7 @@ def test_benchmarks_run_in_one_child_process_that_a_crash_does_not_take_down():
     call, exceptions come back, and a process that died is replaced."""
     import os
 
-    from boo_build.benchmark import in_bench_process
+    from boo_build.bench_process import in_bench_process
 
     child = in_bench_process(os.getpid)
     assert child != os.getpid() and in_bench_process(os.getpid) == child
