@@ -9,7 +9,10 @@ parallel region. Measured: eager f32 layer-norm backward 10x32x42x32 (mask
 once (the build had eager 2x slow and kept kernels eager beats). A dedicated
 thread was not enough: the other threads' teams are still there.
 
-Stdlib only; the functions it runs come by reference (``benchmark``'s).
+Stdlib only; the functions it runs come by reference (``benchmark``'s). A
+spawned child imports the parent's main script as ``__mp_main__``: a script
+that starts a build itself needs the usual ``if __name__ == "__main__":``
+guard (``boo-build`` and doit have it).
 """
 
 from __future__ import annotations
