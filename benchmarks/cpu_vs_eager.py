@@ -282,7 +282,7 @@ def measure(bundle_path, samples: int = 40, min_batch_s: float = 2e-4, keys=None
             k0 = bundle._kernels[key]
             call, k, ks = concrete(bundle, k0.sig)
             # where this call goes: a dynamic kernel's decision is per size (eager_for)
-            routed = call is not None and shipped._kernels[key].prefer_eager and shipped._kernels[key].eager_for(call)
+            routed = call is not None and shipped._kernels[key].eager_for(call)
             row = {"key": key, "op": k0.sig.op, "dtype": k0.sig.dtype, "mask": k0.sig.mask,
                    "candidate": k0.impl + (f"@{k0.mode}" if k0.mode else ""), "device": bundle.device_of(key),
                    "route": "eager" if routed else "kernel"}

@@ -305,12 +305,25 @@ class Bundle(CallChecks):
 
     def _invoke(self, k: _Kernel, args):
         out = (k.runner or self._runner(k))(*args)  # KernelRunner is thread-safe (a pool of VM contexts)
-        hits = self._hits
-        hits.append(k.key)
+        self._pending(self._hits, k.key)
+        return tuple(out)
+
+    def _pending(self, hits: list, key: str) -> None:
+        """Count a call under ``key`` in ``hits`` (``_hits`` or ``_eager_hits``), folded
+        into ``_stats`` once that many are pending."""
+        hits.append(key)
         if len(hits) > MEMO_LIMIT:
             with self._stats_lock:
                 self._fold_hits()
-        return tuple(out)
+
+    def routed(self, plan: tuple | None):
+        """The torch op a call runs instead of its kernel, counted as "eager", from
+        its ``plan_call`` plan (the build found torch eager faster); else None."""
+        if plan is None or plan[3] is None:
+            return None
+        kernel, eager = plan[3]
+        self._pending(self._eager_hits, kernel)
+        return eager
 
     def _route(self, sig: KernelSignature) -> tuple:
         """(sig, (kernel, the signature it runs as) or None, a dynamic kernel's argument
@@ -342,7 +355,7 @@ class Bundle(CallChecks):
         if found is not None:
             k, ks = found
             if to_eager and arrays.name == "torch.Tensor":
-                self._count(k.key, "eager")
+                self._pending(self._eager_hits, k.key)
                 return arrays.eager(eager, eager_args(), f"kernel {k.key}")
             if shapes is None:
                 return self._invoke(k, make_args(ks))

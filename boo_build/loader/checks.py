@@ -28,14 +28,14 @@ from typing import Iterable
 from .. import ops
 from ..ops.calls import norm_shape, stats_shape
 from ..signature import KernelSignature, SignatureError
-from .memo import MEMO_LIMIT, remember as _remember
+from .memo import remember as _remember
 from .tensors import _NumpyArrays, _TorchArrays, _arrays_of
 
 
 class CallChecks:
     """The checks ``ops/calls.py``'s entry-point bodies run through the ``Bundle``
-    (a base class of it: ``target``, ``device``, ``_device_type``, the hit counters
-    ``_eager_hits``, ``_stats_lock``, ``_fold_hits`` and ``_eager_route`` are the bundle's)."""
+    (a base class of it: ``target``, ``device``, ``_device_type`` and ``_eager_route``
+    are the bundle's)."""
 
     def _init_checks(self) -> None:
         # prepare: call key -> (arrays, signature, normalized shape, (kernel key, eager route) or None)
@@ -57,9 +57,9 @@ class CallChecks:
         """(call key, plan) of an ATen-style call (with ``grad_out``: a backward
         one): the plan (arrays, signature, normalized shape, and where torch eager
         stands in for the kernel: (kernel key, ``Op.eager_route``), else None) its
-        first call's checks recorded, else None;
-        the key None for arguments that make none. The entry points look here
-        first, and hand both to ``prepare``/``prepare_backward``."""
+        first call's checks recorded, else None; the key None for arguments that
+        make none. The entry points look here first (``Bundle.routed``), and hand
+        both to ``prepare``/``prepare_backward``."""
         try:  # (type, dtype, shape, device) of each array: most of a call's Python time is here
             key = self._call_key(op, mask, eps, normalized_shape, input, weight, bias)
             if grad_out is None:
@@ -68,14 +68,6 @@ class CallChecks:
             return key, self._backward_plans.get(key)
         except (AttributeError, TypeError):  # not an array (refused later), unhashable arguments
             return None, None
-
-    def count_eager(self, kernel: str) -> None:
-        """Count a call torch eager served in ``kernel``'s place (see ``plan_call``)."""
-        hits = self._eager_hits
-        hits.append(kernel)
-        if len(hits) > MEMO_LIMIT:
-            with self._stats_lock:
-                self._fold_hits()
 
     def _plan(self, op, arrays, sig: KernelSignature, ns) -> tuple:
         kernel = self._eager_route(sig) if arrays is _TorchArrays else None

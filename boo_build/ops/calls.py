@@ -101,10 +101,8 @@ def zero_size_grads(arrays, x, ns: tuple[int, ...], mask: int, bits) -> tuple:
 def forward(bundle, op, input, normalized_shape, weight, bias, eps):
     """A forward call without autograd -> (y, *stats)."""
     known = bundle.plan_call(op.name, FORWARD, eps, normalized_shape, input, weight, bias)
-    plan = known[1]
-    if plan is not None and plan[3] is not None:  # torch eager, as the build found faster: no checks of ours
-        kernel, eager = plan[3]
-        bundle.count_eager(kernel)
+    eager = bundle.routed(known[1])
+    if eager is not None:  # torch eager, as the build found faster: no checks of ours
         return eager(input, weight, bias)
     arrays, sig, ns, x, w, b = bundle.prepare(op.name, input, normalized_shape, weight, bias, eps, FORWARD, known)
     if sig is None:
@@ -121,10 +119,8 @@ def backward(bundle, op, mask: int, grad_out, input, normalized_shape, stats: tu
     picks between kernels built for different eps (it does not enter the math)."""
     eps = DEFAULT_EPS if eps is None else eps
     known = bundle.plan_call(op.name, mask, eps, normalized_shape, input, weight, bias, grad_out, stats)
-    plan = known[1]
-    if plan is not None and plan[3] is not None:  # torch eager, as the build found faster: no checks of ours
-        kernel, eager = plan[3]
-        bundle.count_eager(kernel)
+    eager = bundle.routed(known[1])
+    if eager is not None:  # torch eager, as the build found faster: no checks of ours
         return eager(grad_out, input, stats, weight, bias)
     arrays, sig, ns, gy, x, stats, w, b = bundle.prepare_backward(
         op, mask, grad_out, input, normalized_shape, stats, weight, bias, eps, known)
