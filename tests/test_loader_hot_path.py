@@ -98,3 +98,47 @@ def test_counts_stay_exact_past_the_pending_limit(fresh):
     fresh.reset_stats()
     fresh.native_layer_norm(x, (10,), w, b)
     assert fresh.stats() == {_ln(1).key: {"hits": 1, "misses": 0, "eager": 0}}
+
+
+def _spy_checks(b) -> list:
+    """Names of the checks each call ran (a first call of a key runs them)."""
+    checked = []
+    for name in ("prepare", "prepare_backward"):
+        real = getattr(b, name)
+        setattr(b, name, lambda *a, _real=real, _name=name, **kw: checked.append(_name) or _real(*a, **kw))
+    return checked
+
+
+def test_a_checked_key_runs_its_kernel_from_the_key_alone(built):
+    """After a key's first (checked) call, its torch calls run the kernel without
+    the checks: the same results as the checked call, any memory layout, the
+    statistics reshaped and cast as the checks would, ungiven gradients None."""
+    from helpers import _rms16
+
+    b = open_bundle(built.path, device="local-task")
+    checked = _spy_checks(b)
+    g = torch.Generator().manual_seed(3)
+    x, w, bias, gy = (torch.randn(s, generator=g) for s in ((4, 6, 10), (10,), (10,), (4, 6, 10)))
+    first = b.native_layer_norm(x, (10,), w, bias, 1e-5)
+    assert all(torch.equal(o, r) for o, r in zip(first, b.run(_ln(1).key, x, w, bias)))
+    xt = x.transpose(0, 1).contiguous().transpose(0, 1)  # the same values, not contiguous
+    for arg in (x, x, xt):
+        assert all(torch.equal(o, r) for o, r in zip(b.native_layer_norm(arg, (10,), w, bias, 1e-5), first))
+    mean, rstd = first[1].reshape(-1), first[2].reshape(-1)  # any layout of the rows: viewed as the kernel's
+    for mask, key in (((True, True, True), _ln(14).key), ((True, False, False), _ln(2).key)):
+        want = b.run(key, gy, x, first[1], first[2], w)
+        grads = [b.native_layer_norm_backward(gy, x, (10,), mean, rstd, w, bias, mask) for _ in range(3)]
+        for got in grads:
+            assert [o is None for o in got] == [not m for m in mask]
+            assert all(torch.equal(o, r) for o, r in zip([o for o in got if o is not None], want))
+    # bfloat16 input, float32 kernel statistics: given as the input's dtype and flat, cast and viewed
+    xr, wr, gr = (torch.randn(s, generator=g).bfloat16() for s in ((3, 37), (37,), (3, 37)))
+    rstd16 = torch.rand(3, generator=g).add(0.5).bfloat16()
+    want = b.run(_rms16(6).key, gr, xr, rstd16.float().reshape(3, 1), wr)
+    for _ in range(3):
+        got = b.fused_rms_norm_backward(gr, xr, (37,), rstd16, wr, (True, True))
+        assert all(torch.equal(o, r) for o, r in zip(got, want))
+    assert checked == ["prepare"] + ["prepare_backward", "prepare"] * 3  # first calls of each key only
+    stats = b.stats()
+    assert {k: v["hits"] for k, v in stats.items()} == {_ln(1).key: 5, _ln(14).key: 4, _ln(2).key: 4,
+                                                        _rms16(6).key: 4}

@@ -137,6 +137,22 @@ def test_dynamic_batch_sizes_compile_once(path):
     assert b.stats() == {DYN.key: {"hits": 4, "misses": 0, "eager": 0}}
 
 
+def test_a_kernel_of_another_rank_serves_repeated_calls(path):
+    """A 3-d call served by the 2-d dynamic kernel: its arguments and results are
+    viewed in the kernel's shapes and back, on the checked first call and on the
+    later ones that run from the call's key alone."""
+    b = open_bundle(path, device="local-task")
+    g = torch.Generator().manual_seed(4)
+    x, w, bias = torch.randn(3, 5, W, generator=g), torch.randn(W, generator=g), torch.randn(W, generator=g)
+    ref = torch.ops.aten.native_layer_norm(x, [W], w, bias, 1e-5)
+    outs = [b.native_layer_norm(x, (W,), w, bias, 1e-5) for _ in range(3)]
+    for out in outs:
+        assert [tuple(o.shape) for o in out] == [(3, 5, W), (3, 5, 1), (3, 5, 1)]
+        assert all(torch.equal(o, r) for o, r in zip(out, outs[0]))
+        torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
+    assert b.stats() == {DYN.key: {"hits": 3, "misses": 0, "eager": 0}}
+
+
 def test_export_holds_the_boo_ops(path):
     b = open_bundle(path, device="local-task")
     boo = _net()

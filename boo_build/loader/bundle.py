@@ -39,6 +39,7 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from .. import ops
+from ..ops import calls
 from ..signature import KernelSignature, SignatureError
 from ..targets import CPU_DRIVERS, Target
 # The format, archive, errors, device choice and runtime check live in their
@@ -53,7 +54,7 @@ from .format import (
 from .lookup import KernelTable, _family_key, _Kernel
 from .memo import MEMO_LIMIT, remember
 from .nearest import nearest_keys
-from .tensors import _arrays_of
+from .tensors import _arrays_of, _TorchArrays
 from .versions import RuntimeTooOld, UntestedRuntimeWarning, check_runtime, iree_release
 
 FALLBACKS = (None, "eager")
@@ -317,13 +318,38 @@ class Bundle(CallChecks):
                 self._fold_hits()
 
     def routed(self, plan: tuple | None):
-        """The torch op a call runs instead of its kernel, counted as "eager", from
-        its ``plan_call`` plan (the build found torch eager faster); else None."""
+        """What runs a call from its ``plan_call`` plan alone, else None: torch's op
+        (counted here as "eager"; the build found torch eager faster), or the
+        kernel's runner (``_kernel_route``; counted as a hit once it returns)."""
         if plan is None or plan[3] is None:
             return None
-        kernel, eager = plan[3]
-        self._pending(self._eager_hits, kernel)
-        return eager
+        kernel, fn, eager = plan[3]
+        if eager:
+            self._pending(self._eager_hits, kernel)
+        return fn
+
+    def _kernel_route(self, op, sig: KernelSignature, stats: tuple | None) -> tuple | None:
+        _, found, _, to_eager = self._route(sig)
+        if found is None or to_eager:
+            return None
+        k, ks = found
+        run = self._runner(k)
+        pending, hits, key = self._pending, self._hits, k.key
+        have, want = [s for _, s, _ in sig.inputs()], [s for _, s, _ in ks.inputs()]
+        fixes = ()
+        if stats is not None:
+            shape, dtype = self.stats_layout(ks)
+            fixes = [(None if tuple(t.shape) == shape else shape,
+                      None if _TorchArrays.dtype_name(t) == dtype else dtype, _TorchArrays.cast) for t in stats]
+            have[2:2 + len(stats)] = want[2:2 + len(stats)]  # fixed to the kernel's layout first
+        ins = calls.view_shapes(have, want)
+        gives = [s for _, s, _ in sig.outputs()]
+        outs = calls.view_shapes([s for _, s, _ in ks.outputs()], gives)
+        shapes = None if ins is None and outs is None else (ins or (None,) * len(want), outs or (None,) * len(gives))
+        count = lambda: pending(hits, key)  # noqa: E731
+        if stats is None:
+            return key, calls.kernel_forward(run, count, shapes), False
+        return key, calls.kernel_backward(run, count, shapes, fixes, ks.takes_weight, sig.mask, op.grads), False
 
     def _route(self, sig: KernelSignature) -> tuple:
         """(sig, (kernel, the signature it runs as) or None, a dynamic kernel's argument

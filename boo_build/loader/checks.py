@@ -52,6 +52,11 @@ class CallChecks:
         call; the Bundle decides: ``dispatch``'s route); None: the kernel runs."""
         return None
 
+    def _kernel_route(self, op, sig: KernelSignature, stats: tuple | None) -> tuple | None:
+        """(kernel key, the call that runs ``sig``'s torch calls with it, False), or
+        None (the Bundle's: ``Bundle._kernel_route``)."""
+        return None
+
     def plan_call(self, op: str, mask: int, eps, normalized_shape, input, weight, bias, grad_out=None,
                   stats: tuple = ()) -> tuple:
         """(call key, plan) of an ATen-style call (with ``grad_out``: a backward
@@ -69,9 +74,18 @@ class CallChecks:
         except (AttributeError, TypeError):  # not an array (refused later), unhashable arguments
             return None, None
 
-    def _plan(self, op, arrays, sig: KernelSignature, ns) -> tuple:
-        kernel = self._eager_route(sig) if arrays is _TorchArrays else None
-        return arrays, sig, ns, (None if kernel is None else (kernel, ops.get(op).eager_route(sig)))
+    def _plan(self, op, arrays, sig: KernelSignature, ns, stats: tuple | None = None) -> tuple:
+        """A call key's plan; its route (torch calls only): (kernel key, torch's op as
+        ``Op.eager_route`` decides it, True) where torch eager runs them, else
+        ``_kernel_route``'s (``stats``: a backward call's checked statistics)."""
+        route = None
+        if arrays is _TorchArrays:
+            kernel = self._eager_route(sig)
+            if kernel is not None:
+                route = (kernel, ops.get(op).eager_route(sig), True)
+            elif stats is not None or sig.is_forward:
+                route = self._kernel_route(ops.get(op), sig, stats)
+        return arrays, sig, ns, route
 
     def check_array(self, name: str, t, dtype: str | None, shape: tuple[int, ...] | None,
                     allowed: Iterable[str] = (), arrays=_TorchArrays, first: str = "input"):
@@ -185,7 +199,7 @@ class CallChecks:
         gy = self.check_array("grad_out", grad_out, arrays.dtype_name(x), tuple(x.shape), arrays=arrays)
         stats = tuple([self.check_stats(name, t, arrays, x, ns) for name, t in zip(op.stats, stats)])
         if key is not None and sig is not None and w is weight and len(stats) <= 2:  # not a stand-in weight
-            _remember(self._backward_plans, key, self._plan(op.name, arrays, sig, ns))
+            _remember(self._backward_plans, key, self._plan(op.name, arrays, sig, ns, stats))
         return arrays, sig, ns, gy, x, stats, w, b
 
     def stats_layout(self, ks: KernelSignature) -> tuple:

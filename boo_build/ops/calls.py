@@ -101,9 +101,9 @@ def zero_size_grads(arrays, x, ns: tuple[int, ...], mask: int, bits) -> tuple:
 def forward(bundle, op, input, normalized_shape, weight, bias, eps):
     """A forward call without autograd -> (y, *stats)."""
     known = bundle.plan_call(op.name, FORWARD, eps, normalized_shape, input, weight, bias)
-    eager = bundle.routed(known[1])
-    if eager is not None:  # torch eager, as the build found faster: no checks of ours
-        return eager(input, weight, bias)
+    route = bundle.routed(known[1])
+    if route is not None:  # a key checked before: torch eager (as the build found faster) or the kernel
+        return route(input, weight, bias)
     arrays, sig, ns, x, w, b = bundle.prepare(op.name, input, normalized_shape, weight, bias, eps, FORWARD, known)
     if sig is None:
         return zero_size_forward(op, arrays, x, ns)
@@ -119,9 +119,9 @@ def backward(bundle, op, mask: int, grad_out, input, normalized_shape, stats: tu
     picks between kernels built for different eps (it does not enter the math)."""
     eps = DEFAULT_EPS if eps is None else eps
     known = bundle.plan_call(op.name, mask, eps, normalized_shape, input, weight, bias, grad_out, stats)
-    eager = bundle.routed(known[1])
-    if eager is not None:  # torch eager, as the build found faster: no checks of ours
-        return eager(grad_out, input, stats, weight, bias)
+    route = bundle.routed(known[1])
+    if route is not None:  # a key checked before: torch eager (as the build found faster) or the kernel
+        return route(grad_out, input, stats, weight, bias)
     arrays, sig, ns, gy, x, stats, w, b = bundle.prepare_backward(
         op, mask, grad_out, input, normalized_shape, stats, weight, bias, eps, known)
     if sig is None:
@@ -139,6 +139,68 @@ def backward(bundle, op, mask: int, grad_out, input, normalized_shape, stats: tu
     outs = bundle.dispatch(sig, arrays, args, op.eager_backward, lambda: (
         ns, sig.mask, gy, x, *(as_stats(arrays, t, sig) for t in stats), w, b))
     return spread(sig.mask, outs, op.grads)
+
+
+# ------------------------------------------------------- the compiled routes
+# A torch call whose key was checked once runs, on later calls, straight from
+# the key (``Bundle.routed``): the kernel's runner on the arguments in its
+# calling convention, every view and cast the key decides worked out here
+# once. The runner makes contiguous (and aligned) copies where needed, as the
+# checked path's ``contiguous`` does; the key pins the rest.
+def kernel_forward(run, count, shapes):
+    """A forward call -> ``run`` (a ``KernelRunner``) on (x[, weight[, bias]]),
+    then ``count()``; ``shapes``: None, or the views a dynamic kernel of another
+    rank takes and gives (``_views``)."""
+    if shapes is None:
+        def call(x, w, b):
+            out = run(x) if w is None else run(x, w) if b is None else run(x, w, b)
+            count()
+            return out
+        return call
+    ins, outs = shapes
+
+    def call_viewed(x, w, b):
+        out = run(*_views((x,) if w is None else (x, w) if b is None else (x, w, b), ins))
+        count()
+        return _views(out, outs)
+    return call_viewed
+
+
+def kernel_backward(run, count, shapes, stat_fixes, takes_weight: bool, mask: int, bits):
+    """A backward call -> the gradients (``spread``): ``run`` on (grad_out, x,
+    stats, [weight]), each statistic reshaped and cast as ``stat_fixes`` says
+    ((shape or None, dtype name or None, the array kind's cast) per statistic)."""
+    ins, outs = shapes or (None, None)
+    fixes = tuple(stat_fixes)
+    plain = all(shape is None and dtype is None for shape, dtype, _ in fixes)
+
+    def call(gy, x, stats, w, b):
+        args = [gy, x]
+        if plain:
+            args += stats
+        else:
+            for t, (shape, dtype, cast) in zip(stats, fixes):
+                if shape is not None:
+                    t = t.reshape(shape)
+                args.append(t if dtype is None else cast(t, dtype))
+        if takes_weight:
+            args.append(w)
+        got = run(*args) if ins is None else _views(run(*_views(args, ins)), outs)
+        count()
+        return spread(mask, got, bits)
+    return call
+
+
+def _views(arrays, shapes) -> tuple:
+    """Each array viewed in its shape (None: as it is); contiguous arrays, so views."""
+    return tuple([a if s is None else a.reshape(s) for a, s in zip(arrays, shapes)])
+
+
+def view_shapes(have, want) -> tuple | None:
+    """Per position the shape to view an array in (None: it has it already), or
+    None when no position needs one."""
+    out = tuple([None if h == w else w for h, w in zip(have, want)])
+    return None if all(s is None for s in out) else out
 
 
 def params_of(weight, bias) -> dict:

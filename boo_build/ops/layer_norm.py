@@ -86,6 +86,12 @@ class LayerNorm(Op):
         if sig.is_forward:
             forward, sd = aten.native_layer_norm.default, getattr(torch, sig.stats_dtype)
 
+            if sd is torch.float32:  # Tensor.float() costs ~0.7 us less than .to(torch.float32)
+                def run_f32(x, w, b):
+                    y, mean, rstd = forward(x, ns, w, b, eps)
+                    return (y, mean, rstd) if mean.dtype is sd else (y, mean.float(), rstd.float())
+                return run_f32
+
             def run(x, w, b):
                 y, mean, rstd = forward(x, ns, w, b, eps)
                 return (y, mean, rstd) if mean.dtype == sd else (y, mean.to(sd), rstd.to(sd))
