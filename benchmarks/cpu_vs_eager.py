@@ -2,10 +2,12 @@
 
 For each kernel of the bundle's CPU target (the candidate the build shipped:
 its module, run in its mode through the loader's ATen-style entry points with
-torch tensors, as an application calls it) these paths are timed, interleaved
-(batches in a new shuffled order every sample, so that load from other processes
-hits all alike and no path always runs after the same one: after an IREE call
-a torch call paid up to 10 us more), median of ``--samples`` each:
+torch tensors, as an application calls it) these paths are timed, each
+alternating call by call with torch eager (as an application runs a norm
+between torch ops, whose OpenMP threads are then awake), a sample the mean per
+call over a round of about ``--min-batch-s`` (a stall now and then counts, as
+in an application's throughput), median of ``--samples`` rounds each; eager's
+time is the one measured alternating with the loader:
 
 * loader: ``bundle.native_layer_norm(...)`` / ``native_layer_norm_backward`` /
   ``fused_rms_norm`` / ``fused_rms_norm_backward`` with the kernel's output mask,
@@ -63,7 +65,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import random
 import os
 import platform
 import statistics
@@ -180,25 +181,33 @@ def per_call(fn, n: int) -> float:
     return (time.perf_counter_ns() - t0) / n * 1e-9
 
 
-def interleaved(paths: dict, samples: int, min_batch_s: float, warmup: int = 5) -> dict[str, float]:
-    """Median seconds per call of each path: ``samples`` batches each, taken
-    in a shuffled order every sample; a batch is as many calls as take
-    ``min_batch_s`` (at least one)."""
-    counts = {}
-    for name, fn in paths.items():
-        for _ in range(warmup):
-            fn()
-        one = min(per_call(fn, 1) for _ in range(3))
-        counts[name] = max(1, math.ceil(min_batch_s / one)) if one > 0 else 1
-    names = list(paths)
-    times: dict[str, list[float]] = {n: [] for n in names}
-    order = random.Random(0)
+def alternating(path, eager, samples: int, min_batch_s: float, warmup: int = 5) -> tuple[float, float]:
+    """(seconds per call of ``path``, of ``eager``): the two called in turn, call
+    by call, each call timed on its own, as an application runs a norm between
+    torch ops. A sample is the mean per call over a round of calls of ``path``
+    taking ``min_batch_s`` (at least one), so that a stall of a few
+    milliseconds now and then (a local-task hand-off) counts, as it does in an
+    application's throughput; the median of ``samples`` rounds each."""
+    for _ in range(warmup):
+        eager()
+        path()
+    one = min(per_call(path, 1) for _ in range(3))
+    n = max(1, math.ceil(min_batch_s / one)) if one > 0 else 1
+    clock = time.perf_counter_ns
+    ps, es = [], []
     for _ in range(samples):
-        # A new order every sample: a rotation keeps who runs after whom, and the path
-        # after an IREE one paid for it (loader after bare invoke: 27 us vs 17 us eager)
-        for name in order.sample(names, len(names)):
-            times[name].append(per_call(paths[name], counts[name]))
-    return {n: statistics.median(v) for n, v in times.items()}
+        tp = te = 0
+        for _ in range(n):
+            t0 = clock()
+            eager()
+            t1 = clock()
+            path()
+            t2 = clock()
+            te += t1 - t0
+            tp += t2 - t1
+        ps.append(tp / n * 1e-9)
+        es.append(te / n * 1e-9)
+    return statistics.median(ps), statistics.median(es)
 
 
 def paired(loader, bare, pairs: int, min_batch_s: float, warmup: int = 20) -> dict[str, float]:
@@ -255,7 +264,7 @@ def open_for_kernels(path, device: str):
     return open_bundle(path, device=device, prefer_eager=False)
 
 
-def measure(bundle_path, samples: int = 40, min_batch_s: float = 2e-4, keys=None, log=None,
+def measure(bundle_path, samples: int = 40, min_batch_s: float = 2e-3, keys=None, log=None,
             overhead_samples: int | None = None, table: bool = True) -> dict:
     import torch
 
@@ -294,7 +303,11 @@ def measure(bundle_path, samples: int = 40, min_batch_s: float = 2e-4, keys=None
                 paths = {"loader": loader_call(shipped, call), "eager": eager_fn(call), "bare": bare_call(bundle, k, ks)}
                 if routed:
                     paths["kernel"] = loader_call(bundle, call)
-                times = interleaved(paths, samples, min_batch_s)
+                # each path alternating with eager; eager's time is the loader pair's
+                times = dict(zip(("loader", "eager"), alternating(paths["loader"], paths["eager"], samples,
+                                                                  min_batch_s)))
+                for name in ("bare", "kernel") if routed else ("bare",):
+                    times[name] = alternating(paths[name], paths["eager"], samples, min_batch_s)[0]
                 times.setdefault("kernel", times["loader"])
             except Exception as e:  # noqa: BLE001 - one kernel's failure is reported, the rest still run
                 rows.append({**row, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"})
@@ -378,7 +391,7 @@ def markdown(rec: dict) -> str:
              f"Machine: {m['cpu']}, {m['logical_cpus']} logical CPUs, {m['platform']}; IREE local-task workers "
              f"{m['iree_local_task_workers']}, torch threads {m['torch_threads']}; "
              + ", ".join(f"{k} {v}" for k, v in m["versions"].items())
-             + f"; load average {m['load_average']:.2f}. Median of {rec['samples']} interleaved samples per path.",
+             + f"; load average {m['load_average']:.2f}. Median of {rec['samples']} rounds per path, each path alternating call by call with torch eager.",
              "", "| kernel | shape | shipped | device | route | loader us | eager us | speed-up | kernel us | "
              "kernel speed-up | bare invoke us | overhead us |", "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rec["kernels"]:
@@ -428,9 +441,9 @@ def markdown(rec: dict) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bundle", type=Path, default=DEFAULT_BUNDLE, help=f"default {DEFAULT_BUNDLE}")
-    ap.add_argument("--samples", type=int, default=40, help="interleaved samples per path (default 40)")
-    ap.add_argument("--min-batch-s", type=float, default=2e-4,
-                    help="seconds of calls per sample at least (default 2e-4; 0: one call)")
+    ap.add_argument("--samples", type=int, default=40, help="rounds per path (default 40)")
+    ap.add_argument("--min-batch-s", type=float, default=2e-3,
+                    help="seconds of calls per sample at least (default 2e-3, the build's CPU rounds; 0: one call)")
     ap.add_argument("--key", action="append", help="only these kernel keys (repeatable)")
     ap.add_argument("--overhead-samples", type=int, help="pairs of batches in the overhead measurement "
                     "(default 10 x --samples, at least 20)")

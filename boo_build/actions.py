@@ -159,7 +159,7 @@ def report_action(plan, config, devices, toolchain) -> bool | TaskFailed:
     """Gather the records of ``plan`` (a ``tasks.Plan``) into the build report
     and CSV, print the summary; fail when a requested kernel is missing
     (unless ``config.allow_missing``), drawing the page without a bundle."""
-    from .benchmark import write_table
+    from .bench_table import write_table
     from .report import failed, gather, summary_text
 
     report, stats = gather(plan, config, devices, toolchain)

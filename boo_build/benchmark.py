@@ -1,4 +1,5 @@
-"""Benchmark: timing statistics, compiled kernels and torch eager, and the CSV table.
+"""Benchmark: timing statistics, compiled kernels and torch eager (the CSV
+table: ``bench_table.py``).
 
 * ``measure`` times a callable adaptively: a few warm-up calls, then samples
   until the running median is stable (two medians ``rel_tol`` apart) or a
@@ -17,22 +18,23 @@ Thread count of IREE's local-task driver: fixed when the driver is created
 
 from __future__ import annotations
 
-import csv
+import contextlib
 import dataclasses
-import io
 import math
 import statistics
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from . import ops
-from .records import best_seconds
-from .signature import IMPLS, KernelSignature, ModuleId, shape_text
+from .signature import KernelSignature, ModuleId
 from .targets import Target
 
 BENCH_STATUSES = ("ok", "not run", "error", "skipped")
+# A CPU sample is the mean per call over about this long: the occasional stall of
+# millisecond size (a local-task hand-off, a descheduled thread) counts in it, as
+# it does in an application's throughput; a single call's time would hide it.
+CPU_ROUND_S = 2e-3
 EAGER = "eager"
 COMPILED = "torch.compile"
 
@@ -66,7 +68,7 @@ def summarize(times: Iterable[float], stable: bool = True) -> Stats:
 
 def measure(fn: Callable[[], Any], *, warmup: int = 3, min_reps: int = 10, max_reps: int = 2000,
             max_seconds: float = 2.0, rel_tol: float = 0.05, min_sample_s: float = 20e-6,
-            clock: Callable[[], float] = time.perf_counter) -> Stats:
+            clock: Callable[[], float] = time.perf_counter, companion: Callable[[], Any] | None = None) -> Stats:
     """Time ``fn()`` until the running median is stable.
 
     After ``min_reps`` samples the median is checked every ``max(2, min_reps // 2)``
@@ -74,10 +76,14 @@ def measure(fn: Callable[[], Any], *, warmup: int = 3, min_reps: int = 10, max_r
     loop. ``max_reps`` samples or ``max_seconds`` of sampling stop it too
     (``Stats.stable`` is then False). A call shorter than ``min_sample_s`` is
     repeated within a sample and the sample divided by the repeat count.
+    ``companion``: called (untimed) before every call of ``fn``, each call then
+    timed on its own: ``fn`` as an application runs it, right after other work.
     """
     if min_reps < 1 or max_reps < min_reps:
         raise ValueError(f"need 1 <= min_reps <= max_reps, got {min_reps}, {max_reps}")
     for _ in range(warmup):
+        if companion is not None:
+            companion()
         fn()
     # One timed call decides the batch size.
     t0 = clock()
@@ -90,10 +96,19 @@ def measure(fn: Callable[[], Any], *, warmup: int = 3, min_reps: int = 10, max_r
     start = clock()
     stable = False
     while len(times) < max_reps:
-        t0 = clock()
-        for _ in range(inner):
-            fn()
-        times.append((clock() - t0) / inner)
+        if companion is None:
+            t0 = clock()
+            for _ in range(inner):
+                fn()
+            times.append((clock() - t0) / inner)
+        else:
+            spent = 0.0
+            for _ in range(inner):
+                companion()
+                t0 = clock()
+                fn()
+                spent += clock() - t0
+            times.append(spent / inner)
         n = len(times)
         if n >= min_reps and (n - min_reps) % step == 0:
             med = statistics.median(times)
@@ -195,10 +210,35 @@ def bench_kernel(vmfb: bytes, mid: ModuleId, target: Target, device, *, seed: in
             from .validate import _to_numpy  # host arrays for GPUs (CPU build of torch)
 
             args = tuple(_to_numpy(a) for a in args)
-        stats = measure(lambda: runner(*args), **measure_kw)
+        if dev.is_cpu:
+            with _torch_alongside(sig if shape is None else sig.bind(shape), seed) as eager:
+                stats = measure(lambda: runner(*args), companion=eager, **{"min_sample_s": CPU_ROUND_S, **measure_kw})
+        else:
+            stats = measure(lambda: runner(*args), **measure_kw)
     except Exception as e:  # noqa: BLE001 - a kernel that fails to run is a result, not a crash
         return BenchResult(status="error", reason=f"{type(e).__name__}: {str(e).strip()[:500]}", **base)
     return _result(mid.key, sig, target.name, stats, dev.threads())
+
+
+@contextlib.contextmanager
+def _torch_alongside(sig: KernelSignature, seed: int):
+    """torch eager's call for ``sig`` (``eager_fn``), to run before each timed kernel
+    call (``measure``'s companion), torch's threads as ``bench_eager`` sets them.
+
+    Why: an application calls a norm between torch ops, whose OpenMP threads are
+    awake then. Timed alone, a ``local-task`` kernel looked 2-3x faster than in
+    such a loop (f32 10x32x42x32 forward: 154 us best sample in the build; 250-510
+    us mean per call alternating with eager, where ``local-sync`` takes 313 us):
+    its worker hand-offs stall now and then for milliseconds."""
+    import torch
+
+    previous = torch.get_num_threads()
+    try:
+        torch.set_num_threads(local_task_threads() or previous)
+        with torch.inference_mode(mode=not ops.get(sig.op).eager_needs_autograd(sig, False)):
+            yield eager_fn(sig, seed)
+    finally:
+        torch.set_num_threads(previous)
 
 
 def bench_at(sig: KernelSignature, shapes, run_one: Callable[[tuple[int, ...]], BenchResult]) -> BenchResult:
@@ -309,7 +349,7 @@ def bench_eager(sig: KernelSignature, threads: int | None = None, *, target: str
         used = torch.get_num_threads() if cpu else 0
         with torch.inference_mode(mode=not ops.get(sig.op).eager_needs_autograd(sig, compiled)):
             fn = (compiled_fn if compiled else eager_fn)(sig, seed, torch_device)
-            stats = measure(fn, **measure_kw)
+            stats = measure(fn, **({"min_sample_s": CPU_ROUND_S, **measure_kw} if cpu else measure_kw))
     except Exception as e:  # noqa: BLE001
         return BenchResult(status="error", reason=f"{type(e).__name__}: {_first_line(e)}", **base)
     finally:
@@ -320,119 +360,3 @@ def bench_eager(sig: KernelSignature, threads: int | None = None, *, target: str
 def _first_line(e: BaseException) -> str:
     lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
     return (lines[0] if lines else type(e).__name__)[:500]
-
-
-# ----------------------------------------------------------------- table
-COLUMNS = ("key", "op", "shape", "dtype", "mask", "target", "aten_median_us", "manual_median_us",
-           "eager_median_us", "speedup_vs_eager", "aten_max_err", "manual_max_err", "validation", "selected")
-# Written only when some row tried candidates (a build that explores nothing
-# writes the table it always did): each candidate's best sample, speed-up over
-# eager's best sample, and status ("manual+nosd@local-sync 15.2 us 2.10x selected; ..."),
-# as the selection compares them, fastest first. The
-# row's ``selected`` is then the winning candidate, its speed-up the winner's.
-CANDIDATE_COLUMN = "candidates"
-# With it, where the loader sends torch tensors (``selection.torch_calls_text``).
-TORCH_CALLS_COLUMN = "torch_calls"
-
-
-def eager_key(sig_key: str, target: str) -> tuple[str, str]:
-    """Where ``table_rows`` finds torch eager's result for a signature on a
-    target (the one spelling; the graph's task subject is ``layout.eager_subject``)."""
-    return (f"{EAGER}:{sig_key}", target)
-
-
-def _us(x: float | None) -> str:
-    return "" if x is None else f"{x * 1e6:.1f}"
-
-
-def _err(v) -> str:
-    if v is None or not v.outputs:
-        return ""
-    m = v.max_error()
-    return "" if m is None else f"{m:.3g}"
-
-
-def table_rows(signatures: Iterable[KernelSignature], targets: Iterable, validations: Mapping,
-               benches: Mapping, selections: Mapping, candidates: Mapping | None = None,
-               prefer_eager: Mapping | None = None) -> list[dict[str, str]]:
-    """One row per signature x target.
-
-    ``validations[(module key, target)]`` -> ValidationResult;
-    ``benches[(module key, target)]`` -> BenchResult, and eager under
-    ``eager_key(signature key, target)``;
-    ``selections[(signature key, target)]`` -> ``selection.Selection``;
-    ``candidates[(signature key, target)]`` -> ``selection.candidate_records``
-    where candidates were tried; ``prefer_eager[(signature key, target)]`` ->
-    the index's ``prefer_eager`` where the build set one.
-    """
-    from .selection import torch_calls_text
-
-    rows = []
-    target_names = [t.name if isinstance(t, Target) else str(t) for t in targets]
-    for sig in signatures:
-        for t in target_names:
-            row: dict[str, str] = {
-                "key": sig.key, "op": sig.op, "shape": shape_text(sig.input_shape),
-                "dtype": sig.dtype, "mask": str(sig.mask), "target": t,
-            }
-            statuses = []
-            best = None
-            for impl in IMPLS:
-                mkey = ModuleId(sig, impl).key
-                v = validations.get((mkey, t))
-                b = benches.get((mkey, t))
-                row[f"{impl}_median_us"] = _us(b.median_s) if b is not None and b.ok else ""
-                row[f"{impl}_max_err"] = _err(v)
-                if v is not None:
-                    statuses.append(f"{impl} {v.status}" if v.status != "not run" else f"{impl} {v.reason or 'not run'}")
-                if v is not None and v.passed and b is not None and b.ok:
-                    if best is None or b.median_s < best:
-                        best = b.median_s
-            eager = benches.get(eager_key(sig.key, t))
-            row["eager_median_us"] = _us(eager.median_s) if eager is not None and eager.ok else ""
-            tried = (candidates or {}).get((sig.key, t))
-            eager_s = eager.median_s if eager is not None and eager.ok else None
-            if tried:
-                won = [c["median_s"] for c in tried.values() if c["status"] == "selected"]
-                best = won[0] if won else None
-                # best samples, as the selection compares them (the median where a record has none)
-                eager_b = best_seconds(eager.to_json()) if eager_s else None
-                row[CANDIDATE_COLUMN] = "; ".join(
-                    f"{name} " + (f"{t * 1e6:.1f} us" if t is not None else "-")
-                    + (f" {eager_b / t:.2f}x" if eager_b and t else "") + f" {c['status']}"
-                    for name, c, t in sorted(((n, c, best_seconds(c)) for n, c in tried.items()),
-                                             key=lambda p: (p[2] is None, p[2] or 0, p[0])))
-                if eager_s and won:
-                    row[TORCH_CALLS_COLUMN] = torch_calls_text((prefer_eager or {}).get((sig.key, t)))
-            row["speedup_vs_eager"] = f"{eager_s / best:.2f}" if best and eager_s else ""
-            row["validation"] = "; ".join(statuses)
-            sel = selections.get((sig.key, t))
-            if sel is None or sel.impl is None:
-                row["selected"] = "" if sel is None else "none"
-            else:
-                row["selected"] = sel.impl if sel.measured else f"{sel.impl} (default)"
-            rows.append({c: row.get(c, "") for c in COLUMNS + (CANDIDATE_COLUMN, TORCH_CALLS_COLUMN)
-                         if c in COLUMNS or c in row})
-    return rows
-
-
-def table_text(rows: Iterable[Mapping[str, Any]]) -> str:
-    rows = list(rows)
-    columns = COLUMNS + tuple(c for c in (CANDIDATE_COLUMN, TORCH_CALLS_COLUMN) if any(r.get(c) for r in rows))
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n", extrasaction="ignore")
-    w.writeheader()
-    for r in rows:
-        w.writerow({c: r.get(c, "") for c in columns})
-    return buf.getvalue()
-
-
-def write_table(rows: Iterable[Mapping[str, Any]], path) -> None:
-    """Write the benchmark CSV (header ``COLUMNS``) atomically; unchanged content is not rewritten."""
-    from .compile import write_atomic
-
-    data = table_text(rows).encode()
-    path = Path(path)
-    if path.exists() and path.read_bytes() == data:
-        return
-    write_atomic(path, data)

@@ -18,7 +18,7 @@ from typing import Any, Mapping, TextIO
 from .loader.archive import Archive, read_archive, sha256_hex
 from .loader.errors import BundleFormatError
 from .loader.format import INDEX_NAME, BundleIndex
-from .records import best_seconds
+from .records import compared_seconds
 
 EXIT_OK, EXIT_PROBLEM, EXIT_UNREADABLE = 0, 1, 2
 
@@ -109,10 +109,10 @@ def _eager_medians(a: Archive) -> dict[tuple[str, str], float]:
 def candidate_lines(candidates: Mapping[str, Mapping[str, Any]], eager_s: float | None) -> list[str]:
     """``info``'s lines for a target entry's candidates: the winner with its
     speed-up over torch eager (where bench.csv has eager's time), then every
-    candidate tried, fastest first, with its time (its best sample, as the
-    selection compares; the median in bundles that have no best) and why it lost."""
+    candidate tried, fastest first, with its time (its median, as the selection
+    compares; the best sample in records that have no median) and why it lost."""
     def time_of(c, median: bool = False) -> float | None:
-        v = c.get("median_s") if median else best_seconds(c)
+        v = c.get("median_s") if median else compared_seconds(c)
         return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None
 
     def us(v: float | None) -> str:
@@ -126,7 +126,7 @@ def candidate_lines(candidates: Mapping[str, Mapping[str, Any]], eager_s: float 
         speed = (f", {eager_s / t:.2f}x torch eager ({us(eager_s)})" if t and eager_s
                  else ", no torch-eager time in bench.csv" if t else "")
         lines.append(f"winner {name}: median {us(t)}{speed}")
-    lines.append(f"candidates ({len(candidates)}), best sample:")
+    lines.append(f"candidates ({len(candidates)}), median:")
     order = sorted(candidates.items(), key=lambda p: (time_of(p[1]) is None, time_of(p[1]) or 0.0, p[0]))
     for name, c in order:
         status, why = str(c.get("status", "?")), _short(c.get("reason") or "", 60)

@@ -47,9 +47,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, TextIO
 
-from .benchmark import (
-    COLUMNS, COMPILED, EAGER, BenchResult, bench_eager_at, bench_kernel_at, eager_key, table_rows, table_text,
-)
+from .bench_table import COLUMNS, eager_key, table_rows, table_text
+from .benchmark import COMPILED, EAGER, BenchResult, bench_eager_at, bench_kernel_at
 from .loader.archive import Archive, read_archive, sha256_hex
 from .loader.choice import bundle_targets
 from .loader.devices import DeviceInfo, discover, match_target

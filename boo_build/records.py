@@ -91,12 +91,13 @@ def read_json(path: Path) -> dict[str, Any] | None:
         return None
 
 
-def best_seconds(rec: Any) -> float | None:
+def compared_seconds(rec: Any) -> float | None:
     """A timing record's (a ``BenchResult`` JSON, a size of one, a candidate's)
-    best sample, ``min_s``, or its median where it has none: what the selection
-    compares."""
-    v = rec.get("min_s")
-    return rec.get("median_s") if v is None else v
+    median, ``median_s`` (on the CPU a median of means over rounds of calls,
+    ``benchmark.CPU_ROUND_S``), or its best sample where it has none: what the
+    selection compares."""
+    v = rec.get("median_s")
+    return rec.get("min_s") if v is None else v
 
 
 def stable_record(rec: dict | None) -> dict | None:

@@ -22,8 +22,9 @@ from .signature import ModuleId
 
 def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict[str, Any]]:
     """(report, run statistics) for one plan, from the records on disk."""
-    from .benchmark import BenchResult, eager_key, table_rows
-    from .selection import best_time, candidate_records, eager_preference, module_rejections, select
+    from .bench_table import eager_key, table_rows
+    from .benchmark import BenchResult
+    from .selection import compared_time, candidate_records, eager_preference, module_rejections, select
     from .validate import ValidationResult
 
     lay = plan.layout
@@ -120,7 +121,7 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
                     own = [c.key for c in cands if c.module == module and bens.get(c.key) is not None
                            and bens[c.key].ok]
                     pick = sel.impl if chosen and module == chosen.module else min(
-                        own, key=lambda n: best_time(bens[n]), default=module)
+                        own, key=lambda n: compared_time(bens[n]), default=module)
                     impls[module]["bench"] = stable_record(benrecs.get(pick))
                 if chosen and chosen.mode:
                     extra["mode"] = chosen.mode

@@ -7,10 +7,12 @@ Rules, in order:
    validation's reason (it names the worst element).
 3. Among the validated ones with a benchmark, the fastest wins
    (``measured=True``); each other is rejected as "slower: X us vs Y us". A
-   candidate's time is its best sample (``min_s``; the median where a record
-   has none): candidates are timed one after another on a build machine that
-   compiles at the same time, and the best sample is the one least disturbed
-   by that load (a median moved by up to 1.6x between candidates there). When
+   candidate's time is its median (``median_s``; the best sample where a
+   record has none). On the CPU each sample is the mean per call over a round
+   of calls made right after torch's (``benchmark.CPU_ROUND_S``), as an
+   application pays: a ``local-task`` kernel's best sample was 2-3x better than
+   that (its hand-offs stall now and then), and best samples picked it over
+   ``local-sync`` kernels that are faster in an application. When
    the default implementation is within ``margin`` of the fastest, the
    default is kept (timing noise must not flip a bundle between builds).
 4. Validated but not benchmarked (benchmarks skipped): the default
@@ -36,16 +38,15 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from .candidates import Candidate
-from .records import ValidationStatus, best_seconds
+from .records import ValidationStatus, compared_seconds
 from .signature import IMPLS, KernelSignature
 
 DEFAULT_ORDER = ("manual", "aten")  # preferred default first
 MARGIN = 0.03  # the default is kept when within 3 % of the fastest
-# torch calls run the kernel only where it beat torch eager by 10 % (best samples)
-# and in median too: the build times the bare kernel, alone; an application pays the
-# loader's checks too, with torch's threads busy around the call. f32 layer-norm
-# backward n32 mask 10: 169 vs 172 us best in the build, 2-4x slower than eager
-# through the loader in benchmarks/cpu_vs_eager.py.
+# torch calls run the kernel only where it beat torch eager by 10 % (medians): the
+# build times the bare kernel; an application pays the loader's call too. f32
+# layer-norm backward n32 mask 10: 169 vs 172 us best in the build, 2-4x slower
+# than eager through the loader in benchmarks/cpu_vs_eager.py.
 EAGER_MARGIN = 0.10
 
 
@@ -77,12 +78,12 @@ def _us(seconds: float) -> str:
     return f"{seconds * 1e6:.1f} us"
 
 
-def best_time(b) -> float | None:
-    """A benchmark's time for comparisons: its best sample, else its median
+def compared_time(b) -> float | None:
+    """A benchmark's time for comparisons: its median, else its best sample
     (None when it did not run)."""
     if b is None or not b.ok:
         return None
-    return b.min_s if b.min_s is not None else b.median_s
+    return b.median_s if b.median_s is not None else b.min_s
 
 
 def _ordered(impls) -> list[str]:
@@ -121,7 +122,7 @@ def select(sig: KernelSignature, target_name: str, compiled_impls: Sequence[str]
             rejected[impl] = f"not validated ({why or 'not run'})"
         for impl in unchecked:
             rejected[impl] = "not validated (no validation record)"
-        timed = [(best_time(benches[i]), i) for i in validated if best_time(benches.get(i)) is not None]
+        timed = [(compared_time(benches[i]), i) for i in validated if compared_time(benches.get(i)) is not None]
         if timed:
             order = {impl: n for n, impl in enumerate(DEFAULT_ORDER)}
             timed.sort(key=lambda p: (p[0], order.get(p[1], len(order))))
@@ -202,7 +203,7 @@ def module_rejections(sel: Selection, names: Sequence[str], benches: Mapping[str
     for name in names:
         module = Candidate.parse(name).module
         b = benches.get(name)
-        t = best_time(b)
+        t = compared_time(b)
         t = float("inf") if t is None else t
         if module != chosen and name in sel.rejected and (module not in best or t < best[module][0]):
             best[module] = (t, sel.rejected[name])
@@ -213,16 +214,15 @@ def module_rejections(sel: Selection, names: Sequence[str], benches: Mapping[str
 # ------------------------------------------------------------- torch eager
 def kernel_beats_eager(kernel: Mapping | Any, eager: Mapping | Any, margin: float = EAGER_MARGIN) -> bool:
     """Whether a kernel's timing (a ``BenchResult`` or a record with ``min_s``/
-    ``median_s``) beats torch eager's clearly enough to run torch calls: best
-    sample faster by more than ``margin``, and median not slower."""
-    def times(r):
-        r = r if isinstance(r, Mapping) else {"min_s": r.min_s, "median_s": r.median_s}
-        return best_seconds(r), r.get("median_s")
+    ``median_s``) beats torch eager's clearly enough to run torch calls: faster
+    by more than ``margin`` (``compared_seconds``: medians)."""
+    def time_of(r):
+        return compared_seconds(r if isinstance(r, Mapping) else {"min_s": r.min_s, "median_s": r.median_s})
 
-    (kb, km), (eb, em) = times(kernel), times(eager)
-    if kb is None or eb is None:
+    kt, et = time_of(kernel), time_of(eager)
+    if kt is None or et is None:
         return True  # nothing to compare: the kernel, as without a baseline
-    return kb * (1 + margin) < eb and (km is None or em is None or km <= em)
+    return kt * (1 + margin) < et
 
 
 def eager_preference(sig: KernelSignature, sel: Selection, benches: Mapping[str, Any], eager, *,
@@ -230,7 +230,7 @@ def eager_preference(sig: KernelSignature, sel: Selection, benches: Mapping[str,
     """The index's ``prefer_eager`` for a measured selection: where the selected
     candidate does not beat torch eager (``eager``, its ``BenchResult`` on the
     same device) clearly (``kernel_beats_eager``), ``{"eager_s", "kernel_s",
-    "reason"}`` (best samples, as ``select`` compares); else None. The kernel still ships
+    "reason"}`` (medians, as ``select`` compares); else None. The kernel still ships
     (numpy callers and loaders without torch run it); the loader hands torch
     tensors to torch's op instead, as Inductor's autotuning keeps ATen's
     kernel where its own lose.
@@ -242,7 +242,7 @@ def eager_preference(sig: KernelSignature, sel: Selection, benches: Mapping[str,
     if not sel.measured or sel.impl is None:
         return None
     kb = benches.get(sel.impl)
-    kernel_s, eager_s = best_time(kb), best_time(eager)
+    kernel_s, eager_s = compared_time(kb), compared_time(eager)
     if kernel_s is None or eager_s is None:
         return None
     by_rows = _eager_by_rows(sig, kb, eager, margin)
@@ -251,7 +251,7 @@ def eager_preference(sig: KernelSignature, sel: Selection, benches: Mapping[str,
         return None
     out = {"eager_s": eager_s, "kernel_s": kernel_s,
            "reason": f"the kernel not {margin:.0%} faster than torch eager on the build machine: "
-                     f"{_us(kernel_s)} ({sel.impl}) vs {_us(eager_s)} (best samples)"}
+                     f"{_us(kernel_s)} ({sel.impl}) vs {_us(eager_s)} (medians)"}
     if by_rows:
         out["by_rows"] = by_rows
         out["reason"] += f"; at {', '.join(map(str, faster)) or 'no'} of {len(by_rows)} sizes timed (rows)"
@@ -275,7 +275,7 @@ def torch_calls_text(pref: Mapping | None) -> str:
 def _eager_by_rows(sig: KernelSignature, kb, eager, margin: float) -> list[list]:
     """``[[rows, eager faster], ...]`` over the sizes both were timed at (two or more), else []."""
     def timed(sizes):
-        return {tuple(x["shape"]): x for x in sizes or () if x.get("status") == "ok" and best_seconds(x)}
+        return {tuple(x["shape"]): x for x in sizes or () if x.get("status") == "ok" and compared_seconds(x)}
 
     k, e = timed(getattr(kb, "sizes", ())), timed(getattr(eager, "sizes", ()))
     shared = [s for s in k if s in e]

@@ -9,10 +9,8 @@ import json
 import pytest
 import torch
 
-from boo_build.benchmark import (
-    COLUMNS, EAGER, BenchResult, Stats, bench_eager, bench_kernel, eager_fn, eager_key, measure, summarize,
-    table_rows, write_table,
-)
+from boo_build.bench_table import COLUMNS, eager_key, table_rows, write_table
+from boo_build.benchmark import EAGER, BenchResult, Stats, bench_eager, bench_kernel, eager_fn, measure, summarize
 from boo_build.loader.devices import discover
 from boo_build.loader.invoke import cpu_threads
 from boo_build.selection import Selection
@@ -92,6 +90,27 @@ def test_measure_batches_very_short_calls():
     s = measure(fc.fn, warmup=0, min_reps=10, min_sample_s=20e-6, clock=fc.clock)
     assert s.median == pytest.approx(1e-6) and s.stable
     assert fc.calls == 1 + 20 * s.n  # each sample ran 20 calls
+
+
+def test_a_companion_runs_before_every_call_and_is_not_timed():
+    # calls of 100 us in rounds of 1 ms, each after a companion that takes 5 ms;
+    # one call in ten stalls for 2 ms: a round's mean per call counts it
+    fc = FakeClock([300e-6 if i % 10 == 9 else 100e-6 for i in range(100_000)])
+    order = []
+
+    def companion():
+        order.append("c")
+        fc.now += 5e-3
+
+    def fn():
+        order.append("f")
+        fc.fn()
+
+    s = measure(fn, companion=companion, warmup=2, min_reps=10, min_sample_s=1e-3, clock=fc.clock)
+    assert order[:4] == ["c", "f", "c", "f"] and order[4] == "f"  # warm-up pairs, then the sizing call
+    assert order[5:] == ["c", "f"] * (len(order[5:]) // 2)
+    assert fc.calls == 3 + 10 * s.n  # rounds of 10 calls
+    assert s.median == pytest.approx(120e-6)  # the mean per call, the stall included; no companion time
 
 
 # ----------------------------------------------------------------- kernels

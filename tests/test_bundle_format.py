@@ -211,9 +211,9 @@ def test_info_shows_candidates_the_winner_and_its_speed_up(tmp_path):
     text = out.getvalue()
     assert "manual @local-sync" in text
     assert "winner manual@local-sync: median 10.0 us, 2.50x torch eager (25.0 us)" in text
-    assert "candidates (4), best sample:" in text
+    assert "candidates (4), median:" in text
     lines = [ln.strip() for ln in text.splitlines()]
-    tried = lines[lines.index("candidates (4), best sample:") + 1:][:4]
+    tried = lines[lines.index("candidates (4), median:") + 1:][:4]
     assert [ln.split()[0] for ln in tried] == ["manual@local-sync", "aten", "manual", "manual+nosd"]  # fastest first
     assert tried[1].endswith("slower: 20.0 us vs 10.0 us") and tried[3].startswith("manual+nosd")
     assert "failed: validation failed: max error 0.05" in tried[3] and tried[3].split()[1] == "-"

@@ -58,3 +58,17 @@ def test_report_lists_every_kernel_with_loader_eager_and_overhead(built, tmp_pat
     assert all(k in md for k in keys) and "layer_norm: geomean speed-up over eager" in md
     assert "rms_norm: geomean speed-up over eager" in md and "per-call overhead" in md
     assert "(1 routed to torch eager)" in md and "the compiled kernels alone" in md
+
+
+def test_each_path_alternates_call_by_call_with_eager():
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import cpu_vs_eager
+    finally:
+        sys.path.pop(0)
+    order = []
+    path_s, eager_s = cpu_vs_eager.alternating(lambda: order.append("path"), lambda: order.append("eager"),
+                                               samples=3, min_batch_s=0, warmup=1)
+    # a warm-up pair, three calls that size the rounds, then rounds of one pair each
+    assert order == ["eager", "path"] + ["path"] * 3 + ["eager", "path"] * 3
+    assert path_s > 0 and eager_s > 0

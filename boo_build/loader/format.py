@@ -39,7 +39,7 @@ mode) the build measured, by text form (``manual+nosd@local-sync``), with its
 median and best times, ``status`` ("selected", "slower", "failed", "not
 run") and why; ``prefer_eager``, where the selected candidate did not beat
 torch eager clearly on the build machine (``selection.kernel_beats_eager``;
-best samples, seconds; ``by_rows``, per size timed, for a kernel timed at
+medians, seconds; ``by_rows``, per size timed, for a kernel timed at
 several): the loader hands torch tensors to torch's op;
 numpy arrays, and loaders that do not know the field, run the kernel.
 """
