@@ -19,9 +19,10 @@ A kernel whose index entry names a ``mode`` (another driver of the same
 device the build measured faster: ``local-sync`` on a ``local-task`` CPU
 target) runs on that driver's device (``device_of``).
 
-Hot path: a repeated call does the least work: argument checks memoized per
-(type, dtype, shape, device) (``checks.py``), the kernel each signature
-resolves to memoized, the ATen-style entry points bound once, a hit counted
+Hot path: a repeated call does the least work: a torch call whose key
+((type, dtype, shape, device) of each array and the scalars) was checked
+once runs its kernel, or torch's op, from the key alone (``checks.py``,
+``_kernel_route``), the ATen-style entry points bound once, a hit counted
 by a list append, a layer's weight and bias imports kept by the runner.
 
 Around it: ``archive.py`` reads the file, ``format.py`` types its index,

@@ -11,11 +11,13 @@ in the runner, alignment). A call the full check refuses is never recorded,
 so it is refused with the same message every time. A backward call's
 checks (input, weight, bias, grad_out, saved statistics) are one memo entry.
 
-A torch call that the build found torch eager faster for (``prefer_eager``)
-is recorded by its key on its first, fully checked, call; later calls of
-that key go to torch's op from the key alone (``plan_call``, about 1-2 us),
-before any other check: torch checks its own arguments, and the key pins
-everything ours would (contiguity aside, which torch does not need).
+A torch call is recorded by its key on its first, fully checked, call, with
+its route; later calls of that key run from the key alone (``plan_call``,
+about 1-2 us), before any other check: torch's op where the build found
+torch eager faster (``prefer_eager``; torch checks its own arguments), else
+the kernel's runner with every view and cast the key decides worked out once
+(``Bundle._kernel_route``; the runner copies a tensor that is not contiguous
+or aligned). The key pins everything the checks depend on but memory layout.
 
 Stdlib only; the array kinds come from ``tensors.py``.
 """
