@@ -142,3 +142,26 @@ def test_a_checked_key_runs_its_kernel_from_the_key_alone(built):
     stats = b.stats()
     assert {k: v["hits"] for k, v in stats.items()} == {_ln(1).key: 5, _ln(14).key: 4, _ln(2).key: 4,
                                                         _rms16(6).key: 4}
+
+
+def test_a_checked_key_goes_to_autograd_whenever_grad_mode_records_the_call(built):
+    """Parameters that require grad: under no_grad the key's route runs them (no
+    autograd, no checks after the first call); with grad mode on, the same call
+    is recorded by autograd and its gradients are right."""
+    b = open_bundle(built.path, device="local-task")
+    checked = _spy_checks(b)
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(4, 6, 10, generator=g).requires_grad_()  # every gradient: a kernel of the bundle (mask 14)
+    w, bias = (torch.randn(10, generator=g).requires_grad_() for _ in range(2))
+    with torch.no_grad():
+        outs = [b.native_layer_norm(x, (10,), w, bias, 1e-5)[0] for _ in range(3)]
+    assert all(o.grad_fn is None and not o.requires_grad for o in outs) and checked == ["prepare"]
+    y = b.native_layer_norm(x, (10,), w, bias, 1e-5)[0]
+    assert y.grad_fn is not None
+    y.pow(2).sum().backward()
+    x64, w64, b64 = (t.detach().double().requires_grad_() for t in (x, w, bias))
+    torch.nn.functional.layer_norm(x64, (10,), w64, b64, 1e-5).pow(2).sum().backward()
+    torch.testing.assert_close(x.grad, x64.grad.float(), atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(w.grad, w64.grad.float(), atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(bias.grad, b64.grad.float(), atol=1e-4, rtol=1e-4)
+    assert torch.equal(outs[0], y.detach())

@@ -34,6 +34,7 @@ arguments, ``tensors.py`` handles a call's torch tensors or numpy arrays.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import types
 from collections import Counter, defaultdict
@@ -321,8 +322,10 @@ class Bundle(CallChecks):
     def routed(self, plan: tuple | None):
         """What runs a call from its ``plan_call`` plan alone, else None: torch's op
         (counted here as "eager"; the build found torch eager faster), or the
-        kernel's runner (``_kernel_route``; counted as a hit once it returns)."""
-        if plan is None or plan[3] is None:
+        kernel's runner (``_kernel_route``; counted as a hit once it returns).
+        None too where autograd records the call (grad mode on and a tensor that
+        requires grad, as the key says): the op's autograd path takes it."""
+        if plan is None or plan[3] is None or (plan[4] and _torch_grad_enabled()):
             return None
         kernel, fn, eager = plan[3]
         if eager:
@@ -402,6 +405,10 @@ class Bundle(CallChecks):
 
     def __dir__(self):
         return sorted(set(super().__dir__()) | set(ops.entry_points()))
+
+
+def _torch_grad_enabled() -> bool:
+    return sys.modules["torch"].is_grad_enabled()  # a plan with tensors that require grad: torch is there
 
 
 def _reshaped(arrays, shapes) -> tuple:

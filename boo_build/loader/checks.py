@@ -47,8 +47,10 @@ class CallChecks:
         # check asks (a bool: hashing a torch.device costs ~0.2 us); numpy arrays: None
         self._where = "is_cpu" if self._device_type == "cpu" else "is_cuda"
         # a torch tensor's key part in one C call (~1.5 us less per call than reading
-        # the attributes one by one); numpy arrays have no is_cpu: _slow_call_key
-        self._parts = operator.attrgetter("dtype", "shape", self._where)
+        # the attributes one by one); numpy arrays have no is_cpu: _call_key. With
+        # requires_grad: a key whose tensors need none runs its route without asking
+        # whether autograd records the call (``Bundle.routed``)
+        self._parts = operator.attrgetter("dtype", "shape", self._where, "requires_grad")
         self._checked: dict[tuple, bool] = {}  # check_array / check_stats: keys that passed
         self._backward_plans: dict[tuple, tuple] = {}  # prepare_backward: call key -> the same
         self._layouts: dict[int, tuple] = {}  # stats_layout: id(kernel signature) -> (it, shape, dtype)
@@ -95,10 +97,11 @@ class CallChecks:
         except (AttributeError, TypeError):  # not an array (refused later), unhashable arguments
             return None, None
 
-    def _plan(self, op, arrays, sig: KernelSignature, ns, stats: tuple | None = None) -> tuple:
-        """A call key's plan; its route (torch calls only): (kernel key, torch's op as
-        ``Op.eager_route`` decides it, True) where torch eager runs them, else
-        ``_kernel_route``'s (``stats``: a backward call's checked statistics)."""
+    def _plan(self, op, arrays, sig: KernelSignature, ns, tensors: tuple, stats: tuple | None = None) -> tuple:
+        """A call key's plan: (arrays, sig, ns, route, whether a tensor of the call
+        requires grad: ``tensors``). The route (torch calls only): (kernel key,
+        torch's op as ``Op.eager_route`` decides it, True) where torch eager runs
+        them, else ``_kernel_route``'s (``stats``: a backward call's checked statistics)."""
         route = None
         if arrays is _TorchArrays:
             kernel = self._eager_route(sig)
@@ -106,7 +109,7 @@ class CallChecks:
                 route = (kernel, ops.get(op).eager_route(sig), True)
             elif stats is not None or sig.is_forward:
                 route = self._kernel_route(ops.get(op), sig, stats)
-        return arrays, sig, ns, route
+        return arrays, sig, ns, route, any([getattr(t, "requires_grad", False) for t in tensors])
 
     def check_array(self, name: str, t, dtype: str | None, shape: tuple[int, ...] | None,
                     allowed: Iterable[str] = (), arrays=_TorchArrays, first: str = "input"):
@@ -156,13 +159,13 @@ class CallChecks:
         but the rest of the call is checked alike."""
         key, plan = known or self.plan_call(op, mask, eps, normalized_shape, input, weight, bias)
         if plan is not None:
-            arrays, sig, ns, _ = plan
+            arrays, sig, ns = plan[:3]
             if arrays.contiguous3(input, weight, bias):
                 return arrays, sig, ns, input, weight, bias
         found = self._prepare(op, input, normalized_shape, weight, bias, eps, mask)
         arrays, sig, ns, _, w, _ = found
         if key is not None and sig is not None and w is weight:  # not a stand-in weight of ones
-            _remember(self._plans, key, self._plan(op, arrays, sig, ns))
+            _remember(self._plans, key, self._plan(op, arrays, sig, ns, (input, weight, bias)))
         return found
 
     def _prepare(self, op, input, normalized_shape, weight, bias, eps, mask):
@@ -215,14 +218,15 @@ class CallChecks:
         key, plan = known or self.plan_call(op.name, mask, eps, normalized_shape, input, weight, bias, grad_out,
                                             stats)
         if plan is not None:
-            arrays, sig, ns, _ = plan
+            arrays, sig, ns = plan[:3]
             if arrays.contiguous3(input, weight, bias) and arrays.contiguous3(grad_out, *_pad2(stats)):
                 return arrays, sig, ns, grad_out, input, stats, weight, bias
         arrays, sig, ns, x, w, b = self.prepare(op.name, input, normalized_shape, weight, bias, eps, mask)
         gy = self.check_array("grad_out", grad_out, arrays.dtype_name(x), tuple(x.shape), arrays=arrays)
         stats = tuple([self.check_stats(name, t, arrays, x, ns) for name, t in zip(op.stats, stats)])
         if key is not None and sig is not None and w is weight and len(stats) <= 2:  # not a stand-in weight
-            _remember(self._backward_plans, key, self._plan(op.name, arrays, sig, ns, stats))
+            _remember(self._backward_plans, key,
+                      self._plan(op.name, arrays, sig, ns, (input, weight, bias, grad_out, *stats), stats))
         return arrays, sig, ns, gy, x, stats, w, b
 
     def stats_layout(self, ks: KernelSignature) -> tuple:

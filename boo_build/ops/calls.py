@@ -17,6 +17,10 @@ import sys
 from .base import DEFAULT_EPS, FORWARD, INPUT_GRAD, WEIGHT_GRAD, BIAS_GRAD
 
 
+# What ``forward``/``backward`` return for a call autograd records (a sentinel).
+AUTOGRAD = object()
+
+
 def wants_grad(*tensors) -> bool:
     """Whether autograd records the call: grad mode on and a torch argument that
     requires grad (numpy arrays never do)."""
@@ -98,12 +102,15 @@ def zero_size_grads(arrays, x, ns: tuple[int, ...], mask: int, bits) -> tuple:
 
 
 # ---------------------------------------------------------------- the bodies
-def forward(bundle, op, input, normalized_shape, weight, bias, eps):
-    """A forward call without autograd -> (y, *stats)."""
+def forward(bundle, op, input, normalized_shape, weight, bias, eps, autograd: bool = False):
+    """A forward call -> (y, *stats); with ``autograd``, ``AUTOGRAD`` where autograd
+    records it (``wants_grad``: the entry point calls the op's custom op)."""
     known = bundle.plan_call(op.name, FORWARD, eps, normalized_shape, input, weight, bias)
     route = bundle.routed(known[1])
     if route is not None:  # a key checked before: torch eager (as the build found faster) or the kernel
         return route(input, weight, bias)
+    if autograd and wants_grad(input, weight, bias):
+        return AUTOGRAD
     arrays, sig, ns, x, w, b = bundle.prepare(op.name, input, normalized_shape, weight, bias, eps, FORWARD, known)
     if sig is None:
         return zero_size_forward(op, arrays, x, ns)
@@ -113,15 +120,18 @@ def forward(bundle, op, input, normalized_shape, weight, bias, eps):
 
 
 def backward(bundle, op, mask: int, grad_out, input, normalized_shape, stats: tuple, weight, bias,
-             eps: float | None):
-    """A backward call without autograd, ``mask`` from ``backward_mask`` (not 0)
-    -> the gradients in ``op.grads`` order, None where not asked. ``eps`` only
-    picks between kernels built for different eps (it does not enter the math)."""
+             eps: float | None, autograd: bool = False):
+    """A backward call, ``mask`` from ``backward_mask`` (not 0) -> the gradients in
+    ``op.grads`` order, None where not asked; with ``autograd``, ``AUTOGRAD`` where
+    autograd records it (as ``forward``). ``eps`` only picks between kernels
+    built for different eps (it does not enter the math)."""
     eps = DEFAULT_EPS if eps is None else eps
     known = bundle.plan_call(op.name, mask, eps, normalized_shape, input, weight, bias, grad_out, stats)
     route = bundle.routed(known[1])
     if route is not None:  # a key checked before: torch eager (as the build found faster) or the kernel
         return route(grad_out, input, stats, weight, bias)
+    if autograd and wants_grad(grad_out, input, *stats, weight, bias):
+        return AUTOGRAD
     arrays, sig, ns, gy, x, stats, w, b = bundle.prepare_backward(
         op, mask, grad_out, input, normalized_shape, stats, weight, bias, eps, known)
     if sig is None:

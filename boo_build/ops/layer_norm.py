@@ -137,13 +137,14 @@ LAYER_NORM = LayerNorm()
 def native_layer_norm(bundle, input, normalized_shape, weight=None, bias=None, eps: float = DEFAULT_EPS):
     """ATen's native_layer_norm -> (out, mean, rstd); mean/rstd in the stats dtype (float32).
     Differentiable in ``out`` (through the ``boo::layer_norm`` op)."""
-    if calls.wants_grad(input, weight, bias):
-        torch = _library()
-        from ..loader.tokens import bundle_token
+    out = calls.forward(bundle, LAYER_NORM, input, normalized_shape, weight, bias, eps, autograd=True)
+    if out is not calls.AUTOGRAD:
+        return out
+    torch = _library()
+    from ..loader.tokens import bundle_token
 
-        return torch.ops.boo.layer_norm(input, calls.norm_shape(normalized_shape), weight, bias, float(eps),
-                                        bundle_token(bundle))
-    return calls.forward(bundle, LAYER_NORM, input, normalized_shape, weight, bias, eps)
+    return torch.ops.boo.layer_norm(input, calls.norm_shape(normalized_shape), weight, bias, float(eps),
+                                    bundle_token(bundle))
 
 
 def native_layer_norm_backward(bundle, grad_out, input, normalized_shape, mean, rstd, weight=None, bias=None,
@@ -156,17 +157,18 @@ def native_layer_norm_backward(bundle, grad_out, input, normalized_shape, mean, 
     mask = calls.backward_mask(LAYER_NORM, output_mask, calls.params_of(weight, bias))
     if mask == 0:
         return calls.no_grads(LAYER_NORM)
-    if calls.wants_grad(grad_out, input, mean, rstd, weight, bias):
-        torch = _library()
-        from ..loader import autograd as ag
-        from ..loader.tokens import bundle_token
+    out = calls.backward(bundle, LAYER_NORM, mask, grad_out, input, normalized_shape, (mean, rstd), weight, bias,
+                         eps, autograd=True)
+    if out is not calls.AUTOGRAD:
+        return out
+    torch = _library()
+    from ..loader import autograd as ag
+    from ..loader.tokens import bundle_token
 
-        m = [bool(v) for v in output_mask]
-        return ag.spread(ag.asked(m, weight, bias), torch.ops.boo.layer_norm_backward(
-            grad_out, input, calls.norm_shape(normalized_shape), mean, rstd, weight, bias, m,
-            None if eps is None else float(eps), bundle_token(bundle)))
-    return calls.backward(bundle, LAYER_NORM, mask, grad_out, input, normalized_shape, (mean, rstd), weight, bias,
-                          eps)
+    m = [bool(v) for v in output_mask]
+    return ag.spread(ag.asked(m, weight, bias), torch.ops.boo.layer_norm_backward(
+        grad_out, input, calls.norm_shape(normalized_shape), mean, rstd, weight, bias, m,
+        None if eps is None else float(eps), bundle_token(bundle)))
 
 
 # ------------------------------------------------------ torch implementations

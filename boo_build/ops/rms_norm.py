@@ -127,13 +127,14 @@ def fused_rms_norm(bundle, input, normalized_shape, weight=None, eps: float | No
     """ATen's _fused_rms_norm -> (out, rstd); eps None is float32's epsilon, as in torch.
     Differentiable in ``out`` and ``rstd``, as ATen's."""
     eps = RMS_NORM.none_eps if eps is None else eps
-    if calls.wants_grad(input, weight):
-        torch = _library()
-        from ..loader.tokens import bundle_token
+    out = calls.forward(bundle, RMS_NORM, input, normalized_shape, weight, None, eps, autograd=True)
+    if out is not calls.AUTOGRAD:
+        return out
+    torch = _library()
+    from ..loader.tokens import bundle_token
 
-        return torch.ops.boo.rms_norm(input, calls.norm_shape(normalized_shape), weight, float(eps),
-                                      bundle_token(bundle))
-    return calls.forward(bundle, RMS_NORM, input, normalized_shape, weight, None, eps)
+    return torch.ops.boo.rms_norm(input, calls.norm_shape(normalized_shape), weight, float(eps),
+                                  bundle_token(bundle))
 
 
 def fused_rms_norm_backward(bundle, grad_out, input, normalized_shape, rstd, weight=None,
@@ -143,16 +144,18 @@ def fused_rms_norm_backward(bundle, grad_out, input, normalized_shape, rstd, wei
     mask = calls.backward_mask(RMS_NORM, output_mask, calls.params_of(weight, None))
     if mask == 0:
         return calls.no_grads(RMS_NORM)
-    if calls.wants_grad(grad_out, input, rstd, weight):
-        torch = _library()
-        from ..loader import autograd as ag
-        from ..loader.tokens import bundle_token
+    out = calls.backward(bundle, RMS_NORM, mask, grad_out, input, normalized_shape, (rstd,), weight, None, eps,
+                         autograd=True)
+    if out is not calls.AUTOGRAD:
+        return out
+    torch = _library()
+    from ..loader import autograd as ag
+    from ..loader.tokens import bundle_token
 
-        m = [bool(v) for v in output_mask]
-        return ag.spread(ag.asked(m, weight), torch.ops.boo.rms_norm_backward(
-            grad_out, input, calls.norm_shape(normalized_shape), rstd, weight, m,
-            None if eps is None else float(eps), bundle_token(bundle)))
-    return calls.backward(bundle, RMS_NORM, mask, grad_out, input, normalized_shape, (rstd,), weight, None, eps)
+    m = [bool(v) for v in output_mask]
+    return ag.spread(ag.asked(m, weight), torch.ops.boo.rms_norm_backward(
+        grad_out, input, calls.norm_shape(normalized_shape), rstd, weight, m,
+        None if eps is None else float(eps), bundle_token(bundle)))
 
 
 # ------------------------------------------------------ torch implementations
