@@ -325,7 +325,8 @@ class Bundle(CallChecks):
         kernel's runner (``_kernel_route``; counted as a hit once it returns).
         None too where autograd records the call (grad mode on and a tensor that
         requires grad, as the key says): the op's autograd path takes it."""
-        if plan is None or plan[3] is None or (plan[4] and _torch_grad_enabled()):
+        # (a plan whose tensors require grad was made from torch tensors: torch is imported)
+        if plan is None or plan[3] is None or (plan[4] and sys.modules["torch"].is_grad_enabled()):
             return None
         kernel, fn, eager = plan[3]
         if eager:
@@ -405,10 +406,6 @@ class Bundle(CallChecks):
 
     def __dir__(self):
         return sorted(set(super().__dir__()) | set(ops.entry_points()))
-
-
-def _torch_grad_enabled() -> bool:
-    return sys.modules["torch"].is_grad_enabled()  # a plan with tensors that require grad: torch is there
 
 
 def _reshaped(arrays, shapes) -> tuple:
