@@ -203,7 +203,8 @@ def bench_kernel(vmfb: bytes, mid: ModuleId, target: Target, device, *, seed: in
     try:
         dev = open_device(device.uri)
         runner = KernelRunner(dev, vmfb, mid.func_name)
-        args = sample_args(sig if shape is None else sig.bind(shape), seed)  # shape: a dynamic kernel's
+        bound = sig if shape is None else sig.bind(shape)  # shape: a dynamic kernel's
+        args = sample_args(bound, seed)
         if not dev.is_cpu and torch_device is not None:
             args = tuple(a.to(torch_device) for a in args)
         elif not dev.is_cpu:
@@ -211,8 +212,9 @@ def bench_kernel(vmfb: bytes, mid: ModuleId, target: Target, device, *, seed: in
 
             args = tuple(_to_numpy(a) for a in args)
         if dev.is_cpu:
-            with _torch_alongside(sig if shape is None else sig.bind(shape), seed) as eager:
-                stats = measure(lambda: runner(*args), companion=eager, **{"min_sample_s": CPU_ROUND_S, **measure_kw})
+            with _torch_for(bound):
+                stats = measure(lambda: runner(*args), companion=eager_fn(bound, seed),
+                                **{"min_sample_s": CPU_ROUND_S, **measure_kw})
         else:
             stats = measure(lambda: runner(*args), **measure_kw)
     except Exception as e:  # noqa: BLE001 - a kernel that fails to run is a result, not a crash
@@ -220,23 +222,28 @@ def bench_kernel(vmfb: bytes, mid: ModuleId, target: Target, device, *, seed: in
     return _result(mid.key, sig, target.name, stats, dev.threads())
 
 
+# A CPU kernel is timed with torch eager's call of its signature before each call
+# (``measure``'s companion), as an application calls a norm between torch ops,
+# whose OpenMP threads are awake then. Timed alone, a ``local-task`` kernel looked
+# 2-3x faster than in such a loop (f32 10x32x42x32 forward: 154 us best sample in
+# the build; 250-510 us mean per call alternating with eager, where ``local-sync``
+# takes 313 us): its worker hand-offs stall now and then for milliseconds.
 @contextlib.contextmanager
-def _torch_alongside(sig: KernelSignature, seed: int):
-    """torch eager's call for ``sig`` (``eager_fn``), to run before each timed kernel
-    call (``measure``'s companion), torch's threads as ``bench_eager`` sets them.
-
-    Why: an application calls a norm between torch ops, whose OpenMP threads are
-    awake then. Timed alone, a ``local-task`` kernel looked 2-3x faster than in
-    such a loop (f32 10x32x42x32 forward: 154 us best sample in the build; 250-510
-    us mean per call alternating with eager, where ``local-sync`` takes 313 us):
-    its worker hand-offs stall now and then for milliseconds."""
+def _torch_for(sig: KernelSignature, threads: int | None = None, compiled: bool = False, cpu: bool = True):
+    """torch as the benchmarks run it for ``sig``: on the CPU with ``threads``
+    intra-op threads (None: as many as IREE's local-task driver runs workers),
+    in inference mode unless its eager call needs autograd; yields the thread
+    count (0 off the CPU). torch's thread count is restored afterwards."""
     import torch
 
     previous = torch.get_num_threads()
     try:
-        torch.set_num_threads(local_task_threads() or previous)
-        with torch.inference_mode(mode=not ops.get(sig.op).eager_needs_autograd(sig, False)):
-            yield eager_fn(sig, seed)
+        if threads is None and cpu:
+            threads = local_task_threads() or previous
+        if threads and cpu:
+            torch.set_num_threads(int(threads))
+        with torch.inference_mode(mode=not ops.get(sig.op).eager_needs_autograd(sig, compiled)):
+            yield torch.get_num_threads() if cpu else 0
     finally:
         torch.set_num_threads(previous)
 
@@ -339,21 +346,13 @@ def bench_eager(sig: KernelSignature, threads: int | None = None, *, target: str
 
     subject = COMPILED if compiled else EAGER
     base = dict(subject=subject, signature=sig.key, target=target)
-    previous = torch.get_num_threads()
     cpu = torch.device(torch_device).type == "cpu"
     try:
-        if threads is None and cpu:
-            threads = local_task_threads() or previous
-        if threads and cpu:
-            torch.set_num_threads(int(threads))
-        used = torch.get_num_threads() if cpu else 0
-        with torch.inference_mode(mode=not ops.get(sig.op).eager_needs_autograd(sig, compiled)):
+        with _torch_for(sig, threads, compiled, cpu) as used:
             fn = (compiled_fn if compiled else eager_fn)(sig, seed, torch_device)
             stats = measure(fn, **({"min_sample_s": CPU_ROUND_S, **measure_kw} if cpu else measure_kw))
     except Exception as e:  # noqa: BLE001
         return BenchResult(status="error", reason=f"{type(e).__name__}: {_first_line(e)}", **base)
-    finally:
-        torch.set_num_threads(previous)
     return _result(subject, sig, target, stats, used)
 
 

@@ -217,7 +217,7 @@ def kernel_beats_eager(kernel: Mapping | Any, eager: Mapping | Any, margin: floa
     ``median_s``) beats torch eager's clearly enough to run torch calls: faster
     by more than ``margin`` (``compared_seconds``: medians)."""
     def time_of(r):
-        return compared_seconds(r if isinstance(r, Mapping) else {"min_s": r.min_s, "median_s": r.median_s})
+        return compared_seconds(r) if isinstance(r, Mapping) else compared_time(r)
 
     kt, et = time_of(kernel), time_of(eager)
     if kt is None or et is None:

@@ -22,7 +22,7 @@ target) runs on that driver's device (``device_of``).
 Hot path: a repeated call does the least work: a torch call whose key
 ((type, dtype, shape, device) of each array and the scalars) was checked
 once runs its kernel, or torch's op, from the key alone (``checks.py``,
-``_kernel_route``), the ATen-style entry points bound once, a hit counted
+``_torch_route``), the ATen-style entry points bound once, a hit counted
 by a list append, a layer's weight and bias imports kept by the runner.
 
 Around it: ``archive.py`` reads the file, ``format.py`` types its index,
@@ -322,7 +322,7 @@ class Bundle(CallChecks):
     def routed(self, plan: tuple | None):
         """What runs a call from its ``plan_call`` plan alone, else None: torch's op
         (counted here as "eager"; the build found torch eager faster), or the
-        kernel's runner (``_kernel_route``; counted as a hit once it returns).
+        kernel's runner (``_torch_route``; counted as a hit once it returns).
         None too where autograd records the call (grad mode on and a tensor that
         requires grad, as the key says): the op's autograd path takes it."""
         # (a plan whose tensors require grad was made from torch tensors: torch is imported)
@@ -333,48 +333,36 @@ class Bundle(CallChecks):
             self._pending(self._eager_hits, kernel)
         return fn
 
-    def _kernel_route(self, op, sig: KernelSignature, stats: tuple | None) -> tuple | None:
-        _, found, _, to_eager = self._route(sig)
-        if found is None or to_eager:
+    def _torch_route(self, op, sig: KernelSignature, stats: tuple | None) -> tuple | None:
+        _, found, views, to_eager = self._route(sig)
+        if found is None:
             return None
         k, ks = found
-        run = self._runner(k)
-        pending, hits, key = self._pending, self._hits, k.key
-        have, want = [s for _, s, _ in sig.inputs()], [s for _, s, _ in ks.inputs()]
-        fixes = ()
-        if stats is not None:
-            shape, dtype = self.stats_layout(ks)
-            fixes = [(None if tuple(t.shape) == shape else shape,
-                      None if _TorchArrays.dtype_name(t) == dtype else dtype, _TorchArrays.cast) for t in stats]
-            have[2:2 + len(stats)] = want[2:2 + len(stats)]  # fixed to the kernel's layout first
-        ins = calls.view_shapes(have, want)
-        gives = [s for _, s, _ in sig.outputs()]
-        outs = calls.view_shapes([s for _, s, _ in ks.outputs()], gives)
-        shapes = None if ins is None and outs is None else (ins or (None,) * len(want), outs or (None,) * len(gives))
+        if to_eager:
+            return k.key, op.eager_route(sig), True
+        if stats is None and not sig.is_forward:
+            return None  # a backward call's own plan (prepare_backward's) carries its route
+        run, pending, hits, key = self._runner(k), self._pending, self._hits, k.key
         count = lambda: pending(hits, key)  # noqa: E731
         if stats is None:
-            return key, calls.kernel_forward(run, count, shapes), False
-        return key, calls.kernel_backward(run, count, shapes, fixes, ks.takes_weight, sig.mask, op.grads), False
+            return key, calls.kernel_forward(run, count, views), False
+        shape, dtype = self.stats_layout(ks)
+        fixes = tuple((None if tuple(t.shape) == shape else shape,
+                       None if _TorchArrays.dtype_name(t) == dtype else dtype) for t in stats)
+        return key, calls.kernel_backward(run, count, views, fixes, _TorchArrays.cast, ks.takes_weight, sig.mask,
+                                          op.grads), False
 
     def _route(self, sig: KernelSignature) -> tuple:
-        """(sig, (kernel, the signature it runs as) or None, a dynamic kernel's argument
-        and result shapes or None, whether torch eager runs torch calls), memoized."""
+        """(sig, (kernel, the signature it runs as) or None, the views a dynamic kernel
+        of another rank needs (``_views_of``) or None, whether torch eager runs torch
+        calls), memoized."""
         route = self._routes.get(id(sig))  # by identity: the signatures prepare() memoizes recur
         if route is None or route[0] is not sig:
             found = self._table.resolve(sig)
-            # a dynamic kernel's argument and result shapes, None when the kernel runs the call as is
-            shapes = None if found is None or found[1] is found[0].sig else (
-                tuple(s for _, s, _ in found[1].inputs()), tuple(s for _, s, _ in sig.outputs()))
-            if shapes is not None and shapes == (tuple(s for _, s, _ in sig.inputs()),
-                                                 tuple(s for _, s, _ in found[1].outputs())):
-                shapes = None  # a dynamic kernel bound to the call's own shapes: nothing to view (2-4 us)
-            route = (sig, found, shapes, found is not None and self.prefer_eager and found[0].eager_for(sig))
+            route = (sig, found, None if found is None else _views_of(sig, found[1]),
+                     found is not None and self.prefer_eager and found[0].eager_for(sig))
             remember(self._routes, id(sig), route)  # holds sig: its id is not reused while the entry lives
         return route
-
-    def _eager_route(self, sig: KernelSignature) -> str | None:
-        _, found, _, to_eager = self._route(sig)
-        return found[0].key if to_eager else None
 
     def dispatch(self, sig: KernelSignature, arrays, make_args, eager, eager_args):
         """Run ``sig``'s kernel on ``make_args(kernel signature)``, or torch's
@@ -382,15 +370,15 @@ class Bundle(CallChecks):
         A dynamic kernel gets the arguments viewed in the shapes it runs as
         (leading dims flattened where it takes another rank), and gives its
         results back in the call's shapes."""
-        _, found, shapes, to_eager = self._route(sig)
+        _, found, views, to_eager = self._route(sig)
         if found is not None:
             k, ks = found
             if to_eager and arrays.name == "torch.Tensor":
                 self._pending(self._eager_hits, k.key)
                 return arrays.eager(eager, eager_args(), f"kernel {k.key}")
-            if shapes is None:
+            if views is None:
                 return self._invoke(k, make_args(ks))
-            return _reshaped(self._invoke(k, _reshaped(make_args(ks), shapes[0])), shapes[1])
+            return calls.view_as(self._invoke(k, calls.view_as(make_args(ks), views[0])), views[1])
         if self.fallback == "eager":
             self._count(sig.key, "misses")
             return arrays.eager(eager, eager_args(), f"no kernel {sig.key} for target {self.target.name}")
@@ -408,10 +396,19 @@ class Bundle(CallChecks):
         return sorted(set(super().__dir__()) | set(ops.entry_points()))
 
 
-def _reshaped(arrays, shapes) -> tuple:
-    """Each array viewed in its shape (of ``KernelSignature.inputs()``/``outputs()``):
-    the same elements, contiguous, so a view (torch or numpy)."""
-    return tuple([a if a.shape == shape else a.reshape(shape) for a, shape in zip(arrays, shapes)])
+def _views_of(sig: KernelSignature, ks: KernelSignature) -> tuple | None:
+    """(argument views, result views) where ``sig``'s call runs as ``ks`` (a dynamic
+    kernel of another rank: leading dims flattened): per position the shape to view
+    an array in, None where it has it (statistics come in the kernel's layout
+    already: ``stats_layout``); None when no array needs one. The arrays are
+    contiguous, so these are views."""
+    if ks is sig:
+        return None
+    stats = ops.get(sig.op).stats
+    want = [s for _, s, _ in ks.inputs()]
+    ins = calls.view_shapes([w if n in stats else s for (n, s, _), w in zip(sig.inputs(), want)], want)
+    outs = calls.view_shapes([s for _, s, _ in ks.outputs()], [s for _, s, _ in sig.outputs()])
+    return None if ins is None and outs is None else (ins, outs)
 
 
 # ------------------------------------------------------------------- opening

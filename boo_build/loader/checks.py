@@ -16,7 +16,7 @@ its route; later calls of that key run from the key alone (``plan_call``,
 about 1-2 us), before any other check: torch's op where the build found
 torch eager faster (``prefer_eager``; torch checks its own arguments), else
 the kernel's runner with every view and cast the key decides worked out once
-(``Bundle._kernel_route``; the runner copies a tensor that is not contiguous
+(``Bundle._torch_route``; the runner copies a tensor that is not contiguous
 or aligned). The key pins everything the checks depend on but memory layout.
 
 Stdlib only; the array kinds come from ``tensors.py``.
@@ -37,78 +37,60 @@ from .tensors import _NumpyArrays, _TorchArrays, _arrays_of
 
 class CallChecks:
     """The checks ``ops/calls.py``'s entry-point bodies run through the ``Bundle``
-    (a base class of it: ``target``, ``device``, ``_device_type`` and ``_eager_route``
+    (a base class of it: ``target``, ``device``, ``_device_type`` and ``_torch_route``
     are the bundle's)."""
 
     def _init_checks(self) -> None:
-        # prepare: call key -> (arrays, signature, normalized shape, (kernel key, eager route) or None)
+        # prepare: call key -> its plan (``_plan``: arrays, signature, normalized shape, route, grad)
         self._plans: dict[tuple, tuple] = {}
         # a key's device part: whether a torch tensor is on the bundle's device type, all the
         # check asks (a bool: hashing a torch.device costs ~0.2 us); numpy arrays: None
         self._where = "is_cpu" if self._device_type == "cpu" else "is_cuda"
-        # a torch tensor's key part in one C call (~1.5 us less per call than reading
-        # the attributes one by one); numpy arrays have no is_cpu: _call_key. With
-        # requires_grad: a key whose tensors need none runs its route without asking
-        # whether autograd records the call (``Bundle.routed``)
-        self._parts = operator.attrgetter("dtype", "shape", self._where, "requires_grad")
+        # plan_call's key parts of an array, in one C call (~1.5 us less per call than
+        # reading the attributes one by one): a torch tensor's, else (no is_cpu) a numpy
+        # array's. With requires_grad: a key whose tensors need none runs its route
+        # without asking whether autograd records the call (``Bundle.routed``)
+        self._key_parts = (operator.attrgetter("dtype", "shape", self._where, "requires_grad"),
+                           operator.attrgetter("dtype", "shape"))
         self._checked: dict[tuple, bool] = {}  # check_array / check_stats: keys that passed
         self._backward_plans: dict[tuple, tuple] = {}  # prepare_backward: call key -> the same
         self._layouts: dict[int, tuple] = {}  # stats_layout: id(kernel signature) -> (it, shape, dtype)
 
-    def _eager_route(self, sig: KernelSignature) -> str | None:
-        """The key of the kernel whose call ``sig`` torch eager runs instead (a torch
-        call; the Bundle decides: ``dispatch``'s route); None: the kernel runs."""
-        return None
-
-    def _kernel_route(self, op, sig: KernelSignature, stats: tuple | None) -> tuple | None:
-        """(kernel key, the call that runs ``sig``'s torch calls with it, False), or
-        None (the Bundle's: ``Bundle._kernel_route``)."""
+    def _torch_route(self, op, sig: KernelSignature, stats: tuple | None) -> tuple | None:
+        """How later torch calls of a checked key run: (kernel key, torch's op as
+        ``op.eager_route`` decides it, True) where the build found torch eager
+        faster, else (kernel key, a call of the kernel's runner, False); None where
+        neither (the Bundle's: ``Bundle._torch_route``; ``stats``: a backward
+        call's checked statistics)."""
         return None
 
     def plan_call(self, op: str, mask: int, eps, normalized_shape, input, weight, bias, grad_out=None,
                   stats: tuple = ()) -> tuple:
         """(call key, plan) of an ATen-style call (with ``grad_out``: a backward
-        one): the plan (arrays, signature, normalized shape, and where torch eager
-        stands in for the kernel: (kernel key, ``Op.eager_route``), else None) its
-        first call's checks recorded, else None; the key None for arguments that
-        make none. The entry points look here first (``Bundle.routed``), and hand
+        one): the plan its first call's checks recorded (``_plan``), else None;
+        the key None for arguments that make none. The entry points look here first (``Bundle.routed``), and hand
         both to ``prepare``/``prepare_backward``."""
-        parts = self._parts
-        try:  # (type, dtype, shape, device) of each array: most of a call's Python time is here
-            key = (op, mask, eps, tuple(normalized_shape) if type(normalized_shape) is list else normalized_shape,
-                   type(input), parts(input), None if weight is None else (type(weight), parts(weight)),
-                   None if bias is None else (type(bias), parts(bias)))
-            if grad_out is None:
-                return key, self._plans.get(key)
-            key += (type(grad_out), parts(grad_out))
-            for t in stats:  # a loop, not a comprehension: this runs on every call
-                key += (type(t), parts(t))
-            return key, self._backward_plans.get(key)
-        except AttributeError:  # numpy arrays (no is_cpu), not an array
-            pass
-        except TypeError:  # unhashable arguments
-            return None, None
-        try:
-            key = self._call_key(op, mask, eps, normalized_shape, input, weight, bias)
-            if grad_out is None:
-                return key, self._plans.get(key)
-            key = self._backward_key(key, grad_out, stats)
-            return key, self._backward_plans.get(key)
-        except (AttributeError, TypeError):  # not an array (refused later), unhashable arguments
-            return None, None
+        for parts in self._key_parts:  # (type, dtype, shape, device...) of each array: most of a call's Python time
+            try:
+                key = (op, mask, eps, tuple(normalized_shape) if type(normalized_shape) is list else normalized_shape,
+                       type(input), parts(input), None if weight is None else (type(weight), parts(weight)),
+                       None if bias is None else (type(bias), parts(bias)))
+                if grad_out is None:
+                    return key, self._plans.get(key)
+                key += (type(grad_out), parts(grad_out))
+                for t in stats:  # a loop, not a comprehension: this runs on every call
+                    key += (type(t), parts(t))
+                return key, self._backward_plans.get(key)
+            except AttributeError:  # a numpy array (no is_cpu: the next parts), not an array (refused later)
+                continue
+            except TypeError:  # unhashable arguments
+                break
+        return None, None
 
     def _plan(self, op, arrays, sig: KernelSignature, ns, tensors: tuple, stats: tuple | None = None) -> tuple:
         """A call key's plan: (arrays, sig, ns, route, whether a tensor of the call
-        requires grad: ``tensors``). The route (torch calls only): (kernel key,
-        torch's op as ``Op.eager_route`` decides it, True) where torch eager runs
-        them, else ``_kernel_route``'s (``stats``: a backward call's checked statistics)."""
-        route = None
-        if arrays is _TorchArrays:
-            kernel = self._eager_route(sig)
-            if kernel is not None:
-                route = (kernel, ops.get(op).eager_route(sig), True)
-            elif stats is not None or sig.is_forward:
-                route = self._kernel_route(ops.get(op), sig, stats)
+        requires grad: ``tensors``); the route (torch calls only): ``_torch_route``'s."""
+        route = self._torch_route(ops.get(op), sig, stats) if arrays is _TorchArrays else None
         return arrays, sig, ns, route, any([getattr(t, "requires_grad", False) for t in tensors])
 
     def check_array(self, name: str, t, dtype: str | None, shape: tuple[int, ...] | None,
@@ -189,25 +171,6 @@ class CallChecks:
         except SignatureError as e:
             raise ValueError(str(e)) from None
         return arrays, (None if empty else sig), ns, x, w, b
-
-    def _call_key(self, op: str, mask, eps, normalized_shape, input, weight, bias) -> tuple:
-        """What ``prepare``'s checks depend on: the call's scalars and each array's
-        (type, dtype, shape, device; None for numpy arrays): ``plan_call``'s key
-        where an array is no torch tensor; raises AttributeError/TypeError for a
-        non-array."""
-        where = self._where
-        return (op, mask, eps, tuple(normalized_shape) if type(normalized_shape) is list else normalized_shape,
-                type(input), input.dtype, input.shape, getattr(input, where, None),
-                None if weight is None else (type(weight), weight.dtype, weight.shape, getattr(weight, where, None)),
-                None if bias is None else (type(bias), bias.dtype, bias.shape, getattr(bias, where, None)))
-
-    def _backward_key(self, key: tuple, grad_out, stats: tuple) -> tuple:
-        """``_call_key`` of a backward call, with ``grad_out``'s and the statistics' parts."""
-        where = self._where
-        key += (type(grad_out), grad_out.dtype, grad_out.shape, getattr(grad_out, where, None))
-        for t in stats:
-            key += (type(t), t.dtype, t.shape, getattr(t, where, None))
-        return key
 
     def prepare_backward(self, op, mask, grad_out, input, normalized_shape, stats: tuple, weight, bias, eps,
                          known: tuple | None = None):

@@ -157,52 +157,48 @@ def backward(bundle, op, mask: int, grad_out, input, normalized_shape, stats: tu
 # calling convention, every view and cast the key decides worked out here
 # once. The runner makes contiguous (and aligned) copies where needed, as the
 # checked path's ``contiguous`` does; the key pins the rest.
-def kernel_forward(run, count, shapes):
+def kernel_forward(run, count, views):
     """A forward call -> ``run`` (a ``KernelRunner``) on (x[, weight[, bias]]),
-    then ``count()``; ``shapes``: None, or the views a dynamic kernel of another
-    rank takes and gives (``_views``)."""
-    if shapes is None:
-        def call(x, w, b):
-            out = run(x) if w is None else run(x, w) if b is None else run(x, w, b)
-            count()
-            return out
-        return call
-    ins, outs = shapes
+    then ``count()``; ``views``: None, or (argument views, result views) for a
+    dynamic kernel of another rank (``Bundle._route``)."""
+    ins, outs = views or (None, None)
 
-    def call_viewed(x, w, b):
-        out = run(*_views((x,) if w is None else (x, w) if b is None else (x, w, b), ins))
+    def call(x, w, b):
+        args = (x,) if w is None else (x, w) if b is None else (x, w, b)
+        out = run(*args) if views is None else view_as(run(*view_as(args, ins)), outs)
         count()
-        return _views(out, outs)
-    return call_viewed
+        return out
+    return call
 
 
-def kernel_backward(run, count, shapes, stat_fixes, takes_weight: bool, mask: int, bits):
+def kernel_backward(run, count, views, fixes: tuple, cast, takes_weight: bool, mask: int, bits):
     """A backward call -> the gradients (``spread``): ``run`` on (grad_out, x,
-    stats, [weight]), each statistic reshaped and cast as ``stat_fixes`` says
-    ((shape or None, dtype name or None, the array kind's cast) per statistic)."""
-    ins, outs = shapes or (None, None)
-    fixes = tuple(stat_fixes)
-    plain = all(shape is None and dtype is None for shape, dtype, _ in fixes)
+    stats, [weight]), each statistic reshaped and cast (``cast(t, dtype name)``)
+    as ``fixes`` says, (shape or None, dtype name or None) per statistic."""
+    ins, outs = views or (None, None)
+    plain = all(shape is None and dtype is None for shape, dtype in fixes)
 
     def call(gy, x, stats, w, b):
         args = [gy, x]
         if plain:
             args += stats
         else:
-            for t, (shape, dtype, cast) in zip(stats, fixes):
+            for t, (shape, dtype) in zip(stats, fixes):
                 if shape is not None:
                     t = t.reshape(shape)
                 args.append(t if dtype is None else cast(t, dtype))
         if takes_weight:
             args.append(w)
-        got = run(*args) if ins is None else _views(run(*_views(args, ins)), outs)
+        got = run(*args) if views is None else view_as(run(*view_as(args, ins)), outs)
         count()
         return spread(mask, got, bits)
     return call
 
 
-def _views(arrays, shapes) -> tuple:
-    """Each array viewed in its shape (None: as it is); contiguous arrays, so views."""
+def view_as(arrays, shapes) -> tuple:
+    """Each array viewed in its shape (None: as it is; ``shapes`` None: all as they are)."""
+    if shapes is None:
+        return tuple(arrays)
     return tuple([a if s is None else a.reshape(s) for a, s in zip(arrays, shapes)])
 
 
