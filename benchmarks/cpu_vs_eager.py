@@ -76,6 +76,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from boo_build.benchmark import CPU_ROUND_S  # noqa: E402 - the repository on sys.path (imports no torch)
 from machine import cpu_model  # noqa: E402 - benchmarks/ on sys.path
 
 DEFAULT_BUNDLE = ROOT / "artifacts" / "boo-norms-0.1.0.tar.zst"
@@ -264,7 +265,7 @@ def open_for_kernels(path, device: str):
     return open_bundle(path, device=device, prefer_eager=False)
 
 
-def measure(bundle_path, samples: int = 40, min_batch_s: float = 2e-3, keys=None, log=None,
+def measure(bundle_path, samples: int = 40, min_batch_s: float = CPU_ROUND_S, keys=None, log=None,
             overhead_samples: int | None = None, table: bool = True) -> dict:
     import torch
 
@@ -442,8 +443,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bundle", type=Path, default=DEFAULT_BUNDLE, help=f"default {DEFAULT_BUNDLE}")
     ap.add_argument("--samples", type=int, default=40, help="rounds per path (default 40)")
-    ap.add_argument("--min-batch-s", type=float, default=2e-3,
-                    help="seconds of calls per sample at least (default 2e-3, the build's CPU rounds; 0: one call)")
+    ap.add_argument("--min-batch-s", type=float, default=CPU_ROUND_S,
+                    help=f"seconds of calls per sample at least (default {CPU_ROUND_S:g}, the build's CPU rounds; "
+                         "0: one call)")
     ap.add_argument("--key", action="append", help="only these kernel keys (repeatable)")
     ap.add_argument("--overhead-samples", type=int, help="pairs of batches in the overhead measurement "
                     "(default 10 x --samples, at least 20)")
