@@ -145,3 +145,26 @@ def test_routed_calls_repeat_without_checks_and_a_changed_call_is_checked_again(
     for _ in range(MEMO_LIMIT + 5):
         b.native_layer_norm(x, (10,), w, bias, 1e-5)
     assert b.stats()[fwd] == {"hits": 0, "misses": 0, "eager": MEMO_LIMIT + 5}
+
+def test_routed_backward_takes_statistics_in_any_layout_and_the_mask_as_a_list(built, tmp_path):
+    """A routed backward key decides once whether its statistics need a reshape
+    (the key pins their shape): both layouts give ATen's gradients; an output mask
+    given as a list is the key of the same mask given as a tuple (checked once)."""
+    fwd, bwd = _ln(1).key, _ln(14).key
+    b = open_bundle(with_prefer_eager(built.path, tmp_path / "eager.tar.zst", [fwd, bwd]), device="local-task")
+    g = torch.Generator().manual_seed(2)
+    x, w, bias = torch.randn(4, 6, 10, generator=g), torch.randn(10, generator=g), torch.randn(10, generator=g)
+    gy = torch.randn(4, 6, 10, generator=g)
+    _, mean, rstd = b.native_layer_norm(x, (10,), w, bias, 1e-5)
+    ref = torch.ops.aten.native_layer_norm_backward(gy, x, [10], mean, rstd, w, bias, [True] * 3)
+    checked = []
+    real = b.prepare_backward
+    b.prepare_backward = lambda *a, **kw: checked.append(tuple(a[5][0].shape)) or real(*a, **kw)
+    for stats in ((mean, rstd), (mean.reshape(-1), rstd.reshape(-1))):
+        for mask in ([True, True, True], (True, True, True), [True, True, True]):
+            grads = b.native_layer_norm_backward(gy, x, (10,), *stats, w, bias, mask)
+            assert all(torch.equal(o, r) for o, r in zip(grads, ref))
+    assert checked == [(4, 6, 1), (24,)]  # once per statistics layout
+    assert b.stats()[bwd] == {"hits": 0, "misses": 0, "eager": 6}
+    with pytest.raises(ValueError, match="output_mask must have 3 booleans"):
+        b.native_layer_norm_backward(gy, x, (10,), mean, rstd, w, bias, [True, True])

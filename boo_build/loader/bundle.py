@@ -339,7 +339,7 @@ class Bundle(CallChecks):
             return None
         k, ks = found
         if to_eager:
-            return k.key, op.eager_route(sig), True
+            return k.key, op.eager_route(sig, stats), True
         if stats is None and not sig.is_forward:
             return None  # a backward call's own plan (prepare_backward's) carries its route
         run, pending, hits, key = self._runner(k), self._pending, self._hits, k.key

@@ -126,9 +126,10 @@ class Op:
         the gradients ``mask`` asks for, in order; differentiable."""
         raise NotImplementedError(f"{self.name} has no eager fallback")
 
-    def eager_route(self, sig) -> Callable:
+    def eager_route(self, sig, stats: tuple | None = None) -> Callable:
         """What the loader runs for torch calls of ``sig`` where the build found torch
-        eager faster (``prefer_eager``), built once per call signature: forward
+        eager faster (``prefer_eager``), built once per call key (``stats``: a backward
+        key's first statistics, whose dtypes and shapes every call of the key has): forward
         ``fn(x, w, b) -> (y, *stats)`` in the kernel's dtypes and layout, backward
         ``fn(grad_out, x, stats, w, b)`` -> the gradients in ``grads`` order, None
         where ``sig.mask`` does not ask. The arguments are as the call gave them

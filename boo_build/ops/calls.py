@@ -119,17 +119,24 @@ def forward(bundle, op, input, normalized_shape, weight, bias, eps, autograd: bo
     return bundle.dispatch(sig, arrays, lambda _: args, op.eager_forward, lambda: (sig, x, w, b))
 
 
-def backward(bundle, op, mask: int, grad_out, input, normalized_shape, stats: tuple, weight, bias,
+def backward(bundle, op, output_mask, grad_out, input, normalized_shape, stats: tuple, weight, bias,
              eps: float | None, autograd: bool = False):
-    """A backward call, ``mask`` from ``backward_mask`` (not 0) -> the gradients in
-    ``op.grads`` order, None where not asked; with ``autograd``, ``AUTOGRAD`` where
+    """A backward call (``output_mask``: one boolean per gradient, ``op.grads``
+    order) -> the gradients in that order, None where not asked (or where the
+    parameter is not given: ``backward_mask``); with ``autograd``, ``AUTOGRAD`` where
     autograd records it (as ``forward``). ``eps`` only picks between kernels
     built for different eps (it does not enter the math)."""
     eps = DEFAULT_EPS if eps is None else eps
-    known = bundle.plan_call(op.name, mask, eps, normalized_shape, input, weight, bias, grad_out, stats)
+    # the key holds the output mask as given (with which parameters are given, it
+    # decides the kernel's mask): a checked key runs without working the mask out again
+    om = output_mask if type(output_mask) is tuple else tuple(output_mask)
+    known = bundle.plan_call(op.name, om, eps, normalized_shape, input, weight, bias, grad_out, stats)
     route = bundle.routed(known[1])
     if route is not None:  # a key checked before: torch eager (as the build found faster) or the kernel
         return route(grad_out, input, stats, weight, bias)
+    mask = backward_mask(op, om, params_of(weight, bias))
+    if mask == 0:
+        return no_grads(op)
     if autograd and wants_grad(grad_out, input, *stats, weight, bias):
         return AUTOGRAD
     arrays, sig, ns, gy, x, stats, w, b = bundle.prepare_backward(

@@ -141,10 +141,7 @@ def fused_rms_norm_backward(bundle, grad_out, input, normalized_shape, rstd, wei
                             output_mask=(True, True), *, eps: float | None = None):
     """ATen's _fused_rms_norm_backward -> (grad_input, grad_weight), None where not asked.
     ``eps`` as in ``native_layer_norm_backward``."""
-    mask = calls.backward_mask(RMS_NORM, output_mask, calls.params_of(weight, None))
-    if mask == 0:
-        return calls.no_grads(RMS_NORM)
-    out = calls.backward(bundle, RMS_NORM, mask, grad_out, input, normalized_shape, (rstd,), weight, None, eps,
+    out = calls.backward(bundle, RMS_NORM, output_mask, grad_out, input, normalized_shape, (rstd,), weight, None, eps,
                          autograd=True)
     if out is not calls.AUTOGRAD:
         return out
