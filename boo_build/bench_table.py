@@ -1,5 +1,6 @@
 """The benchmark table (``bench.csv``): one row per signature x target, each
-implementation's median, torch eager's, the speed-up, validation, the
+implementation's median, torch eager's, the speed-up (in the times the
+selection compares: means per call), validation, the
 selection and, where candidates were tried, every candidate's timing and where
 the loader sends torch tensors. Written by the build's report task and by
 ``boo-build measure``."""
@@ -20,8 +21,8 @@ from .targets import Target
 COLUMNS = ("key", "op", "shape", "dtype", "mask", "target", "aten_median_us", "manual_median_us",
            "eager_median_us", "speedup_vs_eager", "aten_max_err", "manual_max_err", "validation", "selected")
 # Written only when some row tried candidates (a build that explores nothing
-# writes the table it always did): each candidate's median, speed-up over
-# eager's median, and status ("manual+nosd@local-sync 15.2 us 2.10x selected; ..."),
+# writes the table it always did): each candidate's time (mean per call), speed-up over
+# eager's, and status ("manual+nosd@local-sync 15.2 us 2.10x selected; ..."),
 # as the selection compares them, fastest first. The
 # row's ``selected`` is then the winning candidate, its speed-up the winner's.
 CANDIDATE_COLUMN = "candidates"
@@ -80,17 +81,18 @@ def table_rows(signatures: Iterable[KernelSignature], targets: Iterable, validat
                 if v is not None:
                     statuses.append(f"{impl} {v.status}" if v.status != "not run" else f"{impl} {v.reason or 'not run'}")
                 if v is not None and v.passed and b is not None and b.ok:
-                    if best is None or b.median_s < best:
-                        best = b.median_s
+                    t_b = compared_seconds(b.to_json())
+                    if best is None or t_b < best:
+                        best = t_b
             eager = benches.get(eager_key(sig.key, t))
             row["eager_median_us"] = _us(eager.median_s) if eager is not None and eager.ok else ""
             tried = (candidates or {}).get((sig.key, t))
-            eager_s = eager.median_s if eager is not None and eager.ok else None
+            # speed-ups in the times the selection compares (``compared_seconds``: means per call)
+            eager_s = compared_seconds(eager.to_json()) if eager is not None and eager.ok else None
             if tried:
-                won = [c["median_s"] for c in tried.values() if c["status"] == "selected"]
+                won = [compared_seconds(c) for c in tried.values() if c["status"] == "selected"]
                 best = won[0] if won else None
-                # medians, as the selection compares them (the best sample where a record has none)
-                eager_b = compared_seconds(eager.to_json()) if eager_s else None
+                eager_b = eager_s
                 row[CANDIDATE_COLUMN] = "; ".join(
                     f"{name} " + (f"{t * 1e6:.1f} us" if t is not None else "-")
                     + (f" {eager_b / t:.2f}x" if eager_b and t else "") + f" {c['status']}"

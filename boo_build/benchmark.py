@@ -47,6 +47,9 @@ class Stats:
     p90: float
     n: int
     stable: bool = True  # False when measure() ran out of budget before the median settled
+    # the mean of the samples but the slowest (one pause of the machine must not
+    # decide); what the selection compares (``BenchResult.mean_s``)
+    mean: float | None = None
 
 
 def _percentile(sorted_times: Sequence[float], q: float) -> float:
@@ -63,7 +66,8 @@ def summarize(times: Iterable[float], stable: bool = True) -> Stats:
     t = sorted(float(x) for x in times)
     if not t:
         raise ValueError("no timings to summarize")
-    return Stats(min=t[0], median=statistics.median(t), p90=_percentile(t, 0.9), n=len(t), stable=stable)
+    mean = statistics.fmean(t[:-1]) if len(t) > 1 else t[0]
+    return Stats(min=t[0], median=statistics.median(t), p90=_percentile(t, 0.9), n=len(t), stable=stable, mean=mean)
 
 
 def measure(fn: Callable[[], Any], *, warmup: int = 3, min_reps: int = 10, max_reps: int = 2000,
@@ -134,8 +138,13 @@ class BenchResult:
     p90_s: float | None = None
     reps: int = 0
     threads: int = 0
+    # ``Stats.mean``: what the selection compares where recorded (``records.compared_seconds``).
+    # A CPU sample being a round's mean per call, a kernel that stalls in one round of
+    # five costs that in an application; the median did not see it (``local-task``
+    # samples: p90 1.6x the median in half of them, ``local-sync`` and eager 1.0-1.2x)
+    mean_s: float | None = None
     # A dynamic signature, timed at several input shapes (``bench_at``): per
-    # shape {"shape", "status", "reason", "min_s", "median_s", "p90_s", "reps"};
+    # shape {"shape", "status", "reason", "min_s", "median_s", "p90_s", "mean_s", "reps"};
     # the fields above are the first shape's.
     sizes: tuple = ()
 
@@ -162,7 +171,7 @@ class BenchResult:
         return {
             "subject": self.subject, "signature": self.signature, "target": self.target,
             "status": self.status, "reason": self.reason, "min_s": self.min_s, "median_s": self.median_s,
-            "p90_s": self.p90_s, "reps": self.reps, "threads": self.threads,
+            "p90_s": self.p90_s, "mean_s": self.mean_s, "reps": self.reps, "threads": self.threads,
             **({"sizes": [dict(x) for x in self.sizes]} if self.sizes else {}),
         }
 
@@ -171,7 +180,8 @@ class BenchResult:
         return cls(
             subject=d["subject"], signature=d["signature"], target=d["target"], status=d["status"],
             reason=d.get("reason", ""), min_s=d.get("min_s"), median_s=d.get("median_s"),
-            p90_s=d.get("p90_s"), reps=int(d.get("reps") or 0), threads=int(d.get("threads") or 0),
+            p90_s=d.get("p90_s"), mean_s=d.get("mean_s"), reps=int(d.get("reps") or 0),
+            threads=int(d.get("threads") or 0),
             sizes=tuple(d.get("sizes") or ()),
         )
 
@@ -181,7 +191,8 @@ def _result(subject: str, sig: KernelSignature, target: str, stats: Stats, threa
     if not stats.stable and not reason:
         reason = f"median not stable within the budget ({stats.n} samples)"
     return BenchResult(subject=subject, signature=sig.key, target=target, status="ok", reason=reason,
-                       min_s=stats.min, median_s=stats.median, p90_s=stats.p90, reps=stats.n, threads=threads)
+                       min_s=stats.min, median_s=stats.median, p90_s=stats.p90, mean_s=stats.mean, reps=stats.n,
+                       threads=threads)
 
 
 # --------------------------------------------------------------- kernels
@@ -253,7 +264,8 @@ def bench_at(sig: KernelSignature, shapes, run_one: Callable[[tuple[int, ...]], 
     (``run_one(shape)``): the first shape's timing, every shape in ``sizes``."""
     results = [run_one(tuple(shape)) for shape in shapes]
     sizes = tuple({"shape": list(shape), "status": r.status, "reason": r.reason, "min_s": r.min_s,
-                   "median_s": r.median_s, "p90_s": r.p90_s, "reps": r.reps} for shape, r in zip(shapes, results))
+                   "median_s": r.median_s, "p90_s": r.p90_s, "mean_s": r.mean_s, "reps": r.reps}
+                  for shape, r in zip(shapes, results))
     return dataclasses.replace(results[0], signature=sig.key, sizes=sizes)
 
 

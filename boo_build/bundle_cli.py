@@ -109,8 +109,8 @@ def _eager_medians(a: Archive) -> dict[tuple[str, str], float]:
 def candidate_lines(candidates: Mapping[str, Mapping[str, Any]], eager_s: float | None) -> list[str]:
     """``info``'s lines for a target entry's candidates: the winner with its
     speed-up over torch eager (where bench.csv has eager's time), then every
-    candidate tried, fastest first, with its time (its median, as the selection
-    compares; the best sample in records that have no median) and why it lost."""
+    candidate tried, fastest first, with its time (its mean per call, as the
+    selection compares; the median, else the best sample, in records without) and why it lost."""
     def time_of(c, median: bool = False) -> float | None:
         v = c.get("median_s") if median else compared_seconds(c)
         return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None
@@ -126,7 +126,8 @@ def candidate_lines(candidates: Mapping[str, Mapping[str, Any]], eager_s: float 
         speed = (f", {eager_s / t:.2f}x torch eager ({us(eager_s)})" if t and eager_s
                  else ", no torch-eager time in bench.csv" if t else "")
         lines.append(f"winner {name}: median {us(t)}{speed}")
-    lines.append(f"candidates ({len(candidates)}), median:")
+    basis = "mean per call" if any(c.get("mean_s") is not None for c in candidates.values()) else "median"
+    lines.append(f"candidates ({len(candidates)}), {basis}:")
     order = sorted(candidates.items(), key=lambda p: (time_of(p[1]) is None, time_of(p[1]) or 0.0, p[0]))
     for name, c in order:
         status, why = str(c.get("status", "?")), _short(c.get("reason") or "", 60)

@@ -92,12 +92,15 @@ def read_json(path: Path) -> dict[str, Any] | None:
 
 
 def compared_seconds(rec: Any) -> float | None:
-    """A timing record's (a ``BenchResult`` JSON, a size of one, a candidate's)
-    median, ``median_s`` (on the CPU a median of means over rounds of calls,
-    ``benchmark.CPU_ROUND_S``), or its best sample where it has none: what the
-    selection compares."""
-    v = rec.get("median_s")
-    return rec.get("min_s") if v is None else v
+    """What the selection compares of a timing record (a ``BenchResult`` JSON, a
+    size of one, a candidate's): its ``mean_s`` (``benchmark.Stats.mean``; on the
+    CPU each sample a round's mean per call, ``benchmark.CPU_ROUND_S``), else its
+    median (records written before means were), else its best sample."""
+    for field in ("mean_s", "median_s", "min_s"):
+        v = rec.get(field)
+        if v is not None:
+            return v
+    return None
 
 
 def stable_record(rec: dict | None) -> dict | None:

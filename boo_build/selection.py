@@ -7,12 +7,13 @@ Rules, in order:
    validation's reason (it names the worst element).
 3. Among the validated ones with a benchmark, the fastest wins
    (``measured=True``); each other is rejected as "slower: X us vs Y us". A
-   candidate's time is its median (``median_s``; the best sample where a
-   record has none). On the CPU each sample is the mean per call over a round
-   of calls made right after torch's (``benchmark.CPU_ROUND_S``), as an
-   application pays: a ``local-task`` kernel's best sample was 2-3x better than
-   that (its hand-offs stall now and then), and best samples picked it over
-   ``local-sync`` kernels that are faster in an application. When
+   candidate's time is the mean of its samples but the slowest (``mean_s``;
+   the median, else the best sample, where a record has none). On the CPU each
+   sample is the mean per call over a round of calls made right after torch's
+   (``benchmark.CPU_ROUND_S``), as an application pays: a ``local-task``
+   kernel's best sample was 2-3x better than that (its hand-offs stall now and
+   then), and its median hid the rounds that stalled (p90 1.6-3x the median in
+   most ``local-task`` records, 1.0-1.2x on ``local-sync``). When
    the default implementation is within ``margin`` of the fastest, the
    default is kept (timing noise must not flip a bundle between builds).
 4. Validated but not benchmarked (benchmarks skipped): the default
@@ -43,7 +44,7 @@ from .signature import IMPLS, KernelSignature
 
 DEFAULT_ORDER = ("manual", "aten")  # preferred default first
 MARGIN = 0.03  # the default is kept when within 3 % of the fastest
-# torch calls run the kernel only where it beat torch eager by 10 % (medians): the
+# torch calls run the kernel only where it beat torch eager by 10 % (compared times): the
 # build times the bare kernel; an application pays the loader's call too. f32
 # layer-norm backward n32 mask 10: 169 vs 172 us best in the build, 2-4x slower
 # than eager through the loader in benchmarks/cpu_vs_eager.py.
@@ -79,11 +80,11 @@ def _us(seconds: float) -> str:
 
 
 def compared_time(b) -> float | None:
-    """A benchmark's time for comparisons: its median, else its best sample
-    (None when it did not run)."""
+    """A benchmark's time for comparisons (``compared_seconds``): its ``mean_s``,
+    else its median, else its best sample (None when it did not run)."""
     if b is None or not b.ok:
         return None
-    return b.median_s if b.median_s is not None else b.min_s
+    return b.mean_s if b.mean_s is not None else b.median_s if b.median_s is not None else b.min_s
 
 
 def _ordered(impls) -> list[str]:
@@ -179,18 +180,20 @@ def candidate_status(reason: str) -> str:
 
 def candidate_records(sel: Selection, names: Sequence[str], benches: Mapping[str, Any]) -> dict[str, dict]:
     """The bundle index's ``candidates`` field: per candidate name (sorted),
-    ``{"median_s", "min_s", "status", "reason"}`` (reason "" for the selected one)."""
+    ``{"median_s", "mean_s", "min_s", "status", "reason"}`` (reason "" for the selected one)."""
     out = {}
     for name in sorted(names):
         b = benches.get(name)
         median = b.median_s if b is not None and b.ok else None
         best = b.min_s if b is not None and b.ok else None
+        mean = b.mean_s if b is not None and b.ok else None
         if name == sel.impl:
             status, reason = "selected", ""
         else:
             reason = sel.rejected.get(name, "not selected")
             status = candidate_status(reason)
-        out[name] = {"median_s": median, "min_s": best, "status": status, "reason": reason}
+        out[name] = {"median_s": median, "min_s": best, "status": status, "reason": reason,
+                     **({"mean_s": mean} if mean is not None else {})}
     return out
 
 
@@ -215,7 +218,7 @@ def module_rejections(sel: Selection, names: Sequence[str], benches: Mapping[str
 def kernel_beats_eager(kernel: Mapping | Any, eager: Mapping | Any, margin: float = EAGER_MARGIN) -> bool:
     """Whether a kernel's timing (a ``BenchResult`` or a record with ``min_s``/
     ``median_s``) beats torch eager's clearly enough to run torch calls: faster
-    by more than ``margin`` (``compared_seconds``: medians)."""
+    by more than ``margin`` (``compared_seconds``: means, else medians)."""
     def time_of(r):
         return compared_seconds(r) if isinstance(r, Mapping) else compared_time(r)
 
@@ -251,7 +254,8 @@ def eager_preference(sig: KernelSignature, sel: Selection, benches: Mapping[str,
         return None
     out = {"eager_s": eager_s, "kernel_s": kernel_s,
            "reason": f"the kernel not {margin:.0%} faster than torch eager on the build machine: "
-                     f"{_us(kernel_s)} ({sel.impl}) vs {_us(eager_s)} (medians)"}
+                     f"{_us(kernel_s)} ({sel.impl}) vs {_us(eager_s)} "
+                     f"({'means per call' if kb.mean_s is not None and eager.mean_s is not None else 'medians'})"}
     if by_rows:
         out["by_rows"] = by_rows
         out["reason"] += f"; at {', '.join(map(str, faster)) or 'no'} of {len(by_rows)} sizes timed (rows)"

@@ -25,12 +25,16 @@ QUICK = dict(warmup=1, min_reps=4, max_reps=40, max_seconds=0.3)
 
 # ----------------------------------------------------------------- summarize
 def test_summarize_known_lists():
-    assert summarize([3.0, 1.0, 2.0]) == Stats(min=1.0, median=2.0, p90=2.8, n=3)
+    assert summarize([3.0, 1.0, 2.0]) == Stats(min=1.0, median=2.0, p90=2.8, n=3, mean=1.5)
     s = summarize(range(1, 11))  # 1..10
     assert (s.min, s.median, s.n) == (1, 5.5, 10)
     assert s.p90 == pytest.approx(9.1)  # linear interpolation, as numpy.percentile
-    assert summarize([5.0]) == Stats(5.0, 5.0, 5.0, 1)
+    assert summarize([5.0]) == Stats(5.0, 5.0, 5.0, 1, mean=5.0)
     assert summarize([1, 1, 1, 100]).median == 1.0  # an outlier does not move the median
+    assert summarize([1, 1, 1, 100]).mean == 1.0  # nor the mean: the slowest sample is left out
+    # but stalls in more than one sample do, where the median does not see them
+    s = summarize([1, 1, 1, 1, 4, 4, 100])
+    assert s.median == 1.0 and s.mean == pytest.approx(2.0)
     with pytest.raises(ValueError):
         summarize([])
 

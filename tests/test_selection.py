@@ -173,6 +173,33 @@ def test_candidates_are_compared_by_their_median():
     assert recs["aten"]["min_s"] == 70.0 * 1e-6 and recs["aten"]["median_s"] == 200.0 * 1e-6
 
 
+
+def stalling(impl, median_us, mean_us):
+    """A benchmark whose rounds stall now and then: a good median, a worse mean
+    per call (what an application pays; ``Stats.mean``)."""
+    return BenchResult(ModuleId(SIG, impl).key, SIG.key, "cpu", "ok", "", median_us * 0.9e-6, median_us * 1e-6,
+                       mean_us * 2e-6, 20, 2, mean_s=mean_us * 1e-6)
+
+
+def test_candidates_are_compared_by_their_mean_per_call_where_recorded():
+    # aten's median is the better one, its mean (rounds that stalled) the worse: manual wins
+    benches = {"aten": stalling("aten", 100.0, 180.0), "manual": stalling("manual", 120.0, 125.0)}
+    vals = {"aten": val("aten", "passed"), "manual": val("manual", "passed")}
+    s = select(SIG, "cpu", BOTH, vals, benches)
+    assert s.impl == "manual" and s.rejected == {"aten": "slower: 180.0 us vs 125.0 us (manual)"}
+    recs = candidate_records(s, BOTH, benches)
+    assert recs["aten"]["median_s"] == 100.0 * 1e-6 and recs["aten"]["mean_s"] == 180.0 * 1e-6
+    # against torch eager too: 125 us is not 10 % faster than eager's 130 us mean, though
+    # manual's median (120 us) is 10 % faster than eager's median (135 us)
+    from boo_build.selection import eager_preference
+
+    eager = BenchResult("eager", SIG.key, "cpu", "ok", "", 125e-6, 135e-6, 140e-6, 20, 2, mean_s=130e-6)
+    pref = eager_preference(SIG, s, benches, eager)
+    assert pref["kernel_s"] == 125e-6 and pref["reason"].endswith("125.0 us (manual) vs 130.0 us (means per call)")
+    # a record without a mean (written before means were) is compared by its median
+    old = {"aten": timed("aten", 100.0, 90.0), "manual": stalling("manual", 120.0, 125.0)}
+    assert select(SIG, "cpu", BOTH, vals, old).impl == "aten"
+
 def eager_bench(us, status="ok", reason=""):
     t = None if us is None else us * 1e-6
     return BenchResult("eager", SIG.key, "cpu", status, reason, t, t, t, 10 if t else 0, 2)

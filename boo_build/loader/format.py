@@ -26,7 +26,7 @@ schema, so that loaders reading only 1 refuse it clearly)::
                                               "validation": dict|null, "benchmark": dict|null}},
                              "rejected": {impl: why},
                              "mode": driver,                                   # optional
-                             "candidates": {candidate: {"median_s", "min_s", "status", "reason"}},  # optional
+                             "candidates": {candidate: {"median_s", "mean_s"?, "min_s", "status", "reason"}},  # optional
                              "prefer_eager": {"eager_s", "kernel_s", "reason", "by_rows"?}}  # optional
                           | {"status": "unavailable", "reason": str, "rejected": {impl: why}}}}}}
 
@@ -36,10 +36,11 @@ Optional target-entry fields (format version 1, absent when not used):
 bundle target's (``local-sync`` on a ``local-task`` CPU target: the same vmfb
 run inline on the calling thread); ``candidates``, every (impl, variant,
 mode) the build measured, by text form (``manual+nosd@local-sync``), with its
-median and best times, ``status`` ("selected", "slower", "failed", "not
+median, mean (what the selection compares; absent in bundles
+built before it was recorded) and best times, ``status`` ("selected", "slower", "failed", "not
 run") and why; ``prefer_eager``, where the selected candidate did not beat
 torch eager clearly on the build machine (``selection.kernel_beats_eager``;
-medians, seconds; ``by_rows``, per size timed, for a kernel timed at
+compared times, seconds; ``by_rows``, per size timed, for a kernel timed at
 several): the loader hands torch tensors to torch's op;
 numpy arrays, and loaders that do not know the field, run the kernel.
 """
@@ -130,7 +131,7 @@ class TargetRecord:
     unavailable (``reason`` says why). ``rejected``: why each implementation
     not packed was dropped. ``mode``: the driver the selected module runs on
     where it is not the target's; ``candidates``: what the build measured
-    ({"median_s", "status", "reason"} per candidate's text form). ``None``
+    ({"median_s", "mean_s", "status", "reason"} per candidate's text form). ``None``
     fields are absent from the JSON."""
 
     status: Status
