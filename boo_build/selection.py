@@ -82,9 +82,7 @@ def _us(seconds: float) -> str:
 def compared_time(b) -> float | None:
     """A benchmark's time for comparisons (``compared_seconds``): its ``mean_s``,
     else its median, else its best sample (None when it did not run)."""
-    if b is None or not b.ok:
-        return None
-    return b.mean_s if b.mean_s is not None else b.median_s if b.median_s is not None else b.min_s
+    return None if b is None or not b.ok else compared_seconds(b.to_json())
 
 
 def _ordered(impls) -> list[str]:
@@ -216,8 +214,8 @@ def module_rejections(sel: Selection, names: Sequence[str], benches: Mapping[str
 
 # ------------------------------------------------------------- torch eager
 def kernel_beats_eager(kernel: Mapping | Any, eager: Mapping | Any, margin: float = EAGER_MARGIN) -> bool:
-    """Whether a kernel's timing (a ``BenchResult`` or a record with ``min_s``/
-    ``median_s``) beats torch eager's clearly enough to run torch calls: faster
+    """Whether a kernel's timing (a ``BenchResult`` or a record with ``mean_s``/
+    ``median_s``/``min_s``) beats torch eager's clearly enough to run torch calls: faster
     by more than ``margin`` (``compared_seconds``: means, else medians)."""
     def time_of(r):
         return compared_seconds(r) if isinstance(r, Mapping) else compared_time(r)
@@ -233,7 +231,7 @@ def eager_preference(sig: KernelSignature, sel: Selection, benches: Mapping[str,
     """The index's ``prefer_eager`` for a measured selection: where the selected
     candidate does not beat torch eager (``eager``, its ``BenchResult`` on the
     same device) clearly (``kernel_beats_eager``), ``{"eager_s", "kernel_s",
-    "reason"}`` (medians, as ``select`` compares); else None. The kernel still ships
+    "reason"}`` (``compared_time``, as ``select`` compares); else None. The kernel still ships
     (numpy callers and loaders without torch run it); the loader hands torch
     tensors to torch's op instead, as Inductor's autotuning keeps ATen's
     kernel where its own lose.

@@ -337,11 +337,11 @@ class Bundle(CallChecks):
         _, found, views, to_eager = self._route(sig)
         if found is None:
             return None
+        if stats is None and not sig.is_forward:
+            return None  # a backward call's own plan (prepare_backward's) carries its route
         k, ks = found
         if to_eager:
             return k.key, op.eager_route(sig, stats), True
-        if stats is None and not sig.is_forward:
-            return None  # a backward call's own plan (prepare_backward's) carries its route
         run, pending, hits, key = self._runner(k), self._pending, self._hits, k.key
         count = lambda: pending(hits, key)  # noqa: E731
         if stats is None:

@@ -98,21 +98,18 @@ class LayerNorm(Op):
             return run
         backward, dt, ss = aten.native_layer_norm_backward.default, getattr(torch, sig.dtype), sig.stats_shape
         want = [bool(sig.mask & bit) for bit in self.grads]
-        if stats is not None and all(t.dtype == dt and tuple(t.shape) == ss for t in stats):
-            def run_as_given(gy, x, stats, w, b):  # the key pins the statistics' dtype and shape
+        # as eager_backward: statistics in the input's dtype and ATen's layout, as its CPU
+        # forward saves them; whether they need it is the key's (it pins their dtype and shape)
+        if stats is None or any(t.dtype != dt or tuple(t.shape) != ss for t in stats):
+            def run_fixed(gy, x, stats, w, b):
                 mean, rstd = stats
-                return backward(gy, x, ns, mean, rstd, w, b, want)
-            return run_as_given
+                return backward(gy, x, ns, mean.to(dt).reshape(ss), rstd.to(dt).reshape(ss), w, b, want)
+            return run_fixed
 
-        def run_backward(gy, x, stats, w, b):
+        def run_as_given(gy, x, stats, w, b):
             mean, rstd = stats
-            # as eager_backward: statistics in the input's dtype, as ATen's CPU forward saves them
-            if mean.dtype != dt or mean.shape != ss:
-                mean = mean.to(dt).reshape(ss)
-            if rstd.dtype != dt or rstd.shape != ss:
-                rstd = rstd.to(dt).reshape(ss)
-            return tuple(backward(gy, x, ns, mean, rstd, w, b, want))
-        return run_backward
+            return backward(gy, x, ns, mean, rstd, w, b, want)
+        return run_as_given
 
     def eager_call(self, sig, x, w, b, grad_out, compiled):
         """``aten.native_layer_norm`` / ``native_layer_norm_backward`` with the
