@@ -376,3 +376,50 @@ def test_device_shared_with_iree_runtime():
     from boo_build.loader.invoke import open_device
 
     assert open_device("local-task").hal_device is rt.get_device("local-task")
+    # local-sync has the loader's own allocator, which iree.runtime's device lacks
+    assert open_device("local-sync").hal_device is not rt.get_device("local-sync")
+
+
+_REUSE = textwrap.dedent('''
+    import gc, sys
+    import numpy as np
+    from boo_build.loader.invoke import open_device
+    from boo_build.loader.native import runtime
+    rt = runtime()
+    alloc = open_device("local-sync").hal_device.allocator
+    def buffer():
+        return alloc.allocate_buffer(memory_type=rt.MemoryType.DEVICE_LOCAL | rt.MemoryType.HOST_VISIBLE,
+                                     allowed_usage=rt.BufferUsage.DEFAULT | rt.BufferUsage.MAPPING,
+                                     allocation_size=1 << 16)
+    b = buffer()
+    b.map().asarray([1 << 16], np.dtype(np.uint8))[:] = 7
+    del b
+    gc.collect()
+    print(int(buffer().map().asarray([1 << 16], np.dtype(np.uint8)).max()))
+''')
+
+
+@pytest.mark.parametrize("spec, kept", [(None, 7), ("none", 0)])
+def test_local_sync_device_hands_freed_buffers_back_unless_turned_off(spec, kept):
+    # IREE's heap allocator zero-fills each new buffer (what the cache saves);
+    # a buffer from the cache keeps its bytes
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "BOO_LOCAL_SYNC_ALLOCATOR"}
+    if spec is not None:
+        env["BOO_LOCAL_SYNC_ALLOCATOR"] = spec
+    proc = subprocess.run([sys.executable, "-c", _REUSE], capture_output=True, text=True, cwd=REPO, env=env,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == str(kept)
+
+
+def test_a_bad_allocator_spec_is_named():
+    import os
+
+    env = {**os.environ, "BOO_LOCAL_SYNC_ALLOCATOR": "cachingg"}
+    code = "from boo_build.loader.invoke import open_device; open_device('local-sync')"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env=env,
+                          timeout=120)
+    assert proc.returncode != 0
+    assert "BOO_LOCAL_SYNC_ALLOCATOR" in proc.stderr and "'cachingg'" in proc.stderr and "'none'" in proc.stderr

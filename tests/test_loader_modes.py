@@ -60,6 +60,25 @@ def test_a_bundle_opened_on_local_sync_runs_everything_there(moded):
     assert b.native_layer_norm(x, (10,), torch.ones(10), torch.zeros(10))[0].shape == (4, 6, 10)
 
 
+def test_local_sync_results_stay_intact_while_held(moded):
+    # the local-sync device reuses freed buffers (devices.LOCAL_SYNC_ALLOCATOR):
+    # never one a caller still holds
+    b = open_bundle(moded, device="local-sync")
+    g = torch.Generator().manual_seed(3)
+    w, bias = torch.randn(10, generator=g), torch.randn(10, generator=g)
+    xs = [torch.randn(4, 6, 10, generator=g) * (i + 1) for i in range(6)]
+    held = []
+    for i, x in enumerate(xs):
+        held.append(b.native_layer_norm(x, (10,), w, bias, 1e-5))
+        if i % 2:
+            held[i - 1] = None  # freed: its buffers go back to the cache
+    for x, out in zip(xs, held):
+        if out is not None:
+            for o, r in zip(out, torch.ops.aten.native_layer_norm(x, [10], w, bias, 1e-5)):
+                torch.testing.assert_close(o, r, atol=1e-4, rtol=1e-4)
+    assert b.stats()[_ln(1).key]["hits"] == 6
+
+
 def test_a_view_with_another_fallback_keeps_the_modes(moded):
     b = open_bundle(moded, device="local-task")
     v = b.with_fallback("eager")

@@ -9,7 +9,9 @@ application already imported it (its device cache is then shared).
 Lifetime: outputs point into memory owned by the HAL device, so the device
 must outlive them; ``open_device`` keeps one device per URI until the process
 ends (iree.runtime's own ``get_device`` cache does the same; when iree.runtime
-is already imported, its cache is used so the process has one device per URI).
+is already imported, its cache is used so the process has one device per URI,
+except for local-sync, which the loader opens with a caching allocator:
+``devices.device_allocators``).
 At exit the runtime's objects are released in an order IREE accepts
 (``_Exit``), so that nanobind reports no leaked instances.
 """
@@ -43,15 +45,25 @@ _DEVICES: dict[str, Any] = {}
 
 
 def _hal_device(uri: str):
-    from .devices import configure_driver
+    from .devices import ALLOCATOR_ENV, configure_driver, device_allocators
 
     configure_driver(uri)
+    allocators = device_allocators(uri)
     full = sys.modules.get("iree.runtime")
-    if full is not None:  # share iree.runtime's cache when the app uses it too
+    # share iree.runtime's cache when the app uses it too, unless the device
+    # wants its own allocator (iree.runtime's devices have the driver's)
+    if full is not None and allocators is None:
         return full.get_device(uri)
     device = _DEVICES.get(uri)
     if device is None:
-        device = _rt().get_cached_hal_driver(uri).create_device_by_uri(uri)
+        try:
+            device = _rt().get_cached_hal_driver(uri).create_device_by_uri(uri, allocators=allocators)
+        except Exception as e:  # noqa: BLE001 - IREE's message names the bad part
+            if not allocators:
+                raise
+            raise ValueError(f"cannot open {uri} with allocator {allocators[0]!r} ({ALLOCATOR_ENV}): {e}; "
+                             f"set {ALLOCATOR_ENV} to an IREE allocator spec such as 'caching', "
+                             f"or 'none'") from None
         _DEVICES[uri] = device
     return device
 
