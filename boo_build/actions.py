@@ -131,15 +131,22 @@ def bench_action(subject: str, target_name: str, vmfb_path: str | None, validati
         dev = dataclasses.replace(dev, driver=mode, uri=mode)
     val = read_json(Path(validation_record)) if validation_record else None
     passed = (val or {}).get("status") == ValidationStatus.PASSED
+    eager_validation = None
+    if vmfb_path is None:  # torch eager for a signature: whether its results, as the
+        from .validate import validate_eager  # loader routes torch calls, pass as a kernel's must
+
+        v = validate_eager(KernelSignature.parse(subject_signature(subject)), target_name)
+        eager_validation = {"validation": {"status": v.status, "reason": v.reason}}
     if scheduler and (vmfb_path is None or passed):
         from .distributed import remote_bench
 
         vmfb = Path(vmfb_path).read_bytes() if vmfb_path else None
-        rec = {**remote_bench(scheduler, vmfb, subject, target_name, device, shapes), "run_id": run_id}
+        rec = {**remote_bench(scheduler, vmfb, subject, target_name, device, shapes), **(eager_validation or {}),
+               "run_id": run_id}
         write_json(Path(record_path), rec)
         return {"status": rec["status"]}
     mid_key, variant = split_module_file(subject)
-    if vmfb_path is None:  # torch eager for a signature
+    if vmfb_path is None:
         res = in_bench_process(bench_eager_at, KernelSignature.parse(subject_signature(subject)), shapes,
                                threads=None)
     elif not passed:
@@ -147,7 +154,7 @@ def bench_action(subject: str, target_name: str, vmfb_path: str | None, validati
     else:
         res = in_bench_process(bench_kernel_at, Path(vmfb_path).read_bytes(), ModuleId.parse(mid_key),
                                catalogue()[target_name], dev, shapes)
-    rec = res.to_json()
+    rec = {**res.to_json(), **(eager_validation or {})}
     if variant or mode:  # a candidate's record says which (a baseline's is as it always was)
         rec.update({"variant": variant, "mode": mode})
     rec["run_id"] = run_id

@@ -49,7 +49,7 @@ def _err(v) -> str:
 
 def table_rows(signatures: Iterable[KernelSignature], targets: Iterable, validations: Mapping,
                benches: Mapping, selections: Mapping, candidates: Mapping | None = None,
-               prefer_eager: Mapping | None = None) -> list[dict[str, str]]:
+               prefer_eager: Mapping | None = None, eager_rejected: Mapping | None = None) -> list[dict[str, str]]:
     """One row per signature x target.
 
     ``validations[(module key, target)]`` -> ValidationResult;
@@ -58,7 +58,8 @@ def table_rows(signatures: Iterable[KernelSignature], targets: Iterable, validat
     ``selections[(signature key, target)]`` -> ``selection.Selection``;
     ``candidates[(signature key, target)]`` -> ``selection.candidate_records``
     where candidates were tried; ``prefer_eager[(signature key, target)]`` ->
-    the index's ``prefer_eager`` where the build set one.
+    the index's ``prefer_eager`` where the build set one; ``eager_rejected[...]``
+    -> why not where eager was faster but failed validation.
     """
     from .selection import torch_calls_text
 
@@ -99,7 +100,8 @@ def table_rows(signatures: Iterable[KernelSignature], targets: Iterable, validat
                     for name, c, t in sorted(((n, c, compared_seconds(c)) for n, c in tried.items()),
                                              key=lambda p: (p[2] is None, p[2] or 0, p[0])))
                 if eager_s and won:
-                    row[TORCH_CALLS_COLUMN] = torch_calls_text((prefer_eager or {}).get((sig.key, t)))
+                    row[TORCH_CALLS_COLUMN] = torch_calls_text((prefer_eager or {}).get((sig.key, t)),
+                                                               (eager_rejected or {}).get((sig.key, t)))
             row["speedup_vs_eager"] = f"{eager_s / best:.2f}" if best and eager_s else ""
             row["validation"] = "; ".join(statuses)
             sel = selections.get((sig.key, t))

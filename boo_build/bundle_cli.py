@@ -86,6 +86,8 @@ def cmd_info(path, *, out: TextIO | None = None, err: TextIO | None = None) -> i
                     p(f"        {line}\n")
             if te.prefer_eager:
                 p(f"        torch tensors run torch eager: {_short(str(te.prefer_eager.get('reason', '')), 90)}\n")
+            elif te.extra.get("eager_rejected"):
+                p(f"        torch tensors run the kernel: {_short(str(te.extra['eager_rejected']), 90)}\n")
     if ix.csv:
         p(f"  benchmark table: {ix.csv}\n")
     return EXIT_OK

@@ -26,6 +26,7 @@ class KernelMeasurement:
     compiled: BenchResult
     selection: Selection
     bytes_moved: int
+    eager_validation: ValidationResult | None = None  # torch eager's results as the loader routes them
 
     @property
     def selected(self) -> BenchResult | None:

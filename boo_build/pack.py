@@ -95,15 +95,16 @@ class TargetEntry:
     mode: str = ""
     candidates: Mapping[str, Mapping[str, Any]] | None = None
     prefer_eager: Mapping[str, Any] | None = None  # where torch eager beat the selected candidate
+    eager_rejected: str = ""  # where it did, but its results failed validation (selection.eager_rejection)
 
     @classmethod
     def available(cls, impls: Mapping[str, ImplArtifact | Path | str], selected: str, reason: str = "",
                   rejected: Mapping[str, str] | None = None, *, mode: str = "",
                   candidates: Mapping[str, Mapping[str, Any]] | None = None,
-                  prefer_eager: Mapping[str, Any] | None = None) -> "TargetEntry":
+                  prefer_eager: Mapping[str, Any] | None = None, eager_rejected: str = "") -> "TargetEntry":
         arts = {k: v if isinstance(v, ImplArtifact) else ImplArtifact(Path(v)) for k, v in impls.items()}
         return cls(selected=selected, reason=reason, impls=arts, rejected=dict(rejected or {}), mode=mode,
-                   candidates=candidates, prefer_eager=prefer_eager)
+                   candidates=candidates, prefer_eager=prefer_eager, eager_rejected=eager_rejected)
 
     @classmethod
     def unavailable(cls, reason: str, rejected: Mapping[str, str] | None = None, *,
@@ -242,7 +243,9 @@ def build_index(*, name: str, version: str, targets: list[Target], kernels: list
                 impls[impl] = ImplRecord(member=mpath, function=mid.func_name, sha256=sha256_hex(data),
                                          size=len(data), validation=art.validation, benchmark=art.benchmark)
             entries[tname] = TargetRecord.available(te.selected, impls, te.reason, rejected, mode=te.mode or None,
-                                                    candidates=cands, prefer_eager=te.prefer_eager)
+                                                    candidates=cands, prefer_eager=te.prefer_eager,
+                                                    **({"eager_rejected": te.eager_rejected} if te.eager_rejected
+                                                       else {}))
         records[key] = KernelRecord(k.signature, entries, dict(sorted(functions.items())))
     index = BundleIndex(
         format_version=format_version_for(k.signature for k in kernels),
@@ -363,7 +366,8 @@ def entries_from_report(report: Mapping[str, Any], root: Path) -> tuple[list[Tar
                         rejected[impl] = f"not selected: {why}" if why else "not selected"
                 tentries[tname] = TargetEntry.available(arts, sel, why, rejected, mode=te.get("mode") or "",
                                                         candidates=te.get("candidates"),
-                                                        prefer_eager=te.get("prefer_eager"))
+                                                        prefer_eager=te.get("prefer_eager"),
+                                                        eager_rejected=te.get("eager_rejected") or "")
             else:
                 tentries[tname] = TargetEntry.unavailable(te.get("reason") or "unavailable", rejected,
                                                           candidates=te.get("candidates"))

@@ -92,12 +92,14 @@ class PageData:
 
 
 def _cell(status: str, selected: str | None, reason: str, rejected: Mapping[str, str],
-          validation: Mapping[str, Any] | None, prefer_eager: Mapping[str, Any] | None = None) -> Cell:
+          validation: Mapping[str, Any] | None, prefer_eager: Mapping[str, Any] | None = None,
+          eager_rejected: str = "") -> Cell:
     from .selection import torch_calls_text
 
     return Cell(status=status, selected=selected, reason=reason or "", rejected=dict(sorted(rejected.items())),
                 validation=None if validation is None else dict(validation),
-                torch_calls=torch_calls_text(prefer_eager) if prefer_eager else "")
+                torch_calls=torch_calls_text(prefer_eager, eager_rejected) if prefer_eager or eager_rejected
+                else "")
 
 
 def _extra(rec: Mapping[str, Any] | None) -> bool:
@@ -132,7 +134,8 @@ def kernels_from_index(index: Mapping[str, Any]) -> tuple[tuple[Kernel, ...], tu
             impls = te.get("impls") or {}
             sel = te.get("selected")
             cells[t] = _cell(te["status"], sel, te.get("reason", ""), te.get("rejected") or {},
-                             (impls.get(sel) or {}).get("validation") if sel else None, te.get("prefer_eager"))
+                             (impls.get(sel) or {}).get("validation") if sel else None, te.get("prefer_eager"),
+                             te.get("eager_rejected") or "")
             peak = (measured_prov.get(t) or {}).get("peak_gbs") if isinstance(measured_prov, Mapping) else None
             for i, m in sorted(impls.items()):
                 rec = _measured(m.get("benchmark"), te.get("measured"), peak)
@@ -150,7 +153,7 @@ def kernels_from_entries(entries) -> tuple[Kernel, ...]:
         for t, te in sorted(k.targets.items()):
             art = te.impls.get(te.selected) if te.selected else None
             cells[t] = _cell(te.status, te.selected, te.reason, te.rejected, art.validation if art else None,
-                             te.prefer_eager)
+                             te.prefer_eager, te.eager_rejected)
         out.append(Kernel(k.key, k.signature, cells))
     return tuple(out)
 

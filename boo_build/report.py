@@ -24,7 +24,9 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
     """(report, run statistics) for one plan, from the records on disk."""
     from .bench_table import eager_key, table_rows
     from .benchmark import BenchResult
-    from .selection import compared_time, candidate_records, eager_preference, module_rejections, select
+    from .selection import (
+        compared_time, candidate_records, eager_preference, eager_rejection, module_rejections, select,
+    )
     from .validate import ValidationResult
 
     lay = plan.layout
@@ -39,6 +41,7 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
     selections: dict = {}
     explored: dict = {}  # (signature key, target) -> candidate_records, where candidates were tried
     prefs: dict = {}  # (signature key, target) -> prefer_eager, where the build set one
+    rejections: dict = {}  # (signature key, target) -> why not, where eager was faster but failed validation
 
     def note(stage: str, rec: dict | None) -> None:
         if rec is None:
@@ -130,7 +133,11 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
                 benches[eager_key(sig.key, t.name)] = BenchResult.from_json(eager)
             if explore and eager:
                 pref = eager_preference(sig, sel, bens, BenchResult.from_json(eager))
-                if pref:
+                # torch calls go to torch only where its results pass as a kernel's must
+                why = eager_rejection(pref, eager.get("validation"))
+                if why:
+                    extra["eager_rejected"] = rejections[(sig.key, t.name)] = why
+                elif pref:
                     extra["prefer_eager"] = prefs[(sig.key, t.name)] = pref
             if sel.impl is None:
                 failures.extend(impl_failures)
@@ -177,7 +184,7 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
         "per_target": {t: dict(sorted(c.items())) for t, c in per_target.items()},
     }
     rows = table_rows([r.signature for r in plan.manifest.kernels], [t.name for t in plan.targets],
-                      validations, benches, selections, explored, prefs)
+                      validations, benches, selections, explored, prefs, rejections)
     return report, {"stats": dict(stats), "rows": rows}
 
 

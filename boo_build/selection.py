@@ -260,10 +260,30 @@ def eager_preference(sig: KernelSignature, sel: Selection, benches: Mapping[str,
     return out
 
 
-def torch_calls_text(pref: Mapping | None) -> str:
+def eager_rejection(pref: Mapping | None, validation: Mapping | None) -> str | None:
+    """Why torch calls still run the kernel where torch eager was faster
+    (``pref``, ``eager_preference``'s): its results, as the loader would route
+    them (``validate.validate_eager``; ``validation``, that record's ``{"status",
+    "reason"}``), did not pass the kernels' validation. None where they may go
+    to torch (or eager was not faster)."""
+    if not pref:
+        return None
+    status = (validation or {}).get("status")
+    if status == ValidationStatus.PASSED:
+        return None
+    times = pref["reason"].split(": ", 1)[-1]
+    if status in (ValidationStatus.FAILED, ValidationStatus.ERROR):
+        return f"torch eager {status} validation: {validation.get('reason', '')} (it was faster: {times})"
+    return f"torch eager not validated (it was faster: {times})"
+
+
+def torch_calls_text(pref: Mapping | None, rejected: str | None = None) -> str:
     """Where the loader sends torch tensors of a kernel with ``prefer_eager``
     ``pref`` (None: the kernel): "the kernel", "torch eager", "torch eager (all
-    3 sizes)", "eager at 1, 64 rows, else the kernel"."""
+    3 sizes)", "eager at 1, 64 rows, else the kernel"; ``rejected``
+    (``eager_rejection``): "the kernel (torch eager fails validation)"."""
+    if rejected:
+        return f"the kernel (torch eager {'not validated' if 'not validated' in rejected else 'fails validation'})"
     if not pref:
         return "the kernel"
     rows = pref.get("by_rows")

@@ -267,7 +267,8 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
                         # Timing shares the machine with nothing: after all compiles, one at a time.
                         "task_dep": [f"ready:{b}"] + ([f"bench:{previous}"] if previous else []),
                         "uptodate": [config_changed(_with_shapes({"device": dev}, shapes)), inputs_unchanged(*deps),
-                                     record_ok(out)],
+                                     # torch eager's record carries its validation (validate_eager)
+                                     record_ok(out, *(("validation",) if vmfb is None else ()))],
                         "clean": [_rm(out)],
                         "doc": f"benchmark {subject} on {t.name}",
                     }

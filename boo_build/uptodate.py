@@ -18,14 +18,15 @@ from .records import dumps, read_json, stable_record
 __all__ = ["content_digest", "inputs_unchanged", "record_ok"]
 
 
-def record_ok(path: Path) -> Callable[..., bool]:
-    """uptodate check: the stage's record exists and is readable. A failure
-    is up to date too while its inputs are unchanged: the compiler is
+def record_ok(path: Path, *fields: str) -> Callable[..., bool]:
+    """uptodate check: the stage's record exists and is readable (and has
+    ``fields``: a record written before a stage recorded them is redone). A
+    failure is up to date too while its inputs are unchanged: the compiler is
     deterministic, and a compile that timed out would only time out again."""
 
     def check(task, values) -> bool:  # noqa: ARG001 (doit's signature)
         rec = read_json(path)
-        return bool(rec) and "status" in rec
+        return bool(rec) and all(f in rec for f in ("status", *fields))
 
     check.__name__ = f"record_ok({Path(path).name})"
     return check

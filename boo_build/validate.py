@@ -300,29 +300,71 @@ def validate_kernel(vmfb: bytes, mid: ModuleId, target: Target, device, *, seeds
 
     from .loader.invoke import KernelRunner, open_device
     from .modules import sample_args
-    from .reference import reference
 
     try:
         runner = KernelRunner(open_device(device.uri), vmfb, mid.func_name)
     except Exception as e:  # noqa: BLE001 - a vmfb the runtime rejects is an error, not a crash
         return ValidationResult(status=ValidationStatus.ERROR, reason=f"load failed: {type(e).__name__}: {_first_line(e)}", **base)
 
-    outputs_spec = sig.outputs()
-    checks: list[OutputCheck] = []
-    for case, seed, offset, csig in _all_cases(sig, seeds, offset_case, shapes):
-        outputs_spec = csig.outputs()
+    def run(csig, seed, offset):
         args = sample_args(csig, seed, offset)
         if torch_device is not None and not device.is_cpu:
             args = tuple(a.to(torch_device) for a in args)
+        return runner(*_to_device(args, device)), args
+
+    return _checked(sig, run, base, seeds, offset_case, shapes, "kernel")
+
+
+def validate_eager(sig: KernelSignature, target: str = "cpu", *, torch_device: str | None = None, seeds=(0,),
+                   offset_case: bool = True, shapes=None) -> ValidationResult:
+    """torch eager as the loader runs torch calls it sends to torch
+    (``Op.eager_route``), on ``torch_device`` (default the CPU), checked like a kernel on the same cases:
+    the build sends torch calls to torch only where this passes. ATen's CPU
+    kernels do not always meet the kernels' tolerances (its half-precision
+    layer-norm backward sums the weight and bias gradients in half precision:
+    bf16 1024x768, grad_bias 7x its bound)."""
+    from . import ops
+    from .modules import sample_args
+
+    op = ops.get(sig.op)
+    base = dict(module=f"{sig.key}-eager", target=target, tolerance=tolerance_record(sig))
+
+    def drawn(csig, seed, offset):
+        return tuple(a.to(torch_device or "cpu") for a in sample_args(csig, seed, offset))
+
+    def run(csig, seed, offset):
+        args = drawn(csig, seed, offset)
+        if csig.is_forward:
+            x, w, b = args + (None,) * (3 - len(args))
+            return op.eager_route(csig)(x, w, b), args
+        # a backward call passes the weight (and bias) whatever the mask: the forward's, as drawn
+        fwd = drawn(csig.replace(mask=1), seed, offset)
+        w, b = (fwd[1:] + (None, None))[:2]
+        stats = tuple(args[2:2 + len(op.stats)])
+        grads = op.eager_route(csig, stats)(args[0], args[1], stats, w if csig.affine else None,
+                                            b if csig.affine and csig.bias else None)
+        return [g for g, bit in zip(grads, op.grads) if csig.mask & bit], args
+
+    return _checked(sig, run, base, seeds, offset_case, shapes, "torch eager")
+
+
+def _checked(sig, run, base: dict, seeds, offset_case: bool, shapes, what: str) -> ValidationResult:
+    """Every case of ``sig`` run by ``run(static sig, seed, offset) -> (outputs,
+    the arguments it ran on)`` and compared with the float64 reference."""
+    from .reference import reference
+
+    checks: list[OutputCheck] = []
+    for case, seed, offset, csig in _all_cases(sig, seeds, offset_case, shapes):
+        outputs_spec = csig.outputs()
         try:
-            got = runner(*_to_device(args, device))
+            got, args = run(csig, seed, offset)
         except Exception as e:  # noqa: BLE001
             return ValidationResult(status=ValidationStatus.ERROR, reason=f"{case}: {type(e).__name__}: {_first_line(e)}",
                                     outputs=tuple(checks), **base)
         if len(got) != len(outputs_spec):
             return ValidationResult(
                 status=ValidationStatus.FAILED, outputs=tuple(checks),
-                reason=f"{case}: kernel returned {len(got)} outputs, the signature has {len(outputs_spec)}", **base)
+                reason=f"{case}: {what} returned {len(got)} outputs, the signature has {len(outputs_spec)}", **base)
         expected = reference(csig, args)
         for (name, shape, dtype), g, e in zip(outputs_spec, got, expected):
             g = _to_torch(g)

@@ -243,6 +243,9 @@ def test_cli_diff(built, tmp_path):
         if k.key == _ln(14).key:  # torch eager beat the kernel in the new build
             cpu = TargetEntry.available(cpu.impls, cpu.selected, cpu.reason, cpu.rejected,
                                         prefer_eager={"eager_s": 1e-5, "kernel_s": 2e-5, "reason": "faster"})
+        if k.key == _ln(6).key:  # faster too, but its results failed validation
+            cpu = TargetEntry.available(cpu.impls, cpu.selected, cpu.reason, cpu.rejected,
+                                        eager_rejected="torch eager failed validation: grad_weight (seed0): off")
         changed.append(KernelEntry(k.signature, {"cpu": cpu}))
     extra = _ln(4)
     changed.append(KernelEntry(extra, {"cpu": TargetEntry.unavailable("export failed: nope")}))
@@ -257,6 +260,13 @@ def test_cli_diff(built, tmp_path):
     assert f"{_ln(2).key} on cpu: aten vmfb changed" in text
     assert f"{_ln(14).key} on cpu: torch tensors now run torch eager" in text
     assert f"{_ln(1).key} on cpu: median_us 16 -> 100" in text and "slower" in text
+    # why torch calls still run the kernel: in the index and in info
+    te6 = read_index(new)["kernels"][_ln(6).key]["targets"]["cpu"]
+    assert te6["eager_rejected"] == "torch eager failed validation: grad_weight (seed0): off"
+    assert "prefer_eager" not in te6
+    out = io.StringIO()
+    assert bundle_cli.cmd_info(new, out=out) == 0
+    assert "torch tensors run the kernel: torch eager failed validation: grad_weight (seed0): off" in out.getvalue()
 
 
 def test_cli_diff_reports_members_the_index_does_not_show(built, tmp_path):

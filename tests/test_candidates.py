@@ -147,9 +147,11 @@ def test_the_bundle_ships_the_fastest_validated_candidate_and_runs_it(builds):
         assert te["impls"][chosen.module]["benchmark"]["median_s"] == cands[winner[0]]["median_s"]
         assert bundle.device_of(sig.key) == (chosen.mode or "local-task")
         # torch eager preferred exactly where the winner did not beat it by 10 % (means per call)
+        # and eager's results, as the loader routes them, passed validation (float32 here: they do)
         eager = json.loads((root / "bench" / "cpu" / f"{sig.key}-eager.json").read_text())
+        assert eager["validation"] == {"status": "passed", "reason": ""}
         slower = not timed[winner[0]] * 1.1 < eager["mean_s"]
-        assert ("prefer_eager" in te) == slower
+        assert ("prefer_eager" in te) == slower and "eager_rejected" not in te
         if slower:
             assert te["prefer_eager"]["eager_s"] == eager["mean_s"] and te["prefer_eager"]["kernel_s"] == timed[winner[0]]
             assert bundle.info()["kernels"][sig.key]["cpu"]["prefer_eager"] is True

@@ -187,3 +187,40 @@ def test_routed_backward_takes_statistics_in_any_layout_and_the_mask_as_a_list(b
     assert b.stats()[bwd] == {"hits": 0, "misses": 0, "eager": 6}
     with pytest.raises(ValueError, match="output_mask must have 3 booleans"):
         b.native_layer_norm_backward(gy, x, (10,), mean, rstd, w, bias, [True, True])
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_a_routed_half_precision_call_runs_atens_mixed_type_kernels(dtype):
+    """A routed half-precision layer norm with a weight runs ATen's mixed-type
+    forward (the output bit for bit ATen's, float32 statistics, not ATen's half
+    ones cast: closer to float64's), and from ``MIXED_MIN_ELEMENTS`` its
+    mixed-type backward on the float32 statistics as given (an input gradient
+    closer to float64's than ATen's all-half one); below it, ATen's half kernel."""
+    from boo_build.ops.layer_norm import LAYER_NORM, MIXED_MIN_ELEMENTS
+    from boo_build.signature import KernelSignature
+
+    dt, code = getattr(torch, dtype), {"bfloat16": "bf16", "float16": "f16"}[dtype]
+    aten = torch.ops.aten
+
+    def err(got, ref):
+        return float((got.double() - ref).norm() / ref.norm())
+
+    for rows, mixed in ((MIXED_MIN_ELEMENTS // 64, True), (37, False)):
+        fwd = KernelSignature.parse(f"layer_norm-{code}-{rows}x64-n64-wb-m1")
+        g = torch.Generator().manual_seed(rows)
+        x, w, b, gy = (torch.randn(s, generator=g).to(dt) for s in ((rows, 64), (64,), (64,), (rows, 64)))
+        x = x + 16  # an offset: statistics rounded to half lose digits
+        y, mean, rstd = LAYER_NORM.eager_route(fwd)(x, w, b)
+        ry, rmean, rrstd = aten.native_layer_norm(x, [64], w, b, 1e-5)  # half statistics
+        _, m64, r64 = aten.native_layer_norm(x.double(), [64], w.double(), b.double(), 1e-5)
+        assert torch.equal(y, ry) and mean.dtype == rstd.dtype == torch.float32
+        assert err(rstd, r64) < err(rrstd, r64) / 4 and err(mean, m64) < err(rmean, m64)
+        grads = LAYER_NORM.eager_route(fwd.replace(mask=14), (mean, rstd))(gy, x, (mean, rstd), w, b)
+        assert [t.dtype for t in grads] == [dt] * 3
+        dx64 = aten.native_layer_norm_backward(gy.double(), x.double(), [64], m64, r64, w.double(), b.double(),
+                                               [True, False, False])[0]
+        half = aten.native_layer_norm_backward(gy, x, [64], mean.to(dt), rstd.to(dt), w, b, [True] * 3)
+        if mixed:
+            assert err(grads[0], dx64) < err(half[0], dx64)
+        else:
+            assert all(torch.equal(o, h) for o, h in zip(grads, half))

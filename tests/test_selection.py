@@ -260,3 +260,25 @@ def test_where_torch_calls_go_in_words():
     assert torch_calls_text({"by_rows": [[1, True], [64, True], [4096, True]]}) == "torch eager (all 3 sizes)"
     assert torch_calls_text({"by_rows": [[1, True], [64, False], [4096, True]]}) == \
         "eager at 1, 4096 rows, else the kernel"
+
+
+def test_torch_calls_go_to_torch_only_where_eager_passed_validation():
+    """Eager faster is not enough: its results, as the loader routes them, must
+    pass the kernels' validation; otherwise the kernel runs and the reason says why."""
+    from boo_build.selection import eager_preference, eager_rejection, torch_calls_text
+
+    vals = {"aten": val("aten", "passed"), "manual": val("manual", "passed")}
+    benches = {"aten": bench("aten", 80.0), "manual": bench("manual", 120.0)}
+    s = select(SIG, "cpu", BOTH, vals, benches)
+    pref = eager_preference(SIG, s, benches, eager_bench(50.0))
+    assert eager_rejection(pref, {"status": "passed", "reason": ""}) is None
+    failed = eager_rejection(pref, {"status": "failed", "reason": "grad_bias (seed0): ... (7.2x the tolerance)"})
+    assert failed == ("torch eager failed validation: grad_bias (seed0): ... (7.2x the tolerance) "
+                      "(it was faster: 80.0 us (aten) vs 50.0 us (medians))")
+    assert eager_rejection(pref, None) == "torch eager not validated (it was faster: 80.0 us (aten) vs 50.0 us (medians))"
+    assert eager_rejection(pref, {"status": "error", "reason": "seed0: RuntimeError: boom"}).startswith(
+        "torch eager error validation: seed0: RuntimeError: boom")
+    # eager not faster: nothing to reject, whatever its validation
+    assert eager_rejection(eager_preference(SIG, s, benches, eager_bench(95.0)), {"status": "failed"}) is None
+    assert torch_calls_text(pref, failed) == "the kernel (torch eager fails validation)"
+    assert torch_calls_text(pref, eager_rejection(pref, None)) == "the kernel (torch eager not validated)"

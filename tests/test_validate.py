@@ -176,3 +176,21 @@ def test_compare_nan_and_shape():
     assert not c.ok and c.worst_index == (1, 2) and c.ratio == math.inf
     c = compare("output", "seed0", torch.zeros(3, 2), ref, tolerance("float32"))
     assert not c.ok
+
+
+def test_torch_eager_is_validated_as_the_loader_routes_it():
+    """``validate_eager``: torch eager's results as the loader would route torch
+    calls (``Op.eager_route``), checked like a kernel's. float32 passes; ATen's
+    half-precision CPU backward sums the weight and bias gradients in half
+    precision and fails at a few thousand rows; the half-precision forward's
+    statistics come from ATen's mixed-type kernel and pass."""
+    from boo_build.signature import KernelSignature
+    from boo_build.validate import validate_eager
+
+    ok = validate_eager(KernelSignature.parse("layer_norm-f32-4096x64-n64-wb-m14"))
+    assert ok.passed and ok.module == "layer_norm-f32-4096x64-n64-wb-m14-eager" and ok.outputs
+    bad = validate_eager(KernelSignature.parse("layer_norm-bf16-4096x64-n64-wb-m12"))
+    assert bad.status == "failed" and bad.reason.startswith(("grad_weight", "grad_bias"))
+    assert validate_eager(KernelSignature.parse("layer_norm-bf16-37x768-n768-wb-m1")).passed
+    dyn = validate_eager(KernelSignature.parse("rms_norm-f32-BATCHxSEQx64-n64-w-eps1em06-m6"))
+    assert dyn.passed and any("@" in c.case for c in dyn.outputs)  # at its validation shapes

@@ -27,7 +27,8 @@ schema, so that loaders reading only 1 refuse it clearly)::
                              "rejected": {impl: why},
                              "mode": driver,                                   # optional
                              "candidates": {candidate: {"median_s", "mean_s"?, "min_s", "status", "reason"}},  # optional
-                             "prefer_eager": {"eager_s", "kernel_s", "reason", "by_rows"?}}  # optional
+                             "prefer_eager": {"eager_s", "kernel_s", "reason", "by_rows"?},  # optional
+                             "eager_rejected": str}                            # optional
                           | {"status": "unavailable", "reason": str, "rejected": {impl: why}}}}}}
 
 ``impls`` is keyed by module name, ``<impl>[+<variant>]`` (``boo_build.candidates``).
@@ -42,7 +43,10 @@ run") and why; ``prefer_eager``, where the selected candidate did not beat
 torch eager clearly on the build machine (``selection.kernel_beats_eager``;
 compared times, seconds; ``by_rows``, per size timed, for a kernel timed at
 several): the loader hands torch tensors to torch's op;
-numpy arrays, and loaders that do not know the field, run the kernel.
+numpy arrays, and loaders that do not know the field, run the kernel;
+``eager_rejected`` (kept as an extra field), where torch eager was faster but
+its results, as the loader would route them, failed the kernels' validation
+(``validate.validate_eager``): why torch calls run the kernel there.
 """
 
 from __future__ import annotations
