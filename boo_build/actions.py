@@ -133,10 +133,10 @@ def bench_action(subject: str, target_name: str, vmfb_path: str | None, validati
     passed = (val or {}).get("status") == ValidationStatus.PASSED
     eager_validation = None
     if vmfb_path is None:  # torch eager for a signature: whether its results, as the
-        from .validate import validate_eager  # loader routes torch calls, pass as a kernel's must
+        from .validate import eager_record  # loader routes torch calls, pass as a kernel's must
 
-        v = validate_eager(KernelSignature.parse(subject_signature(subject)), target_name)
-        eager_validation = {"validation": {"status": v.status, "reason": v.reason}}
+        eager_validation = {"validation": eager_record(KernelSignature.parse(subject_signature(subject)),
+                                                       target_name, shapes)}
     if scheduler and (vmfb_path is None or passed):
         from .distributed import remote_bench
 

@@ -56,10 +56,10 @@ from .loader.errors import BundleFormatError
 from .loader.format import CSV_NAME, BundleIndex, TargetRecord
 from .measure_report import KernelMeasurement, MeasureReport, markdown, summary_line, to_json
 from .pack import write_bundle
-from .selection import eager_preference, eager_rejection, select
+from .selection import eager_preference, gate_eager, select
 from .signature import KernelSignature, ModuleId
 from .targets import Target, cuda_capability
-from .validate import ValidationResult, validate_eager, validate_kernel
+from .validate import ValidationResult, eager_record, validate_kernel
 
 EXIT_OK, EXIT_PROBLEM, EXIT_UNUSABLE = 0, 1, 2
 
@@ -253,7 +253,7 @@ def measure_bundle(src: str | Path, out: str | Path, *, targets: tuple[str, ...]
             compiled = bench_eager_at(sig, shapes, target=name, torch_device=tdev, compiled=True, passes=1, **kw)
             compile_spent += time.monotonic() - t0
         sel = select(sig, name, list(te.impls), vals, bens)
-        ev = validate_eager(sig, name, torch_device=tdev) if tdev else None
+        ev = eager_record(sig, name, shapes, torch_device=tdev) if tdev else None
         m = KernelMeasurement(key, name, vals, bens, eager, compiled, sel, bytes_moved(timed), ev)
         measured.append(m)
         dev_records[name] = device_record(dev)
@@ -315,8 +315,7 @@ def _update_entry(index: BundleIndex, members: dict[str, bytes], m: KernelMeasur
         else:
             rejected[impl] = m.selection.rejected.get(impl) or f"validation {v.status}: {v.reason}"
             members.pop(rec.member, None)
-    ev = None if m.eager_validation is None else {"status": m.eager_validation.status,
-                                                   "reason": m.eager_validation.reason}
+    ev = m.eager_validation
     measured = {"device": dev.name, "bytes": m.bytes_moved, "eager": {**m.eager.to_json(), "validation": ev},
                 "torch_compile": m.compiled.to_json()}
     rejected = dict(sorted(rejected.items()))
@@ -325,9 +324,9 @@ def _update_entry(index: BundleIndex, members: dict[str, bytes], m: KernelMeasur
         new = TargetRecord.unavailable(f"measured on {dev.name}: {reason}", rejected, measured=measured)
     else:
         pref = eager_preference(KernelSignature.parse(m.key), m.selection, m.benches, m.eager)
-        why = eager_rejection(pref, ev)  # torch calls go to torch only where its results pass
+        pref, why = gate_eager(pref, ev)  # torch calls go to torch only where its results pass
         new = TargetRecord.available(m.selection.impl, kept, m.selection.reason, rejected, measured=measured,
-                                     prefer_eager=None if why else pref, **({"eager_rejected": why} if why else {}))
+                                     prefer_eager=pref, **({"eager_rejected": why} if why else {}))
     return index.with_entry(m.key, m.target, new)
 
 

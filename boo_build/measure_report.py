@@ -26,7 +26,7 @@ class KernelMeasurement:
     compiled: BenchResult
     selection: Selection
     bytes_moved: int
-    eager_validation: ValidationResult | None = None  # torch eager's results as the loader routes them
+    eager_validation: Mapping[str, Any] | None = None  # torch eager's results as routed (validate.eager_record)
 
     @property
     def selected(self) -> BenchResult | None:

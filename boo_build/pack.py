@@ -95,7 +95,7 @@ class TargetEntry:
     mode: str = ""
     candidates: Mapping[str, Mapping[str, Any]] | None = None
     prefer_eager: Mapping[str, Any] | None = None  # where torch eager beat the selected candidate
-    eager_rejected: str = ""  # where it did, but its results failed validation (selection.eager_rejection)
+    eager_rejected: str = ""  # where it did, but its results failed validation (selection.gate_eager)
 
     @classmethod
     def available(cls, impls: Mapping[str, ImplArtifact | Path | str], selected: str, reason: str = "",

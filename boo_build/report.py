@@ -25,7 +25,7 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
     from .bench_table import eager_key, table_rows
     from .benchmark import BenchResult
     from .selection import (
-        compared_time, candidate_records, eager_preference, eager_rejection, module_rejections, select,
+        compared_time, candidate_records, eager_preference, gate_eager, module_rejections, select,
     )
     from .validate import ValidationResult
 
@@ -134,10 +134,10 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
             if explore and eager:
                 pref = eager_preference(sig, sel, bens, BenchResult.from_json(eager))
                 # torch calls go to torch only where its results pass as a kernel's must
-                why = eager_rejection(pref, eager.get("validation"))
+                pref, why = gate_eager(pref, eager.get("validation"))
                 if why:
                     extra["eager_rejected"] = rejections[(sig.key, t.name)] = why
-                elif pref:
+                if pref:
                     extra["prefer_eager"] = prefs[(sig.key, t.name)] = pref
             if sel.impl is None:
                 failures.extend(impl_failures)

@@ -260,28 +260,36 @@ def eager_preference(sig: KernelSignature, sel: Selection, benches: Mapping[str,
     return out
 
 
-def eager_rejection(pref: Mapping | None, validation: Mapping | None) -> str | None:
-    """Why torch calls still run the kernel where torch eager was faster
-    (``pref``, ``eager_preference``'s): its results, as the loader would route
-    them (``validate.validate_eager``; ``validation``, that record's ``{"status",
-    "reason"}``), did not pass the kernels' validation. None where they may go
-    to torch (or eager was not faster)."""
+def gate_eager(pref: Mapping | None, validation: Mapping | None) -> tuple[dict | None, str | None]:
+    """(``prefer_eager``, why torch calls still run the kernel): ``pref``
+    (``eager_preference``'s) where torch eager's results, as the loader would
+    route them (``validation``: ``validate.eager_record``'s ``{"status",
+    "reason", "by_rows"?}``), passed the kernels' validation; per size for a
+    kernel decided per size (eager kept at the sizes where it passed); else
+    (None, why). (None, None) where eager was not faster."""
     if not pref:
-        return None
+        return None, None
     status = (validation or {}).get("status")
     if status == ValidationStatus.PASSED:
-        return None
+        return dict(pref), None
+    passed = {r for r, ok in (validation or {}).get("by_rows") or () if ok}
+    if pref.get("by_rows") and passed:
+        by_rows = [[r, bool(won and r in passed)] for r, won in pref["by_rows"]]
+        failed = [str(r) for (r, won), (_, kept) in zip(pref["by_rows"], by_rows) if won and not kept]
+        if any(kept for _, kept in by_rows):
+            return {**pref, "by_rows": by_rows, "reason": pref["reason"] + (
+                f"; not at {', '.join(failed)} rows, where torch eager fails validation" if failed else "")}, None
     times = pref["reason"].split(": ", 1)[-1]
     if status in (ValidationStatus.FAILED, ValidationStatus.ERROR):
-        return f"torch eager {status} validation: {validation.get('reason', '')} (it was faster: {times})"
-    return f"torch eager not validated (it was faster: {times})"
+        return None, f"torch eager {status} validation: {validation.get('reason', '')} (it was faster: {times})"
+    return None, f"torch eager not validated (it was faster: {times})"
 
 
 def torch_calls_text(pref: Mapping | None, rejected: str | None = None) -> str:
     """Where the loader sends torch tensors of a kernel with ``prefer_eager``
     ``pref`` (None: the kernel): "the kernel", "torch eager", "torch eager (all
     3 sizes)", "eager at 1, 64 rows, else the kernel"; ``rejected``
-    (``eager_rejection``): "the kernel (torch eager fails validation)"."""
+    (``gate_eager``'s why): "the kernel (torch eager fails validation)"."""
     if rejected:
         return f"the kernel (torch eager {'not validated' if 'not validated' in rejected else 'fails validation'})"
     if not pref:

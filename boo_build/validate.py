@@ -348,6 +348,27 @@ def validate_eager(sig: KernelSignature, target: str = "cpu", *, torch_device: s
     return _checked(sig, run, base, seeds, offset_case, shapes, "torch eager")
 
 
+def eager_record(sig: KernelSignature, target: str = "cpu", bench_shapes=(), *,
+                 torch_device: str | None = None) -> dict[str, Any]:
+    """``validate_eager``'s verdict for a bench record: ``{"status", "reason"}``,
+    and for a dynamic signature ``by_rows``, ``[[rows, passed], ...]`` over its
+    validation shapes and ``bench_shapes`` (where the loader decides per size:
+    ATen's half-precision sums over rows pass at a few rows and fail at
+    thousands)."""
+    shapes = None
+    if sig.is_dynamic:
+        shapes = tuple(dict.fromkeys(validation_shapes(sig) + tuple(tuple(s) for s in bench_shapes)))
+    v = validate_eager(sig, target, torch_device=torch_device, shapes=shapes)
+    rec: dict[str, Any] = {"status": v.status, "reason": v.reason}
+    if shapes and v.status in (ValidationStatus.PASSED, ValidationStatus.FAILED):
+        rows = {case: csig.rows for case, _, _, csig in _all_cases(sig, (0,), True, shapes)}
+        ok: dict[int, bool] = {}
+        for c in v.outputs:
+            ok[rows[c.case]] = ok.get(rows[c.case], True) and c.ok
+        rec["by_rows"] = [[r, ok[r]] for r in sorted(ok)]
+    return rec
+
+
 def _checked(sig, run, base: dict, seeds, offset_case: bool, shapes, what: str) -> ValidationResult:
     """Every case of ``sig`` run by ``run(static sig, seed, offset) -> (outputs,
     the arguments it ran on)`` and compared with the float64 reference."""

@@ -265,20 +265,43 @@ def test_where_torch_calls_go_in_words():
 def test_torch_calls_go_to_torch_only_where_eager_passed_validation():
     """Eager faster is not enough: its results, as the loader routes them, must
     pass the kernels' validation; otherwise the kernel runs and the reason says why."""
-    from boo_build.selection import eager_preference, eager_rejection, torch_calls_text
+    from boo_build.selection import eager_preference, gate_eager, torch_calls_text
 
     vals = {"aten": val("aten", "passed"), "manual": val("manual", "passed")}
     benches = {"aten": bench("aten", 80.0), "manual": bench("manual", 120.0)}
     s = select(SIG, "cpu", BOTH, vals, benches)
     pref = eager_preference(SIG, s, benches, eager_bench(50.0))
-    assert eager_rejection(pref, {"status": "passed", "reason": ""}) is None
-    failed = eager_rejection(pref, {"status": "failed", "reason": "grad_bias (seed0): ... (7.2x the tolerance)"})
-    assert failed == ("torch eager failed validation: grad_bias (seed0): ... (7.2x the tolerance) "
-                      "(it was faster: 80.0 us (aten) vs 50.0 us (medians))")
-    assert eager_rejection(pref, None) == "torch eager not validated (it was faster: 80.0 us (aten) vs 50.0 us (medians))"
-    assert eager_rejection(pref, {"status": "error", "reason": "seed0: RuntimeError: boom"}).startswith(
+    assert gate_eager(pref, {"status": "passed", "reason": ""}) == (pref, None)
+    kept, failed = gate_eager(pref, {"status": "failed", "reason": "grad_bias (seed0): ... (7.2x the tolerance)"})
+    assert kept is None and failed == ("torch eager failed validation: grad_bias (seed0): ... (7.2x the tolerance) "
+                                       "(it was faster: 80.0 us (aten) vs 50.0 us (medians))")
+    assert gate_eager(pref, None) == (None, "torch eager not validated (it was faster: 80.0 us (aten) vs 50.0 us "
+                                            "(medians))")
+    assert gate_eager(pref, {"status": "error", "reason": "seed0: RuntimeError: boom"})[1].startswith(
         "torch eager error validation: seed0: RuntimeError: boom")
-    # eager not faster: nothing to reject, whatever its validation
-    assert eager_rejection(eager_preference(SIG, s, benches, eager_bench(95.0)), {"status": "failed"}) is None
-    assert torch_calls_text(pref, failed) == "the kernel (torch eager fails validation)"
-    assert torch_calls_text(pref, eager_rejection(pref, None)) == "the kernel (torch eager not validated)"
+    # eager not faster: nothing to gate, whatever its validation
+    assert gate_eager(eager_preference(SIG, s, benches, eager_bench(95.0)), {"status": "failed"}) == (None, None)
+    assert torch_calls_text(None, failed) == "the kernel (torch eager fails validation)"
+    assert torch_calls_text(None, gate_eager(pref, None)[1]) == "the kernel (torch eager not validated)"
+
+
+def test_a_kernel_decided_per_size_keeps_eager_where_eager_passed_validation():
+    """ATen's half-precision sums over rows pass at a few rows and fail at
+    thousands: eager keeps the sizes where it passed, the kernel takes the rest."""
+    from boo_build.selection import eager_preference, gate_eager, torch_calls_text
+
+    vals = {"manual": val("manual", "passed")}
+    benches = {"manual": sized("manual", {1024: 300.0, 1: 25.0, 64: 40.0, 4096: 900.0})}
+    s = select(DYN, "cpu", ["manual"], vals, benches)
+    pref = eager_preference(DYN, s, benches, sized("eager", {1024: 100.0, 1: 9.0, 64: 12.0, 4096: 300.0}))
+    assert [won for _, won in pref["by_rows"]] == [True, True, True, True]
+    validation = {"status": "failed", "reason": "grad_bias (seed0@3x1367x768): ...",
+                  "by_rows": [[1, True], [37, True], [64, True], [1024, False], [4096, False]]}
+    kept, why = gate_eager(pref, validation)
+    assert why is None and kept["by_rows"] == [[1, True], [64, True], [1024, False], [4096, False]]
+    assert kept["reason"].endswith("; not at 1024, 4096 rows, where torch eager fails validation")
+    assert torch_calls_text(kept) == "eager at 1, 64 rows, else the kernel"
+    # failing at every size eager won: the kernel everywhere, and why
+    everywhere = {**validation, "by_rows": [[1, False], [64, False], [1024, False], [4096, False]]}
+    assert gate_eager(pref, everywhere)[0] is None and gate_eager(pref, everywhere)[1].startswith(
+        "torch eager failed validation: grad_bias")

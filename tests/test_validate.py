@@ -194,3 +194,18 @@ def test_torch_eager_is_validated_as_the_loader_routes_it():
     assert validate_eager(KernelSignature.parse("layer_norm-bf16-37x768-n768-wb-m1")).passed
     dyn = validate_eager(KernelSignature.parse("rms_norm-f32-BATCHxSEQx64-n64-w-eps1em06-m6"))
     assert dyn.passed and any("@" in c.case for c in dyn.outputs)  # at its validation shapes
+
+
+def test_torch_eagers_record_says_per_size_where_it_passed():
+    """``eager_record``: a dynamic signature's verdict per row count, over its
+    validation shapes and the bench shapes: ATen's half-precision weight and
+    bias gradients pass at one row and fail at thousands."""
+    from boo_build.signature import KernelSignature
+    from boo_build.validate import eager_record
+
+    rec = eager_record(KernelSignature.parse("layer_norm-bf16-BATCHxSEQx64-n64-wb-m12"), "cpu", [[64, 1, 64]])
+    assert rec["status"] == "failed" and rec["reason"].startswith(("grad_weight", "grad_bias"))
+    rows = dict(rec["by_rows"])
+    assert sorted(rows) == [1, 37, 64, 4101] and rows[1] and not rows[4101]
+    static = eager_record(KernelSignature.parse("layer_norm-f32-64x64-n64-wb-m14"))
+    assert static == {"status": "passed", "reason": ""}
