@@ -131,12 +131,12 @@ def bench_action(subject: str, target_name: str, vmfb_path: str | None, validati
         dev = dataclasses.replace(dev, driver=mode, uri=mode)
     val = read_json(Path(validation_record)) if validation_record else None
     passed = (val or {}).get("status") == ValidationStatus.PASSED
-    eager_validation = None
+    eager_validation, sig = None, None
     if vmfb_path is None:  # torch eager for a signature: whether its results, as the
         from .validate import eager_record  # loader routes torch calls, pass as a kernel's must
 
-        eager_validation = {"validation": eager_record(KernelSignature.parse(subject_signature(subject)),
-                                                       target_name, shapes)}
+        sig = KernelSignature.parse(subject_signature(subject))
+        eager_validation = {"validation": eager_record(sig, target_name, shapes)}
     if scheduler and (vmfb_path is None or passed):
         from .distributed import remote_bench
 
@@ -146,9 +146,8 @@ def bench_action(subject: str, target_name: str, vmfb_path: str | None, validati
         write_json(Path(record_path), rec)
         return {"status": rec["status"]}
     mid_key, variant = split_module_file(subject)
-    if vmfb_path is None:
-        res = in_bench_process(bench_eager_at, KernelSignature.parse(subject_signature(subject)), shapes,
-                               threads=None)
+    if sig is not None:
+        res = in_bench_process(bench_eager_at, sig, shapes, threads=None)
     elif not passed:
         res = not_run.skipped_bench(mid_key, target_name, (val or {}).get("status"))
     else:

@@ -282,7 +282,10 @@ def gate_eager(pref: Mapping | None, validation: Mapping | None) -> tuple[dict |
     times = pref["reason"].split(": ", 1)[-1]
     if status in (ValidationStatus.FAILED, ValidationStatus.ERROR):
         return None, f"torch eager {status} validation: {validation.get('reason', '')} (it was faster: {times})"
-    return None, f"torch eager not validated (it was faster: {times})"
+    return None, f"{NOT_VALIDATED} (it was faster: {times})"
+
+
+NOT_VALIDATED = "torch eager not validated"  # gate_eager's why where eager has no verdict
 
 
 def torch_calls_text(pref: Mapping | None, rejected: str | None = None) -> str:
@@ -291,7 +294,7 @@ def torch_calls_text(pref: Mapping | None, rejected: str | None = None) -> str:
     3 sizes)", "eager at 1, 64 rows, else the kernel"; ``rejected``
     (``gate_eager``'s why): "the kernel (torch eager fails validation)"."""
     if rejected:
-        return f"the kernel (torch eager {'not validated' if 'not validated' in rejected else 'fails validation'})"
+        return f"the kernel ({NOT_VALIDATED if rejected.startswith(NOT_VALIDATED) else 'torch eager fails validation'})"
     if not pref:
         return "the kernel"
     rows = pref.get("by_rows")

@@ -355,13 +355,13 @@ def eager_record(sig: KernelSignature, target: str = "cpu", bench_shapes=(), *,
     validation shapes and ``bench_shapes`` (where the loader decides per size:
     ATen's half-precision sums over rows pass at a few rows and fail at
     thousands)."""
-    shapes = None
+    shapes, seeds = None, (0,)
     if sig.is_dynamic:
         shapes = tuple(dict.fromkeys(validation_shapes(sig) + tuple(tuple(s) for s in bench_shapes)))
-    v = validate_eager(sig, target, torch_device=torch_device, shapes=shapes)
+    v = validate_eager(sig, target, torch_device=torch_device, seeds=seeds, shapes=shapes)
     rec: dict[str, Any] = {"status": v.status, "reason": v.reason}
     if shapes and v.status in (ValidationStatus.PASSED, ValidationStatus.FAILED):
-        rows = {case: csig.rows for case, _, _, csig in _all_cases(sig, (0,), True, shapes)}
+        rows = {case: csig.rows for case, _, _, csig in _all_cases(sig, seeds, True, shapes)}
         ok: dict[int, bool] = {}
         for c in v.outputs:
             ok[rows[c.case]] = ok.get(rows[c.case], True) and c.ok

@@ -161,10 +161,15 @@ LOCAL_SYNC_ALLOCATOR = "caching:device_local=*;256mib;64"
 ALLOCATOR_ENV = "BOO_LOCAL_SYNC_ALLOCATOR"
 
 
+def driver_of(uri: str) -> str:
+    """The runtime driver of a device URI: "local-sync", "cuda://0" -> "cuda"."""
+    return uri.split("://", 1)[0].split("?", 1)[0]
+
+
 def device_allocators(uri: str) -> list[str] | None:
     """The allocator specs the loader opens ``uri``'s device with (IREE's
     ``--device_allocator`` syntax), None for the driver's own allocator."""
-    if uri.split("://", 1)[0].split("?", 1)[0] != "local-sync":
+    if driver_of(uri) != "local-sync":
         return None
     spec = os.environ.get(ALLOCATOR_ENV, LOCAL_SYNC_ALLOCATOR).strip()
     return None if spec.lower() in ("", "none") else [spec]
@@ -173,7 +178,7 @@ def device_allocators(uri: str) -> list[str] | None:
 def configure_driver(uri: str) -> None:
     """Set the runtime flags the loader wants for ``uri``'s driver; call before
     the driver is first created. A runtime without the flag is left alone."""
-    if uri.split("://", 1)[0].split("?", 1)[0] != "cuda" or os.environ.get(ASYNC_ALLOCATIONS_ENV) == "1":
+    if driver_of(uri) != "cuda" or os.environ.get(ASYNC_ALLOCATIONS_ENV) == "1":
         return
     from .native import runtime
 

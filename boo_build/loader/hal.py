@@ -148,8 +148,10 @@ def open_device(uri: str = LOCAL_TASK) -> RuntimeDevice:
 
     Every RuntimeDevice for one URI shares one HAL device, which lives until
     the process ends (outputs handed out point into its memory)."""
+    from .devices import driver_of
+
     rt = _rt()
-    driver = uri.split("://", 1)[0].split("?", 1)[0]
+    driver = driver_of(uri)
     with _LOAD_LOCK:
         hal_device = _hal_device(uri)
         instance = rt.VmInstance()
