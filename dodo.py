@@ -1,14 +1,14 @@
 """`doit build`: build every manifest in manifests/ into artifacts/.
 
-The graph lives in boo_build.tasks; the `boo-build` CLI loads the same one
+The graph lives in boo_build.build.tasks; the `boo-build` CLI loads the same one
 with options (targets, --allow-missing, --no-bench, ...).
 """
 
 import sys
 from pathlib import Path
 
-from boo_build import cli as _cli
-from boo_build import tasks as _tasks
+from boo_build.cli import graph as _cli
+from boo_build.build import tasks as _tasks
 
 _ROOT = Path(__file__).resolve().parent
 _config = _tasks.BuildConfig(manifests=_cli.default_manifests(_ROOT / "manifests"),

@@ -17,7 +17,7 @@ time is the one measured alternating with the loader:
 * kernel: the same entry point on the bundle opened with ``prefer_eager=False``,
   i.e. the compiled kernel, timed where the route is "eager" (elsewhere it is
   the loader path): "kernel speed-up" says what the compiled kernels alone do;
-* torch eager: the op's ``eager_call`` (``boo_build.benchmark.eager_fn``):
+* torch eager: the op's ``eager_call`` (``boo_build.stages.benchmark.eager_fn``):
   ``aten.native_layer_norm``, ``native_layer_norm_backward`` with the output
   mask, ``aten._fused_rms_norm``, and for the RMS backward autograd of
   ``F.rms_norm`` (torch 2.13 has no CPU ``_fused_rms_norm_backward``: a weak
@@ -76,7 +76,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from boo_build.benchmark import CPU_ROUND_S  # noqa: E402 - the repository on sys.path (imports no torch)
+from boo_build.stages.benchmark import CPU_ROUND_S  # noqa: E402 - the repository on sys.path (imports no torch)
 from machine import cpu_model  # noqa: E402 - benchmarks/ on sys.path
 
 DEFAULT_BUNDLE = ROOT / "artifacts" / "boo-norms-0.1.0.tar.zst"
@@ -92,7 +92,7 @@ def concrete(bundle, sig):
     if not sig.is_dynamic:
         k, ks = bundle._table.resolve(sig)
         return sig, k, ks
-    from boo_build.validate import validation_shapes
+    from boo_build.stages.validate import validation_shapes
 
     shapes = validation_shapes(sig)
     for shape in shapes[1:-1] + shapes[-1:] + shapes[:1]:
@@ -109,7 +109,7 @@ def loader_call(bundle, sig, seed: int = 0):
     import torch
 
     from boo_build import ops
-    from boo_build.modules import sample_args
+    from boo_build.stages.torch_modules import sample_args
 
     op = ops.get(sig.op)
     fwd = sample_args(sig.replace(mask=1), seed)
@@ -137,7 +137,7 @@ def bare_call(bundle, k, ks, seed: int = 0):
     import torch
 
     from boo_build.loader.native import runtime
-    from boo_build.modules import sample_args
+    from boo_build.stages.torch_modules import sample_args
 
     rt = runtime()
     dev = bundle.load(k.key).device
@@ -164,7 +164,7 @@ def smallest(bundle, sig):
     a dynamic kernel's validation shapes in order (the first: every dynamic dim 1)."""
     if not sig.is_dynamic:
         return concrete(bundle, sig)
-    from boo_build.validate import validation_shapes
+    from boo_build.stages.validate import validation_shapes
 
     for shape in validation_shapes(sig):
         call = sig.bind(shape)
@@ -269,7 +269,7 @@ def measure(bundle_path, samples: int = 40, min_batch_s: float = CPU_ROUND_S, ke
             overhead_samples: int | None = None, table: bool = True) -> dict:
     import torch
 
-    from boo_build.benchmark import eager_fn
+    from boo_build.stages.benchmark import eager_fn
     from boo_build.loader.invoke import cpu_threads, open_device
 
     from boo_build.loader import open_bundle

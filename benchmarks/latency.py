@@ -49,10 +49,11 @@ def env() -> dict[str, str]:
 
 # ------------------------------------------------------------------ bundle
 def build_bundle(folder: Path) -> tuple[Path, str]:
-    from boo_build.compile import compile_mlir
-    from boo_build.export import export_mlir
-    from boo_build.pack import ImplArtifact, KernelEntry, TargetEntry, pack_bundle
+    from boo_build.loader.format import TargetRecord
     from boo_build.signature import KernelSignature, ModuleId
+    from boo_build.stages.compile import compile_mlir
+    from boo_build.stages.export import export_mlir
+    from boo_build.stages.pack import kernel_record, pack_bundle, packed_impl
     from boo_build.targets import catalogue
 
     sig = KernelSignature("layer_norm", SHAPE, NORM, "float32", 1, eps=EPS)
@@ -63,8 +64,10 @@ def build_bundle(folder: Path) -> tuple[Path, str]:
         raise SystemExit(f"compile failed: {res.error}")
     vmfb = folder / f"{mid.key}.vmfb"
     vmfb.write_bytes(res.vmfb)
-    entry = KernelEntry(sig, {"cpu": TargetEntry.available({"aten": ImplArtifact(vmfb)}, "aten", "only one")})
-    path = pack_bundle(folder, name="latency", version="0.0.1", targets=[cpu], kernels=[entry],
+    vmfbs: dict[str, bytes] = {}
+    impls = {"aten": packed_impl(vmfbs, "cpu", sig, "aten", vmfb)}
+    entry = kernel_record(sig, {"cpu": TargetRecord.available("aten", impls, "only one")})
+    path = pack_bundle(folder, name="latency", version="0.0.1", targets=[cpu], kernels=[entry], vmfbs=vmfbs,
                        provenance={"purpose": "benchmarks/latency.py"})
     return path, sig.key
 

@@ -49,14 +49,15 @@ SHAPE, WIDTH = (8, 128, 768), 768
 
 def build_bundle(folder: Path) -> Path:
     """layer_norm float32 8x128x768, forward and combined backward (masks 1 and 14), for the CPU."""
-    from boo_build.compile import compile_mlir
-    from boo_build.export import export_mlir
-    from boo_build.pack import ImplArtifact, KernelEntry, TargetEntry, pack_bundle
+    from boo_build.loader.format import TargetRecord
     from boo_build.signature import KernelSignature, ModuleId
+    from boo_build.stages.compile import compile_mlir
+    from boo_build.stages.export import export_mlir
+    from boo_build.stages.pack import kernel_record, pack_bundle, packed_impl
     from boo_build.targets import catalogue
 
     cpu = catalogue()["cpu"]
-    entries = []
+    entries, vmfbs = [], {}
     for mask in (1, 14):
         mid = ModuleId(KernelSignature("layer_norm", SHAPE, (WIDTH,), "float32", mask), "manual")
         res = compile_mlir(export_mlir(mid), cpu.flags)
@@ -64,10 +65,9 @@ def build_bundle(folder: Path) -> Path:
             raise SystemExit(f"compile of {mid.key} failed: {res.error}")
         vmfb = folder / f"{mid.key}.vmfb"
         vmfb.write_bytes(res.vmfb)
-        art = ImplArtifact(vmfb)
-        entries.append(KernelEntry(mid.signature, {"cpu": TargetEntry.available({"manual": art}, "manual",
-                                                                                 "only one")}))
-    return pack_bundle(folder, name="train-step", version="0.0.1", targets=[cpu], kernels=entries,
+        impls = {"manual": packed_impl(vmfbs, "cpu", mid.signature, "manual", vmfb)}
+        entries.append(kernel_record(mid.signature, {"cpu": TargetRecord.available("manual", impls, "only one")}))
+    return pack_bundle(folder, name="train-step", version="0.0.1", targets=[cpu], kernels=entries, vmfbs=vmfbs,
                        provenance={"purpose": "benchmarks/train_step.py"})
 
 

@@ -1,31 +1,46 @@
-"""Stage records on disk: one atomic writer, one canonical JSON, status values.
+"""The typed records the stages write and read: one frozen dataclass per stage result.
 
-Every file the build writes goes through ``write_atomic`` (temporary file in
-the same folder, fsync, rename): a reader, or a build killed half-way, never
-sees a half-written file. Records are JSON in one canonical form
-(``record_bytes``: sorted keys, indent 1, trailing newline), so an unchanged
-result rewrites the same bytes. A record's ``run_id`` and ``seconds`` say which
-build wrote it and how long it took; ``stable_record`` drops them, leaving what
-the result is (what the up-to-date checks and the build report compare).
+Each record is written by one stage and read by the ones after it, through
+``to_json`` / ``from_json`` (JSON files beside the artifacts, the build
+report, the bundle index's ``validation`` and ``benchmark`` fields, Dask
+results): ``from_json(r.to_json()) == r``, and ``to_json`` writes what the
+records have always held, so that an unchanged result keeps its bytes (the
+up-to-date checks and a bundle's reproducibility depend on it). Optional
+fields that were absent stay absent.
+
+    export   -> ExportRecord        mlir/<module>.export.json
+    compile  -> CompileRecord       vmfb/<target>/<module>.compile.json
+    validate -> ValidationResult    validate/<target>/<module>.json (its OutputChecks)
+    bench    -> BenchResult         bench/<target>/<subject>.json (its SizeTimings; torch
+                                    eager's carries an EagerValidation)
+
+A record's ``run_id`` and ``seconds`` say which build wrote it and how long
+it took (``VOLATILE_FIELDS``); ``stable_json`` leaves them out: what the
+result is, which the up-to-date checks and the build report compare. The
+selection's records (``Selection``, ``Decision``) are in ``stages.selection``;
+the bundle index's (candidates, the eager preference) in ``loader.format``,
+which the loader reads without the build side.
 
 Status values are ``str`` enums: they compare equal to, and are written to
-JSON as, the plain strings the records have always held. Pure Python (stdlib
-and ``signature``): the graph imports it at load time.
+JSON as, the plain strings. Pure Python (stdlib and ``signature``): the graph
+imports it at load time.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
+import math
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, TypeVar
 
-from .signature import dumps  # the canonical JSON text of every record (sorted keys, indent 1)
+__all__ = [
+    "BenchResult", "BenchStatus", "COMPILED", "EAGER", "CompileRecord", "CompileStatus", "EagerValidation", "ExportRecord",
+    "ExportStatus", "OutputCheck", "SizeTiming", "VOLATILE_FIELDS", "ValidationResult", "ValidationStatus",
+    "compared_seconds", "stable_record",
+]
 
-__all__ = ["BenchStatus", "CompileStatus", "ExportStatus", "VOLATILE_FIELDS", "ValidationStatus", "dumps",
-           "read_json", "record_bytes", "stable_record", "write_atomic", "write_json"]
+Json = dict[str, Any]
+S = TypeVar("S", bound=StrEnum)
 
 
 class ExportStatus(StrEnum):
@@ -53,58 +68,389 @@ class BenchStatus(StrEnum):
     SKIPPED = "skipped"  # not validated, so not timed
 
 
+EAGER = "eager"  # a benchmark's subject: torch eager for the signature
+COMPILED = "torch.compile"  # a benchmark's subject: torch.compile of torch eager
+
 VOLATILE_FIELDS = ("run_id", "seconds")  # differ between runs that produced the same result
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder,
-    flushed to disk before it is renamed over ``path`` (mode 0644)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide artifacts from other users
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def record_bytes(data: Any) -> bytes:
-    """A record's file content: canonical JSON and a newline."""
-    return (dumps(data) + "\n").encode()
-
-
-def write_json(path: Path, data: Any) -> None:
-    write_atomic(Path(path), record_bytes(data))
-
-
-def read_json(path: Path) -> dict[str, Any] | None:
-    """A record, or None when it is missing or unreadable."""
-    try:
-        return json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def compared_seconds(rec: Any) -> float | None:
-    """What the selection compares of a timing record (a ``BenchResult`` JSON, a
-    size of one, a candidate's): its ``mean_s`` (``benchmark.Stats.mean``; on the
-    CPU each sample a round's mean per call, ``benchmark.CPU_ROUND_S``), else its
-    median (records written before means were), else its best sample."""
-    for field in ("mean_s", "median_s", "min_s"):
-        v = rec.get(field)
-        if v is not None:
-            return v
-    return None
-
-
-def stable_record(rec: dict | None) -> dict | None:
-    """A stage record without its volatile fields: what the result is."""
+def stable_record(rec: Mapping[str, Any] | None) -> Json | None:
+    """A stage record's JSON without its volatile fields: what the result is."""
     if rec is None:
         return None
     return {k: v for k, v in rec.items() if k not in VOLATILE_FIELDS}
+
+
+def compared_seconds(rec: Mapping[str, Any]) -> float | None:
+    """What the selection compares of a timing record (a ``BenchResult``'s JSON, a
+    ``SizeTiming``'s, a candidate's): its ``mean_s`` (the mean of the samples but
+    the slowest, ``benchmark.Stats.mean``), else its median (records written
+    before means were), else its best sample; None when it has none.
+    docs/validation-and-selection.md says where which statistic is used and why."""
+    return first_time(rec.get("mean_s"), rec.get("median_s"), rec.get("min_s"))
+
+
+def first_time(mean_s: float | None, median_s: float | None, min_s: float | None) -> float | None:
+    """``compared_seconds`` of a record's three times: the first one recorded."""
+    for v in (mean_s, median_s, min_s):
+        if v is not None:
+            return float(v)
+    return None
+
+
+def checked_status(kind: type[S], value: Any, what: str) -> S:
+    """``value`` as a status of enum ``kind``; a ValueError naming the allowed ones otherwise."""
+    try:
+        return kind(value)
+    except ValueError:
+        raise ValueError(f"unknown {what} status {value!r}: use one of {', '.join(kind)}") from None
+
+
+# ---------------------------------------------------------------- export
+@dataclass(frozen=True)
+class ExportRecord:
+    """One module's export: ``ok`` with the sha256 of its MLIR text, or
+    ``unavailable`` with why (an empty MLIR file then stands beside it)."""
+
+    module: str  # module key
+    status: ExportStatus
+    reason: str
+    func_name: str
+    variant: str = ""  # an export variant (candidates.EXPORT_VARIANTS)
+    mlir_sha256: str | None = None
+    run_id: str | None = None
+    seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", ExportStatus(self.status))
+
+    @property
+    def ok(self) -> bool:
+        return self.status is ExportStatus.OK
+
+    def to_json(self) -> Json:
+        return {"module": self.module, "status": self.status, "reason": self.reason, "func_name": self.func_name,
+                "run_id": self.run_id, "seconds": self.seconds,
+                **({"variant": self.variant} if self.variant else {}),
+                **({"mlir_sha256": self.mlir_sha256} if self.mlir_sha256 is not None else {})}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "ExportRecord":
+        return cls(module=d.get("module", ""), status=d["status"], reason=d.get("reason") or "",
+                   func_name=d.get("func_name", ""), variant=d.get("variant", ""), mlir_sha256=d.get("mlir_sha256"),
+                   run_id=d.get("run_id"), seconds=d.get("seconds"))
+
+
+# --------------------------------------------------------------- compile
+@dataclass(frozen=True)
+class CompileRecord:
+    """One module compiled for one target: ``ok`` (the vmfb's size and sha256),
+    ``failed`` (the useful part of the compiler's stderr) or ``unavailable``
+    (nothing to compile, and why)."""
+
+    module: str
+    target: str
+    flags: tuple[str, ...]
+    status: CompileStatus
+    reason: str = ""  # unavailable: why
+    command: str | None = None
+    error: str | None = None  # failed: the useful part of stderr, or the timeout
+    size: int | None = None
+    sha256: str | None = None
+    variant: str = ""  # a compile variant (candidates)
+    run_id: str | None = None
+    seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", CompileStatus(self.status))
+        object.__setattr__(self, "flags", tuple(self.flags))
+
+    @property
+    def ok(self) -> bool:
+        return self.status is CompileStatus.OK
+
+    def why_not(self) -> str:
+        """Why nothing of this module can ship (for a rejection), from its record."""
+        if self.status is CompileStatus.UNAVAILABLE:
+            return self.reason or "unavailable"
+        first = (self.error or "").strip().splitlines()[:1]
+        return f"compile failed: {first[0] if first else self.status}"
+
+    def to_json(self) -> Json:
+        out: Json = {"module": self.module, "target": self.target, "flags": list(self.flags), "status": self.status,
+                     "run_id": self.run_id, **({"variant": self.variant} if self.variant else {})}
+        if self.status is CompileStatus.UNAVAILABLE:
+            out["reason"] = self.reason
+        for name in ("command", "error", "seconds", "size", "sha256"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        return out
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "CompileRecord":
+        return cls(module=d.get("module", ""), target=d.get("target", ""), flags=tuple(d.get("flags") or ()),
+                   status=d["status"],
+                   reason=d.get("reason", ""), command=d.get("command"), error=d.get("error"), size=d.get("size"),
+                   sha256=d.get("sha256"), variant=d.get("variant", ""), run_id=d.get("run_id"),
+                   seconds=d.get("seconds"))
+
+
+# -------------------------------------------------------------- validate
+def _num(x: float) -> float | str:
+    """JSON has no NaN or infinity: write them as strings."""
+    x = float(x)
+    return x if math.isfinite(x) else str(x)
+
+
+def sort_ratio(x: float) -> float:
+    """A ratio for ordering: NaN (an output that is NaN where it should not be) sorts last."""
+    return math.inf if math.isnan(x) else x
+
+
+@dataclass(frozen=True)
+class OutputCheck:
+    """One output of one validation case against the float64 reference."""
+
+    name: str  # output name from the signature (output, mean, rstd, grad_input, ...)
+    case: str  # "seed0", "seed0+offset100" (a dynamic kernel's end in "@<shape>")
+    max_abs: float  # max |got - ref|
+    max_rel: float  # max |got - ref| / max(|ref|, atol * scale)
+    worst_index: tuple[int, ...]  # element with the largest error relative to its bound
+    got: float  # kernel value there
+    expected: float  # reference value there
+    ok: bool
+    ratio: float = 0.0  # error / allowed error at the worst element (<= 1 passes)
+    dtype: str = ""
+
+    def to_json(self) -> Json:
+        return {
+            "name": self.name, "case": self.case, "max_abs": _num(self.max_abs), "max_rel": _num(self.max_rel),
+            "worst_index": list(self.worst_index), "got": _num(self.got), "expected": _num(self.expected),
+            "ok": self.ok, "ratio": _num(self.ratio), "dtype": self.dtype,
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "OutputCheck":
+        return cls(
+            name=d["name"], case=d["case"], max_abs=float(d["max_abs"]), max_rel=float(d["max_rel"]),
+            worst_index=tuple(d.get("worst_index", ())), got=float(d["got"]), expected=float(d["expected"]),
+            ok=bool(d["ok"]), ratio=float(d.get("ratio", 0.0)), dtype=d.get("dtype", ""),
+        )
+
+    def describe(self) -> str:
+        idx = ",".join(map(str, self.worst_index))
+        return (f"{self.name} ({self.case}): max abs error {self.max_abs:.3g}, max rel {self.max_rel:.3g}; "
+                f"worst at [{idx}]: got {self.got:.6g}, expected {self.expected:.6g} "
+                f"({self.ratio:.3g}x the tolerance)")
+
+
+@dataclass(frozen=True)
+class ValidationResult:
+    """A kernel (or torch eager, as the loader routes torch calls) on every
+    validation case: ``passed`` only when it ran on a device and every output of
+    every case was within tolerance; ``not run`` with why there was no device;
+    ``error`` with the runtime's message."""
+
+    module: str  # module key (``<signature>-eager`` for torch eager)
+    target: str
+    status: ValidationStatus
+    reason: str = ""
+    outputs: tuple[OutputCheck, ...] = ()
+    tolerance: Mapping[str, Any] = field(default_factory=dict)
+    run_id: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", checked_status(ValidationStatus, self.status, "validation"))
+        object.__setattr__(self, "outputs", tuple(self.outputs))
+        object.__setattr__(self, "tolerance", dict(self.tolerance))
+
+    @classmethod
+    def not_run(cls, module: str, target: str, reason: str,
+                tolerance: Mapping[str, Any] | None = None) -> "ValidationResult":
+        """The "not run" record (``build.not_run`` words the reasons)."""
+        return cls(module=module, target=target, status=ValidationStatus.NOT_RUN, reason=reason,
+                   tolerance=dict(tolerance or {}))
+
+    @property
+    def passed(self) -> bool:
+        return self.status is ValidationStatus.PASSED
+
+    def worst(self) -> OutputCheck | None:
+        """The check furthest past (or closest to) its tolerance."""
+        if not self.outputs:
+            return None
+        return max(self.outputs, key=lambda c: (not c.ok, sort_ratio(c.ratio)))
+
+    def max_error(self) -> float | None:
+        """Largest absolute error over every output and case (None if nothing ran)."""
+        return max((c.max_abs for c in self.outputs), default=None, key=sort_ratio)
+
+    def summary(self) -> str:
+        if self.status is ValidationStatus.PASSED:
+            w = self.worst()
+            return f"passed ({w.ratio:.2g}x tolerance at worst)" if w else "passed"
+        return f"{self.status}: {self.reason}" if self.reason else str(self.status)
+
+    def to_json(self) -> Json:
+        return {
+            "module": self.module, "target": self.target, "status": self.status, "reason": self.reason,
+            "outputs": [c.to_json() for c in self.outputs], "tolerance": dict(self.tolerance),
+            **({"run_id": self.run_id} if self.run_id is not None else {}),
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "ValidationResult":
+        return cls(
+            module=d["module"], target=d["target"], status=d["status"], reason=d.get("reason", ""),
+            outputs=tuple(OutputCheck.from_json(c) for c in d.get("outputs", ())),
+            tolerance=dict(d.get("tolerance") or {}), run_id=d.get("run_id"),
+        )
+
+
+@dataclass(frozen=True)
+class EagerValidation:
+    """torch eager's results, as the loader would route torch calls, on a
+    kernel's validation cases (``validate.eager_record``): the build sends torch
+    calls to torch only where this passed. ``by_rows``: a dynamic kernel's
+    verdict per row count, ``((rows, passed), ...)``."""
+
+    status: ValidationStatus
+    reason: str = ""
+    by_rows: tuple[tuple[int, bool], ...] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", ValidationStatus(self.status))
+        if self.by_rows is not None:
+            object.__setattr__(self, "by_rows", tuple((int(r), bool(ok)) for r, ok in self.by_rows))
+
+    @property
+    def passed(self) -> bool:
+        return self.status is ValidationStatus.PASSED
+
+    def passed_rows(self) -> frozenset[int]:
+        return frozenset(r for r, ok in self.by_rows or () if ok)
+
+    def to_json(self) -> Json:
+        return {"status": self.status, "reason": self.reason,
+                **({"by_rows": [[r, ok] for r, ok in self.by_rows]} if self.by_rows is not None else {})}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "EagerValidation":
+        rows = d.get("by_rows")
+        return cls(status=d["status"], reason=d.get("reason", ""),
+                   by_rows=None if rows is None else tuple((r, ok) for r, ok in rows))
+
+
+# ----------------------------------------------------------------- bench
+@dataclass(frozen=True)
+class SizeTiming:
+    """A dynamic kernel's (or torch eager's) timing at one input shape."""
+
+    shape: tuple[int, ...]
+    status: BenchStatus
+    reason: str = ""
+    min_s: float | None = None
+    median_s: float | None = None
+    p90_s: float | None = None
+    mean_s: float | None = None
+    reps: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", BenchStatus(self.status))
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+
+    @property
+    def ok(self) -> bool:
+        return self.status is BenchStatus.OK and self.median_s is not None
+
+    @property
+    def compared_s(self) -> float | None:
+        """The time comparisons use (``compared_seconds``)."""
+        return first_time(self.mean_s, self.median_s, self.min_s) if self.ok else None
+
+    def to_json(self) -> Json:
+        return {"shape": list(self.shape), "status": self.status, "reason": self.reason, "min_s": self.min_s,
+                "median_s": self.median_s, "p90_s": self.p90_s, "mean_s": self.mean_s, "reps": self.reps}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "SizeTiming":
+        return cls(shape=tuple(d["shape"]), status=d["status"], reason=d.get("reason", ""), min_s=d.get("min_s"),
+                   median_s=d.get("median_s"), p90_s=d.get("p90_s"), mean_s=d.get("mean_s"),
+                   reps=int(d.get("reps") or 0))
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    """One benchmark: a kernel module (``subject``: its key) or torch eager
+    (``"eager"``) or ``torch.compile`` for a signature on a target."""
+
+    subject: str  # module key, "eager" or "torch.compile"
+    signature: str  # signature key
+    target: str
+    status: BenchStatus
+    reason: str = ""
+    min_s: float | None = None
+    median_s: float | None = None
+    p90_s: float | None = None
+    reps: int = 0
+    threads: int = 0
+    # ``Stats.mean``: what the selection compares where recorded (``compared_seconds``)
+    mean_s: float | None = None
+    # a dynamic signature timed at several input shapes: per shape; the fields
+    # above are the first shape's
+    sizes: tuple[SizeTiming, ...] = ()
+    # a candidate's record says which (``candidates``): both written when either is set
+    variant: str = ""
+    mode: str = ""
+    # torch eager's: whether its results, as the loader routes torch calls, validate
+    validation: EagerValidation | None = None
+    run_id: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", checked_status(BenchStatus, self.status, "benchmark"))
+        object.__setattr__(self, "sizes", tuple(s if isinstance(s, SizeTiming) else SizeTiming.from_json(s)
+                                                for s in self.sizes))
+
+    @classmethod
+    def not_run(cls, subject: str, signature: str, target: str, reason: str) -> "BenchResult":
+        """The "not run" record (``build.not_run`` words the reasons)."""
+        return cls(subject=subject, signature=signature, target=target, status=BenchStatus.NOT_RUN, reason=reason)
+
+    @property
+    def ok(self) -> bool:
+        return self.status is BenchStatus.OK and self.median_s is not None
+
+    @property
+    def median_us(self) -> float | None:
+        return None if self.median_s is None else self.median_s * 1e6
+
+    @property
+    def compared_s(self) -> float | None:
+        """The time the selection compares (``compared_seconds``); None when it did not run."""
+        return first_time(self.mean_s, self.median_s, self.min_s) if self.ok else None
+
+    def with_run(self, run_id: str) -> "BenchResult":
+        return replace(self, run_id=run_id)
+
+    def to_json(self) -> Json:
+        return {
+            "subject": self.subject, "signature": self.signature, "target": self.target,
+            "status": self.status, "reason": self.reason, "min_s": self.min_s, "median_s": self.median_s,
+            "p90_s": self.p90_s, "mean_s": self.mean_s, "reps": self.reps, "threads": self.threads,
+            **({"sizes": [s.to_json() for s in self.sizes]} if self.sizes else {}),
+            **({"variant": self.variant, "mode": self.mode} if self.variant or self.mode else {}),
+            **({"validation": self.validation.to_json()} if self.validation is not None else {}),
+            **({"run_id": self.run_id} if self.run_id is not None else {}),
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "BenchResult":
+        val = d.get("validation")
+        return cls(
+            subject=d["subject"], signature=d["signature"], target=d["target"], status=d["status"],
+            reason=d.get("reason", ""), min_s=d.get("min_s"), median_s=d.get("median_s"),
+            p90_s=d.get("p90_s"), mean_s=d.get("mean_s"), reps=int(d.get("reps") or 0),
+            threads=int(d.get("threads") or 0), sizes=tuple(SizeTiming.from_json(s) for s in d.get("sizes") or ()),
+            variant=d.get("variant", ""), mode=d.get("mode", ""),
+            validation=None if val is None else EagerValidation.from_json(val), run_id=d.get("run_id"),
+        )

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
+from .errors import SignatureError
 from typing import Any, Iterable, Sequence
 
 # Shape limits (the manifest enforces them; dynamic dims take their bounds
@@ -28,9 +29,6 @@ MAX_NAME = 16  # characters of a dynamic dimension's name: keys stay short enoug
 DIM_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _KEY_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 
-
-class SignatureError(ValueError):
-    """A signature that cannot exist; the message says which field and why."""
 
 
 def _is_int(v: Any) -> bool:

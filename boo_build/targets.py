@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import platform
 from dataclasses import dataclass
+from .errors import UnknownTarget
 
 
 # IREE's CPU runtime drivers, the one list of them: local-task runs a kernel on
@@ -137,9 +138,6 @@ def catalogue(machine: str | None = None) -> dict[str, Target]:
         targets[arch] = _cuda(arch)
     return targets
 
-
-class UnknownTarget(ValueError):
-    pass
 
 
 def resolve(names, catalogue_: dict[str, Target] | None = None) -> tuple[Target, ...]:

@@ -22,11 +22,12 @@ from typing import TYPE_CHECKING
 import pytest
 
 from boo_build.loader.bundle import read_archive
-from boo_build.manifest import Manifest, ManifestError, load_manifest
-from boo_build.pack import ImplArtifact, KernelEntry, TargetEntry, canonical_json, compress, pack_bundle, tar_bytes
+from boo_build.loader.format import CandidateRecord, EagerPreference, KernelRecord, TargetRecord
+from boo_build.manifest.reader import Manifest, ManifestError, load_manifest
 from boo_build.signature import KernelSignature, ModuleId
+from boo_build.stages.pack import canonical_json, compress, kernel_record, pack_bundle, packed_impl, tar_bytes
+from boo_build.stages.tolerances import tolerance
 from boo_build.targets import catalogue
-from boo_build.tolerances import tolerance
 
 if TYPE_CHECKING:
     import torch
@@ -103,20 +104,30 @@ class Built:
     root: Path
     vmfb: dict[tuple[str, str], Path]  # (signature key, impl) -> file
     targets: list
-    kernels: list[KernelEntry]
+    kernels: list[KernelRecord]
+    vmfbs: dict[str, bytes]  # member path -> vmfb bytes, of every record in kernels
     path: Path  # the main bundle: cpu + a (fake) gfx942 target
 
-    def entries(self, targets=("cpu", "gfx942"), keys=None) -> list[KernelEntry]:
+    def entries(self, targets=("cpu", "gfx942"), keys=None) -> list[KernelRecord]:
+        """The kernels' records on ``targets`` only (their vmfbs: ``self.vmfbs``)."""
         out = []
         for k in self.kernels:
             if keys is None or k.key in keys:
-                out.append(KernelEntry(k.signature, {t: e for t, e in k.targets.items() if t in targets}))
+                out.append(kernel_record(k.signature, {t: e for t, e in k.targets.items() if t in targets}))
         return out
+
+    def impls_for(self, target: str, sig: KernelSignature, vmfbs: dict[str, bytes]) -> dict:
+        """The CPU records of ``sig``'s impls packed again for ``target`` (their
+        vmfbs added to ``vmfbs``): a record's member path names its target."""
+        cpu = next(k for k in self.kernels if k.key == sig.key).targets["cpu"]
+        return {i: packed_impl(vmfbs, target, sig, i, self.vmfb[(sig.key, i)],
+                               validation=m.validation, benchmark=m.benchmark) for i, m in cpu.impls.items()}
 
 
 def _compile_all(root: Path) -> dict[tuple[str, str], Path]:
-    from boo_build.compile import compile_mlir, write_atomic
-    from boo_build.export import export_mlir
+    from boo_build.files import write_atomic
+    from boo_build.stages.compile import compile_mlir
+    from boo_build.stages.export import export_mlir
 
     flags = catalogue()["cpu"].flags
     mids = [ModuleId(sig, impl) for sig, (impls, _) in KERNELS.items() for impl in impls]
@@ -133,18 +144,21 @@ def _compile_all(root: Path) -> dict[tuple[str, str], Path]:
         return dict(ex.map(comp, mids))
 
 
-def _entries(vmfb) -> list[KernelEntry]:
-    out = []
+def _entries(vmfb) -> tuple[list[KernelRecord], dict[str, bytes]]:
+    out, vmfbs = [], {}
     for sig, (impls, selected) in KERNELS.items():
-        arts = {i: ImplArtifact(vmfb[(sig.key, i)], validation={"status": "passed", "max_error": 1e-6},
-                                benchmark={"median_us": 10.0 + len(i)}) for i in impls}
-        cpu = TargetEntry.available(arts, selected, f"fastest validated ({selected})")
+        def rec(target, i):
+            return packed_impl(vmfbs, target, sig, i, vmfb[(sig.key, i)],
+                               validation={"status": "passed", "max_error": 1e-6},
+                               benchmark={"median_us": 10.0 + len(i)})
+
+        cpu = TargetRecord.available(selected, {i: rec("cpu", i) for i in impls}, f"fastest validated ({selected})")
         # gfx942: never loaded on this machine; the forward one reuses a CPU vmfb.
-        gfx = (TargetEntry.available({selected: arts[selected]}, selected, "only one")
+        gfx = (TargetRecord.available(selected, {selected: rec("gfx942", selected)}, "only one")
                if sig.key == _ln(1).key else
-               TargetEntry.unavailable("compile failed: test", {"aten": "compile failed: test"}))
-        out.append(KernelEntry(sig, {"cpu": cpu, "gfx942": gfx}))
-    return out
+               TargetRecord.unavailable("compile failed: test", {"aten": "compile failed: test"}))
+        out.append(kernel_record(sig, {"cpu": cpu, "gfx942": gfx}))
+    return out, vmfbs
 
 
 _BUILT: Built | None = None
@@ -160,10 +174,10 @@ def build_kernels(tmp_path_factory) -> Built:
             vmfb = _compile_all(root)
             cat = catalogue()
             targets = [cat["cpu"], cat["gfx942"]]
-            kernels = _entries(vmfb)
+            kernels, vmfbs = _entries(vmfb)
             path = pack_bundle(root / "out", name="test-norms", version="1.2.3", targets=targets,
-                               kernels=kernels, provenance=PROVENANCE, csv_bytes=CSV)
-            _BUILT = Built(root, vmfb, targets, kernels, path)
+                               kernels=kernels, vmfbs=vmfbs, provenance=PROVENANCE, csv_bytes=CSV)
+            _BUILT = Built(root, vmfb, targets, kernels, vmfbs, path)
         return _BUILT
 
 
@@ -203,7 +217,11 @@ def flip_byte(data: bytes, at: int | None = None) -> bytes:
 
 def with_modes(src, dst, modes: dict[str, str], candidates=None):
     """A copy of bundle ``src`` whose cpu entries of ``modes``' kernels name that mode
-    (written through the typed index, as the build writes it)."""
+    (written through the typed index, as the build writes it). ``candidates``:
+    ``format.CandidateRecord`` objects or their JSON, by candidate."""
+    if candidates is not None:
+        candidates = {c: r if isinstance(r, CandidateRecord) else CandidateRecord.from_json(r, f"candidate {c}")
+                      for c, r in candidates.items()}
     ix = read_archive(src).bundle_index
     for key, mode in modes.items():
         te = ix.kernels[key].targets["cpu"]
@@ -217,7 +235,7 @@ def with_prefer_eager(src, dst, keys):
     ix = read_archive(src).bundle_index
     for key in keys:
         te = ix.kernels[key].targets["cpu"]
-        pref = {"eager_s": 1e-5, "kernel_s": 2e-5, "reason": "torch eager faster on the build machine"}
+        pref = EagerPreference(eager_s=1e-5, kernel_s=2e-5, reason="torch eager faster on the build machine")
         ix = ix.with_entry(key, "cpu", dataclasses.replace(te, prefer_eager=pref))
     new = ix.to_json()
     return rewrite(src, dst, index=lambda d: (d.clear(), d.update(new)))
@@ -257,9 +275,9 @@ _SET: dict[tuple[str, bool], bytes] = {}
 
 def kernel_set() -> dict[tuple[str, bool], bytes]:
     """(module key, planted) -> vmfb bytes for GOOD and PLANTED, built once per process."""
-    from boo_build import modules
-    from boo_build.compile import compile_mlir
-    from boo_build.export import export_mlir
+    from boo_build.stages import torch_modules as modules
+    from boo_build.stages.compile import compile_mlir
+    from boo_build.stages.export import export_mlir
 
     with _SET_LOCK:
         if _SET:

@@ -19,7 +19,7 @@ import pytest
 import zstandard
 
 from boo_build.loader.bundle import BundleFormatError, read_archive
-from boo_build.pack import compress, tar_bytes
+from boo_build.stages.pack import compress, tar_bytes
 
 from helpers import REPO
 

@@ -9,14 +9,14 @@ import json
 import pytest
 import torch
 
-from boo_build.bench_table import COLUMNS, eager_key, table_rows, write_table
-from boo_build.benchmark import EAGER, BenchResult, Stats, bench_eager, bench_kernel, eager_fn, measure, summarize
+from boo_build.report.bench_table import COLUMNS, eager_key, table_rows, write_table
+from boo_build.stages.benchmark import EAGER, BenchResult, Stats, bench_eager, bench_kernel, eager_fn, measure, summarize
 from boo_build.loader.devices import discover
 from boo_build.loader.invoke import cpu_threads
-from boo_build.selection import Selection
+from boo_build.stages.selection import Decision, Selection
 from boo_build.signature import ModuleId
 from boo_build.targets import catalogue
-from boo_build.validate import OutputCheck, ValidationResult
+from boo_build.stages.validate import OutputCheck, ValidationResult
 
 from helpers import GOOD, kernel_set, ln, rms
 
@@ -187,7 +187,8 @@ def test_table_rows_and_csv(tmp_path):
     selections = {(a.key, "cpu"): Selection("aten", True, "fastest validated", {"manual": "failed validation"}),
                   (b.key, "cpu"): Selection("manual", True, "fastest validated", {}),
                   (b.key, "gfx942"): Selection("manual", False, "default until measured: not run: no device", {})}
-    rows = table_rows([a, b], ["cpu", catalogue()["gfx942"]], validations, benches, selections)
+    decisions = {k: Decision(sel, sel.rejected) for k, sel in selections.items()}
+    rows = table_rows([a, b], ["cpu", catalogue()["gfx942"]], validations, benches, decisions)
     assert [(r["key"], r["target"]) for r in rows] == [(a.key, "cpu"), (a.key, "gfx942"), (b.key, "cpu"),
                                                        (b.key, "gfx942")]
     r = rows[0]
@@ -228,7 +229,7 @@ def test_benchmarks_run_in_one_child_process_that_a_crash_does_not_take_down():
     call, exceptions come back, and a process that died is replaced."""
     import os
 
-    from boo_build.bench_process import in_bench_process
+    from boo_build.stages.bench_process import in_bench_process
 
     child = in_bench_process(os.getpid)
     assert child != os.getpid() and in_bench_process(os.getpid) == child

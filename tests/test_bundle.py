@@ -6,6 +6,7 @@ compiled once) is built by helpers.build_kernels, for the fixture in conftest.py
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -14,13 +15,14 @@ import tarfile
 import pytest
 import zstandard
 
-from boo_build import bundle_cli
+from boo_build.cli import diff, info, main, verify
 from boo_build.loader.bundle import BundleFormatError, read_archive
-from boo_build.pack import (
-    ImplArtifact, KernelEntry, PackError, TargetEntry, compress, entries_from_report,
-    pack_bundle, pack_from_report, read_index, tar_bytes,
-)
+from boo_build.loader.format import EagerPreference, KernelRecord, TargetRecord
 from boo_build.signature import ModuleId
+from boo_build.stages.pack import (
+    PackError, build_index, compress, entries_from_report, kernel_record, pack_bundle, pack_from_report,
+    packed_impl, read_index, tar_bytes,
+)
 from boo_build.targets import catalogue
 
 from helpers import CSV, KERNELS, PROVENANCE, _ln, _rms16, _rms32, flip_byte, rewrite
@@ -29,7 +31,7 @@ from helpers import CSV, KERNELS, PROVENANCE, _ln, _rms16, _rms32, flip_byte, re
 # ----------------------------------------------------------------- the writer
 def test_reproducible_bytes(built, tmp_path):
     a = pack_bundle(tmp_path / "a", name="test-norms", version="1.2.3", targets=built.targets,
-                    kernels=built.kernels, provenance=PROVENANCE, csv_bytes=CSV)
+                    kernels=built.kernels, vmfbs=built.vmfbs, provenance=PROVENANCE, csv_bytes=CSV)
     # same inputs in another order, another folder, vmfbs copied elsewhere
     copies = {}
     for (key, impl), p in built.vmfb.items():
@@ -37,12 +39,16 @@ def test_reproducible_bytes(built, tmp_path):
         q.parent.mkdir(exist_ok=True)
         q.write_bytes(p.read_bytes())
         copies[p] = q
-    shuffled = [KernelEntry(k.signature, {
-        t: TargetEntry(e.selected, e.reason, {i: ImplArtifact(copies[a.vmfb], a.validation, a.benchmark)
-                                              for i, a in e.impls.items()}, e.rejected)
+    vmfbs: dict[str, bytes] = {}
+    shuffled = [kernel_record(k.signature, {
+        t: dataclasses.replace(e, impls=None if e.impls is None else {
+            i: packed_impl(vmfbs, t, k.signature, i, copies[built.vmfb[(k.key, i)]],
+                           validation=a.validation, benchmark=a.benchmark)
+            for i, a in reversed(list(e.impls.items()))})
         for t, e in reversed(list(k.targets.items()))}) for k in reversed(built.kernels)]
     b = pack_bundle(tmp_path / "b", name="test-norms", version="1.2.3", targets=list(reversed(built.targets)),
-                    kernels=shuffled, provenance=dict(reversed(list(PROVENANCE.items()))), csv_bytes=CSV)
+                    kernels=shuffled, vmfbs=dict(reversed(list(vmfbs.items()))),
+                    provenance=dict(reversed(list(PROVENANCE.items()))), csv_bytes=CSV)
     assert a.name == "test-norms-1.2.3.tar.zst"
     assert a.read_bytes() == b.read_bytes() == built.path.read_bytes()
     assert not list((tmp_path / "a").glob(".*.tmp"))  # no temporary left behind
@@ -85,28 +91,68 @@ def test_index_schema(built):
 
 
 def test_pack_refuses_bad_inputs(built, tmp_path):
-    kw = dict(targets=built.targets, kernels=built.kernels, provenance={}, csv_bytes=None)
+    kw = dict(targets=built.targets, kernels=built.kernels, vmfbs=built.vmfbs, provenance={}, csv_bytes=None)
     with pytest.raises(PackError, match="version '1.0' is not semver"):
         pack_bundle(tmp_path, name="x", version="1.0", **kw)
     with pytest.raises(PackError, match="bundle name"):
         pack_bundle(tmp_path, name="a/b", version="1.0.0", **kw)
-    art = ImplArtifact(built.vmfb[(_ln(2).key, "aten")])
-    bad = KernelEntry(_ln(2), {"cpu": TargetEntry.available({"aten": art}, "manual")})
-    with pytest.raises(PackError, match="selected implementation 'manual'"):
-        pack_bundle(tmp_path, name="x", version="1.0.0", targets=built.targets, kernels=[bad], provenance={})
-    bad = KernelEntry(_ln(2), {"gfx90a": TargetEntry.available({"aten": art}, "aten")})
-    with pytest.raises(PackError, match="gfx90a"):
-        pack_bundle(tmp_path, name="x", version="1.0.0", targets=built.targets, kernels=[bad], provenance={})
-    with pytest.raises(PackError, match="reason"):
-        TargetEntry.unavailable("")
-    missing = KernelEntry(_ln(2), {"cpu": TargetEntry.available({"aten": tmp_path / "nope.vmfb"}, "aten")})
+
+    def pack(kernels, vmfbs):
+        return pack_bundle(tmp_path, name="x", version="1.0.0", targets=built.targets, kernels=kernels,
+                           vmfbs=vmfbs, provenance={})
+
+    vm: dict[str, bytes] = {}
+    path = built.vmfb[(_ln(2).key, "aten")]
+    art = packed_impl(vm, "cpu", _ln(2), "aten", path)
+    assert (art.member, vm[art.member]) == (f"kernels/cpu/{_ln(2).key}-aten.vmfb", path.read_bytes())
+    bad = kernel_record(_ln(2), {"cpu": TargetRecord.available("manual", {"aten": art})})
+    with pytest.raises(PackError, match="selected implementation 'manual' is not among its impls"):
+        pack(kernels=[bad], vmfbs=vm)
+    gfx = {"aten": packed_impl(vm, "gfx90a", _ln(2), "aten", path)}
+    bad = kernel_record(_ln(2), {"gfx90a": TargetRecord.available("aten", gfx)})
+    with pytest.raises(PackError, match="target gfx90a: target not in the bundle's targets"):
+        pack(kernels=[bad], vmfbs=vm)
+    # an unavailable entry needs a reason, and has no impls
+    with pytest.raises(PackError, match="target cpu: unavailable without a reason"):
+        pack(kernels=[kernel_record(_ln(2), {"cpu": TargetRecord.unavailable("")})], vmfbs=vm)
+    with_impls = dataclasses.replace(TargetRecord.unavailable("compile failed: x"), impls={"aten": art})
+    with pytest.raises(PackError, match="unavailable but has impls"):
+        pack(kernels=[kernel_record(_ln(2), {"cpu": with_impls})], vmfbs=vm)
+    # unknown implementations: packed, rejected, or in a record not made by kernel_record
+    with pytest.raises(PackError, match="target cpu impl fast: unknown implementation"):
+        packed_impl(vm, "cpu", _ln(2), "fast", path)
+    with pytest.raises(PackError, match="target cpu impl aten@local-sync: unknown implementation"):
+        packed_impl(vm, "cpu", _ln(2), "aten@local-sync", path)
+    with pytest.raises(PackError, match="target cpu: unknown implementation 'fast'"):
+        kernel_record(_ln(2), {"cpu": TargetRecord.available("aten", {"aten": art}, "", {"fast": "slower"})})
+    raw = KernelRecord(_ln(2), {"cpu": TargetRecord.unavailable("compile failed: x", {"fast": "boom"})})
+    with pytest.raises(PackError, match="target cpu: unknown implementation 'fast'"):
+        pack(kernels=[raw], vmfbs=vm)
+    # vmfbs: unreadable, empty, not given, not the bytes the record describes
     with pytest.raises(PackError, match="cannot read vmfb"):
-        pack_bundle(tmp_path, name="x", version="1.0.0", targets=built.targets, kernels=[missing], provenance={})
+        packed_impl(vm, "cpu", _ln(2), "aten", tmp_path / "nope.vmfb")
+    (tmp_path / "empty.vmfb").write_bytes(b"")
+    with pytest.raises(PackError, match="is empty"):
+        packed_impl(vm, "cpu", _ln(2), "aten", tmp_path / "empty.vmfb")
+    with pytest.raises(PackError, match="the vmfb is empty"):
+        packed_impl(vm, "cpu", _ln(2), "aten", b"")
+    good = kernel_record(_ln(2), {"cpu": TargetRecord.available("aten", {"aten": art})})
+    with pytest.raises(PackError, match=f"impl aten: member {art.member} is not given"):
+        pack(kernels=[good], vmfbs={})
+    with pytest.raises(PackError, match="is not the vmfb its record describes"):
+        pack(kernels=[good], vmfbs={art.member: b"other bytes"})
+    with pytest.raises(PackError, match="given twice with different entries"):
+        pack(kernels=[good, kernel_record(_ln(2), {"cpu": TargetRecord.available("aten", {"aten": art}, "why")})],
+             vmfbs=vm)
     assert not list(tmp_path.glob("*.tar.zst"))
+    # build_index: only the members the records name
+    ix, members = build_index(name="x", version="1.0.0", targets=built.targets, kernels=[good], vmfbs=vm,
+                              provenance={}, csv_bytes=None)
+    assert set(members) == {art.member} and list(ix.kernels) == [_ln(2).key]
 
 
 def test_pack_from_report(built, tmp_path):
-    """The graph's entry point: a build report (boo_build.report) -> bundle."""
+    """The graph's entry point: a build report (boo_build.report.build_report) -> bundle."""
     root = built.root
     sig_ok, sig_bad = _ln(2), _ln(6)
     report = {
@@ -137,8 +183,11 @@ def test_pack_from_report(built, tmp_path):
     assert t["impls"]["aten"]["benchmark"] == {"median_us": 3.0}
     assert t["rejected"] == {"manual": "validation failed: max error 1"}
     assert ix["kernels"][sig_bad.key]["targets"]["cpu"]["status"] == "unavailable"
-    targets, _ = entries_from_report(report, root)
+    targets, kernels, vmfbs = entries_from_report(report, root)
     assert targets[0].arch == "x86-64-v3"
+    assert [k.key for k in kernels] == [sig_ok.key, sig_bad.key]
+    assert set(vmfbs) == {t["impls"]["aten"]["member"]}
+    assert vmfbs[t["impls"]["aten"]["member"]] == built.vmfb[(sig_ok.key, "aten")].read_bytes()
 
 
 # ----------------------------------------------------------------- the reader
@@ -179,7 +228,7 @@ def test_unsafe_members_refused(built, tmp_path):
         p = rewrite(built.path, tmp_path / f"{name}.tar.zst", extra=extra)
         with pytest.raises(BundleFormatError, match=pattern):
             read_archive(p)
-        assert bundle_cli.cmd_verify(p, out=io.StringIO(), err=io.StringIO()) == 2
+        assert main(["verify", str(p)]) == 2
 
 
 def test_format_version_and_limits(built, tmp_path):
@@ -207,52 +256,52 @@ def test_format_version_and_limits(built, tmp_path):
 # ------------------------------------------------------------------------ CLI
 def test_cli_info_and_verify(built, tmp_path):
     out, err = io.StringIO(), io.StringIO()
-    assert bundle_cli.cmd_info(built.path, out=out, err=err) == 0
+    assert info.cmd_info(built.path, out=out) == 0
     text = out.getvalue()
     assert "test-norms 1.2.3" in text and _rms16(6).key in text
     assert "UNAVAILABLE: compile failed: test" in text and "available 9, unavailable 0" in text
-    assert bundle_cli.cmd_verify(built.path, out=out, err=err) == 0
+    assert verify.cmd_verify(built.path, out=out, err=err) == 0
 
     member = f"kernels/cpu/{_ln(6).key}-aten.vmfb"
     bad = rewrite(built.path, tmp_path / "bad.tar.zst",
                   members=lambda m: m.__setitem__(member, flip_byte(m[member])))
     read_archive(bad)  # opening does not hash every member
     out, err = io.StringIO(), io.StringIO()
-    assert bundle_cli.cmd_verify(bad, out=out, err=err) == 1
+    assert verify.cmd_verify(bad, out=out, err=err) == 1
     assert f"MISMATCH {member}" in err.getvalue()
     assert err.getvalue().count("MISMATCH") == 1 and "FAILED" in out.getvalue()
-    assert bundle_cli.cmd_info(tmp_path / "absent.tar.zst", out=out, err=err) == 2
+    assert main(["info", str(tmp_path / "absent.tar.zst")]) == 2
 
 
 def test_cli_diff(built, tmp_path):
     out = io.StringIO()
-    assert bundle_cli.cmd_diff(built.path, built.path, out=out) == 0
+    assert diff.cmd_diff(built.path, built.path, out=out) == 0
     assert "no differences" in out.getvalue()
 
     kernels = built.entries(targets=("cpu",), keys={k.key for k in built.kernels} - {_rms32(6).key})
-    changed = []
+    changed, vmfbs = [], dict(built.vmfbs)
     for k in kernels:
         cpu = k.targets["cpu"]
         if k.key == _ln(1).key:  # selection change and a slower benchmark
-            arts = {i: ImplArtifact(a.vmfb, a.validation, {"median_us": 100.0}) for i, a in cpu.impls.items()}
-            cpu = TargetEntry.available(arts, "aten", "manual got slower")
+            arts = {i: dataclasses.replace(a, benchmark={"median_us": 100.0}) for i, a in cpu.impls.items()}
+            cpu = TargetRecord.available("aten", arts, "manual got slower")
         if k.key == _ln(2).key:  # different vmfb bytes
             other = tmp_path / "other.vmfb"
             other.write_bytes(built.vmfb[(_ln(6).key, "aten")].read_bytes())
-            cpu = TargetEntry.available({"aten": other}, "aten")
+            cpu = TargetRecord.available("aten", {"aten": packed_impl(vmfbs, "cpu", k.signature, "aten", other)})
         if k.key == _ln(14).key:  # torch eager beat the kernel in the new build
-            cpu = TargetEntry.available(cpu.impls, cpu.selected, cpu.reason, cpu.rejected,
-                                        prefer_eager={"eager_s": 1e-5, "kernel_s": 2e-5, "reason": "faster"})
+            cpu = TargetRecord.available(cpu.selected, cpu.impls, cpu.reason, cpu.rejected,
+                                         prefer_eager=EagerPreference(eager_s=1e-5, kernel_s=2e-5, reason="faster"))
         if k.key == _ln(6).key:  # faster too, but its results failed validation
-            cpu = TargetEntry.available(cpu.impls, cpu.selected, cpu.reason, cpu.rejected,
-                                        eager_rejected="torch eager failed validation: grad_weight (seed0): off")
-        changed.append(KernelEntry(k.signature, {"cpu": cpu}))
+            cpu = TargetRecord.available(cpu.selected, cpu.impls, cpu.reason, cpu.rejected,
+                                         eager_rejected="torch eager failed validation: grad_weight (seed0): off")
+        changed.append(kernel_record(k.signature, {"cpu": cpu}))
     extra = _ln(4)
-    changed.append(KernelEntry(extra, {"cpu": TargetEntry.unavailable("export failed: nope")}))
+    changed.append(kernel_record(extra, {"cpu": TargetRecord.unavailable("export failed: nope")}))
     new = pack_bundle(tmp_path, name="test-norms", version="1.3.0", targets=[catalogue()["cpu"]],
-                      kernels=changed, provenance=PROVENANCE, csv_bytes=None)
+                      kernels=changed, vmfbs=vmfbs, provenance=PROVENANCE, csv_bytes=None)
     out = io.StringIO()
-    assert bundle_cli.cmd_diff(built.path, new, out=out) == 1
+    assert diff.cmd_diff(built.path, new, out=out) == 1
     text = out.getvalue()
     assert "version: 1.2.3 -> 1.3.0" in text and "target gfx942 removed" in text
     assert f"+ {extra.key}" in text and f"- {_rms32(6).key}" in text
@@ -265,7 +314,7 @@ def test_cli_diff(built, tmp_path):
     assert te6["eager_rejected"] == "torch eager failed validation: grad_weight (seed0): off"
     assert "prefer_eager" not in te6
     out = io.StringIO()
-    assert bundle_cli.cmd_info(new, out=out) == 0
+    assert info.cmd_info(new, out=out) == 0
     assert "torch tensors run the kernel: torch eager failed validation: grad_weight (seed0): off" in out.getvalue()
 
 
@@ -283,7 +332,7 @@ def test_cli_diff_reports_members_the_index_does_not_show(built, tmp_path):
     for name, (change, says) in cases.items():
         other = rewrite(built.path, tmp_path / f"{name}.tar.zst", **change)
         out = io.StringIO()
-        assert bundle_cli.cmd_diff(built.path, other, out=out) == 1, (name, out.getvalue())
+        assert diff.cmd_diff(built.path, other, out=out) == 1, (name, out.getvalue())
         text = out.getvalue()
         assert says in text and "no differences" not in text, (name, text)
         assert "bundle.json" not in text or name == "removed", (name, text)  # only the csv field left the index

@@ -16,10 +16,10 @@ from boo_build.loader import open_bundle
 from boo_build.loader.archive import read_archive
 from boo_build.loader.errors import BundleFormatError
 from boo_build.loader.format import (
-    INDEX_NAME, BundleIndex, ImplRecord, KernelRecord, Status, TargetRecord, check_index,
+    INDEX_NAME, BundleIndex, CandidateRecord, ImplRecord, KernelRecord, Status, TargetRecord, check_index,
 )
-from boo_build.pack import ImplArtifact, KernelEntry, TargetEntry, canonical_json, pack_bundle
 from boo_build.signature import KernelSignature
+from boo_build.stages.pack import canonical_json, kernel_record, pack_bundle, packed_impl
 from boo_build.targets import catalogue
 
 FIXTURE = Path(__file__).parent / "fixtures" / "pre-runtime-fields-0.1.0.tar.zst"
@@ -34,26 +34,29 @@ BUNDLE_JSON_SHA256 = "f71d2459c1b8fd2cda6e75bebbf5e232a2acc923afb27a96800e51f425
 def _pack(root: Path, **kw) -> Path:
     """A bundle of fake vmfbs: available and unavailable entries, rejected impls, records."""
     root.mkdir(parents=True, exist_ok=True)
-    kernels = []
+    kernels, vmfbs = [], {}
     for i, sig in enumerate(SIGS):
         vm = {}
         for impl, n in (("aten", i), ("manual", i + 50)):
             vm[impl] = root / f"{impl}{i}.vmfb"
             vm[impl].write_bytes(bytes([n]) * (100 + n))
-        arts = {"aten": ImplArtifact(vm["aten"], validation={"status": "passed", "max_error": 1e-6},
-                                     benchmark={"median_us": 3.5}),
-                "manual": ImplArtifact(vm["manual"])}
-        cpu = TargetEntry.available(arts, "aten" if i % 2 else "manual", "fastest")
-        gfx = (TargetEntry.unavailable("not run: no device (gfx942)", {"aten": "compile failed: boom"}) if i % 2
-               else TargetEntry.available({"aten": arts["aten"]}, "aten", ""))
-        kernels.append(KernelEntry(sig, {"cpu": cpu, "gfx942": gfx}))
+
+        def aten(target):
+            return packed_impl(vmfbs, target, sig, "aten", vm["aten"],
+                               validation={"status": "passed", "max_error": 1e-6}, benchmark={"median_us": 3.5})
+
+        arts = {"aten": aten("cpu"), "manual": packed_impl(vmfbs, "cpu", sig, "manual", vm["manual"])}
+        cpu = TargetRecord.available("aten" if i % 2 else "manual", arts, "fastest")
+        gfx = (TargetRecord.unavailable("not run: no device (gfx942)", {"aten": "compile failed: boom"}) if i % 2
+               else TargetRecord.available("aten", {"aten": aten("gfx942")}, ""))
+        kernels.append(kernel_record(sig, {"cpu": cpu, "gfx942": gfx}))
     cat = catalogue("x86_64")
     args = dict(name="t-norms", version="0.1.0", targets=[cat["cpu"], cat["gfx942"]], provenance={})
     if kw.pop("one_target", True):
         args["targets"] = [cat["cpu"]]
-        kernels = [KernelEntry(k.signature, {"cpu": k.targets["cpu"]}) for k in kernels]
+        kernels = [kernel_record(k.signature, {"cpu": k.targets["cpu"]}) for k in kernels]
     args.update(kw)
-    return pack_bundle(root / "out", kernels=kernels, **args)
+    return pack_bundle(root / "out", kernels=kernels, vmfbs=vmfbs, **args)
 
 
 def _index_bytes(path: Path) -> bytes:
@@ -103,10 +106,11 @@ def test_unknown_and_absent_fields_are_kept(tmp_path):
 
 
 CANDIDATES = {  # a target entry's optional "candidates", as the build writes them
-    "aten": {"median_s": 2.0e-05, "status": "slower", "reason": "slower: 20.0 us vs 10.0 us"},
-    "manual": {"median_s": 3.1e-05, "status": "slower", "reason": "slower: 31.0 us vs 10.0 us"},
-    "manual@local-sync": {"median_s": 1.0e-05, "status": "selected", "reason": ""},
-    "manual+nosd": {"median_s": None, "status": "failed", "reason": "validation failed: max error 0.05"},
+    "aten": {"median_s": 2.0e-05, "min_s": 1.9e-05, "status": "slower", "reason": "slower: 20.0 us vs 10.0 us"},
+    "manual": {"median_s": 3.1e-05, "min_s": 3.0e-05, "status": "slower", "reason": "slower: 31.0 us vs 10.0 us"},
+    "manual@local-sync": {"median_s": 1.0e-05, "min_s": 0.9e-05, "status": "selected", "reason": ""},
+    "manual+nosd": {"median_s": None, "min_s": None, "status": "failed",
+                    "reason": "validation failed: max error 0.05"},
 }
 
 
@@ -124,16 +128,20 @@ def test_mode_and_candidates_round_trip_and_stay_absent(tmp_path):
     typed = BundleIndex.from_json(d)
     assert typed.to_json() == d and canonical_json(typed.to_json()) == canonical_json(d)
     rec = typed.kernels[key].targets["cpu"]
-    assert rec.mode == "local-sync" and rec.candidates["manual@local-sync"]["status"] == "selected"
-    assert rec.candidates["manual+nosd"]["median_s"] is None
+    assert rec.mode == "local-sync" and rec.candidates["manual@local-sync"].status == "selected"
+    assert rec.candidates["manual+nosd"].median_s is None
+    assert all(isinstance(c, CandidateRecord) for c in rec.candidates.values())
     assert "mode" not in rec.extra and "candidates" not in rec.extra  # typed fields, not unknown ones
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        rec.candidates["aten"].status = "selected"  # read-only like the rest
     with pytest.raises(TypeError):
-        rec.candidates["aten"]["status"] = "selected"  # read-only like the rest
+        rec.candidates["aten"] = rec.candidates["manual"]
     # the writer's constructor gives the same entry
+    cands = {c: CandidateRecord.from_json(v) for c, v in CANDIDATES.items()}
     made = TargetRecord.available(rec.selected, rec.impls, rec.reason, rec.rejected, mode="local-sync",
-                                  candidates=CANDIDATES)
+                                  candidates=cands)
     assert made == rec and made.to_json() == te
-    gone = TargetRecord.unavailable("every candidate failed", {"aten": "failed"}, candidates=CANDIDATES)
+    gone = TargetRecord.unavailable("every candidate failed", {"aten": "failed"}, candidates=cands)
     assert TargetRecord.from_json(gone.to_json()) == gone and "mode" not in gone.to_json()
 
 
@@ -192,14 +200,15 @@ def test_the_loader_reads_the_typed_index(tmp_path):
 def test_info_shows_candidates_the_winner_and_its_speed_up(tmp_path):
     import io
 
-    from boo_build import bundle_cli
     from helpers import rewrite
+
+    from boo_build.cli import info
 
     key = SIGS[0].key
     csv_bytes = (f"key,target,eager_median_us,selected\n{key},cpu,25.0,manual@local-sync\n").encode()
     plain = _pack(tmp_path / "a", csv_bytes=csv_bytes)
     before = io.StringIO()
-    assert bundle_cli.cmd_info(plain, out=before) == 0
+    assert info.cmd_info(plain, out=before) == 0
     assert "candidates (" not in before.getvalue() and "winner " not in before.getvalue()  # nothing new without them
 
     def add(d):
@@ -207,7 +216,7 @@ def test_info_shows_candidates_the_winner_and_its_speed_up(tmp_path):
         te.update(selected="manual", mode="local-sync", candidates=CANDIDATES)
     moded = rewrite(plain, tmp_path / "moded.tar.zst", index=add)
     out = io.StringIO()
-    assert bundle_cli.cmd_info(moded, out=out) == 0
+    assert info.cmd_info(moded, out=out) == 0
     text = out.getvalue()
     assert "manual @local-sync" in text
     assert "winner manual@local-sync: median 10.0 us, 2.50x torch eager (25.0 us)" in text

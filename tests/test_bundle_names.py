@@ -1,4 +1,4 @@
-"""One bundle name/version rule (boo_build.names) for the manifest and pack,
+"""One bundle name/version rule (boo_build.bundle_names) for the manifest and pack,
 and ``boo-build --version``."""
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 import boo_build
-from boo_build.manifest import ManifestError, parse_toml
-from boo_build.pack import KernelEntry, PackError, TargetEntry, pack_bundle, read_index
+from boo_build.loader.format import TargetRecord
+from boo_build.manifest.reader import ManifestError, parse_toml
 from boo_build.signature import KernelSignature
+from boo_build.stages.pack import PackError, kernel_record, pack_bundle, read_index
 from boo_build.targets import catalogue
 
 from helpers import BIN
@@ -30,8 +31,8 @@ def _pack(out: Path, version: str, name: str = "norms") -> Path:
     # an unavailable kernel needs no compiled module: the name/version rules are all this exercises
     sig = KernelSignature("layer_norm", (4, 10), (10,), "float32", 1)
     return pack_bundle(out, name=name, version=version, targets=[catalogue()["cpu"]],
-                       kernels=[KernelEntry(sig, {"cpu": TargetEntry.unavailable("not built: test")})],
-                       provenance={})
+                       kernels=[kernel_record(sig, {"cpu": TargetRecord.unavailable("not built: test")})],
+                       vmfbs={}, provenance={})
 
 
 @pytest.mark.parametrize("version", GOOD)

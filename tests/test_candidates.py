@@ -105,7 +105,7 @@ def builds(tmp_path_factory):
 
 
 def _index(path: Path) -> dict:
-    from boo_build.pack import read_index
+    from boo_build.stages.pack import read_index
 
     return read_index(path)
 

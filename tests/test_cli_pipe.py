@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from boo_build.cli import EXIT_BROKEN_PIPE
-from boo_build.pack import KernelEntry, TargetEntry, pack_bundle
+from boo_build.cli.app import EXIT_BROKEN_PIPE
+from boo_build.loader.format import TargetRecord
 from boo_build.signature import KernelSignature
+from boo_build.stages.pack import kernel_record, pack_bundle, packed_impl
 from boo_build.targets import catalogue
 
 from helpers import BIN
@@ -23,11 +24,14 @@ def bundle(tmp_path_factory) -> Path:
     its vmfb is never loaded by info, so its bytes need not be a module."""
     d = tmp_path_factory.mktemp("pipe")
     (d / "k.vmfb").write_bytes(b"not loaded by info")
-    kernels = [KernelEntry(KernelSignature("layer_norm", (n, 16), (16,), "float32", 1),
-                           {"cpu": TargetEntry.available({"manual": d / "k.vmfb"}, "manual")})
-               for n in range(1, 301)]
+    vmfbs: dict[str, bytes] = {}
+    kernels = []
+    for n in range(1, 301):
+        sig = KernelSignature("layer_norm", (n, 16), (16,), "float32", 1)
+        impl = packed_impl(vmfbs, "cpu", sig, "manual", d / "k.vmfb")
+        kernels.append(kernel_record(sig, {"cpu": TargetRecord.available("manual", {"manual": impl})}))
     return pack_bundle(d, name="pipe", version="1.0.0", targets=[catalogue()["cpu"]],
-                       kernels=kernels, provenance={})
+                       kernels=kernels, vmfbs=vmfbs, provenance={})
 
 
 def run_into_closed_pipe(*args: str) -> subprocess.CompletedProcess:

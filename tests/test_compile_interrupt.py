@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from boo_build import compile as bc
+from boo_build.stages import compile as bc
 
 
 def test_no_compile_starts_after_kill_running_until_resume(tmp_path):

@@ -22,7 +22,7 @@ from boo_build.loader.devices import (
 from boo_build.loader.invoke import (
     ALIGNMENT, KernelError, KernelRunner, aligned_empty, cpu_threads, open_device,
 )
-from boo_build.modules import sample_args
+from boo_build.stages.torch_modules import sample_args
 from boo_build.targets import Target, catalogue
 
 from helpers import GOOD, REPO, kernel_set
@@ -75,7 +75,7 @@ def test_discover_imports_nothing_heavy_without_gpus():
         from boo_build.loader.devices import discover
         from boo_build.loader import invoke
         discover()
-        heavy = [m for m in ("torch", "iree.compiler", "iree.turbine", "doit", "boo_build.modules")
+        heavy = [m for m in ("torch", "iree.compiler", "iree.turbine", "doit", "boo_build.stages.torch_modules")
                  if m in sys.modules]
         print(heavy, "iree.runtime" in sys.modules)
     """)

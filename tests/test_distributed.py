@@ -25,11 +25,11 @@ pytest.importorskip("distributed")
 import dask  # noqa: E402
 from distributed import Client, get_task_stream  # noqa: E402
 
-from boo_build import distributed as bd  # noqa: E402
-from boo_build.compile import compile_mlir  # noqa: E402
+from boo_build.build import distributed as bd  # noqa: E402
+from boo_build.stages.compile import compile_mlir  # noqa: E402
 from boo_build.signature import KernelSignature, ModuleId  # noqa: E402
 from boo_build.targets import catalogue  # noqa: E402
-from boo_build.validate import ValidationResult  # noqa: E402
+from boo_build.stages.validate import ValidationResult  # noqa: E402
 
 from helpers import BIN, REPO  # noqa: E402
 from helpers import env as cli_env  # noqa: E402
@@ -50,7 +50,7 @@ def env() -> dict:
 
 @pytest.fixture(scope="module")
 def mlir() -> str:
-    from boo_build.export import export_mlir
+    from boo_build.stages.export import export_mlir
 
     return export_mlir(MID)
 
@@ -193,11 +193,9 @@ def test_target_without_a_worker_is_not_run_and_nothing_is_submitted(mixed, loca
     assert devmap["cpu"][0]["driver"] == "local-task"
 
 
-@pytest.mark.skipif(any(importlib.util.find_spec(f"boo_build.{m}") is None for m in ("validate", "benchmark")),
-                    reason="boo_build.validate / benchmark not written yet")
 def test_real_validation_and_benchmarks_run_on_the_cpu_worker(mixed, local_vmfb):
     from boo_build.loader.devices import discover, match_target
-    from boo_build.validate import validate_kernel
+    from boo_build.stages.validate import validate_kernel
 
     addr, cpu_w, _ = mixed
     client = bd._session(addr).client
@@ -311,7 +309,7 @@ def test_lost_scheduler_fails_with_a_clear_message(mlir):
 def _graph_uses_scheduler() -> bool:
     import inspect
 
-    from boo_build import tasks
+    from boo_build.build import tasks
 
     return all("scheduler" in inspect.signature(f).parameters
                for f in (tasks.validate_action, tasks.bench_action, tasks._device_map))
@@ -321,7 +319,7 @@ def _graph_uses_scheduler() -> bool:
 def test_graph_validates_on_the_cluster(mixed, tmp_path, local_vmfb):
     """With a scheduler the graph validates the targets some worker declared,
     reports the others as not run, and validate_action runs on that worker."""
-    from boo_build import tasks
+    from boo_build.build import tasks
 
     addr, cpu_w, _ = mixed
     (tmp_path / "tiny.toml").write_text(TINY.replace('targets = ["cpu"]', 'targets = ["cpu", "gfx942"]'))
@@ -349,7 +347,7 @@ def test_graph_validates_on_the_cluster(mixed, tmp_path, local_vmfb):
 
 # ------------------------------------------------------------- end to end
 def _cli_build_ready() -> str | None:
-    for mod in ("boo_build.validate", "boo_build.benchmark", "boo_build.selection", "boo_build.pack"):
+    for mod in ("boo_build.stages.validate", "boo_build.stages.benchmark", "boo_build.stages.selection", "boo_build.stages.pack"):
         if importlib.util.find_spec(mod) is None:
             return f"{mod} not written yet: `boo-build build` cannot pack"
     return None
@@ -394,13 +392,13 @@ def test_cli_bundle_through_local_cluster_is_byte_identical(tmp_path):
 
 
 def test_without_scheduler_nothing_imports_dask(tmp_path):
-    """The graph and the CLI import boo_build.distributed (and Dask) only for --scheduler."""
+    """The graph and the CLI import boo_build.build.distributed (and Dask) only for --scheduler."""
     (tmp_path / "tiny.toml").write_text(TINY)
     code = ("import sys\n"
             "from boo_build.cli import main\n"
             "rc = main(['list', 'tiny.toml', '--out', 'out', '--no-validate', '-q'])\n"
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')"
-            " or m == 'boo_build.distributed')\n"
+            " or m == 'boo_build.build.distributed')\n"
             "print('IMPORTED', bad)\n"
             "sys.exit(rc or bool(bad))\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env(), capture_output=True, text=True,

@@ -11,18 +11,18 @@ import subprocess
 import pytest
 import torch
 
-from boo_build.benchmark import BenchResult, bench_eager_at, bench_kernel_at
+from boo_build.stages.benchmark import BenchResult, bench_eager_at, bench_kernel_at
 from boo_build.loader import DYNAMIC_FORMAT_VERSION, KernelNotFound, open_bundle, read_archive
 from boo_build.loader import nn as boo_nn
-from boo_build.manifest import ManifestError, parse_command, parse_toml
-from boo_build.modules import sample_args, torch_dtype
-from boo_build.reference import reference
+from boo_build.manifest.reader import ManifestError, parse_command, parse_toml
+from boo_build.stages.torch_modules import sample_args, torch_dtype
+from boo_build.stages.reference import reference
 from boo_build.signature import (
     DEFAULT_MAX_ELEMENTS, MAX_DIM, KernelSignature, ModuleId, SignatureError, function_name,
 )
 from boo_build.targets import DYNAMIC_CPU_FLAGS, catalogue
-from boo_build.tolerances import tolerance
-from boo_build.validate import LARGE_ROWS, compare, validation_shapes
+from boo_build.stages.tolerances import tolerance
+from boo_build.stages.validate import LARGE_ROWS, compare, validation_shapes
 
 from helpers import BIN, env
 
@@ -374,9 +374,9 @@ def test_benchmark_at_several_shapes(built):
     for res in (bench_kernel_at(vmfb, mid, target, dev, shapes, **quick),
                 bench_eager_at(mid.signature, shapes, threads=1, **quick)):
         assert res.ok and res.signature == mid.signature.key
-        assert [s["shape"] for s in res.sizes] == [list(s) for s in shapes]
-        assert all(s["status"] == "ok" and s["median_s"] > 0 for s in res.sizes)
-        assert res.median_s == res.sizes[0]["median_s"]
+        assert [list(s.shape) for s in res.sizes] == [list(s) for s in shapes]
+        assert all(s.status == "ok" and s.median_s > 0 for s in res.sizes)
+        assert res.median_s == res.sizes[0].median_s
         assert BenchResult.from_json(json.loads(json.dumps(res.to_json()))) == res
 
 
@@ -401,7 +401,7 @@ def test_unavailable_dynamic_kernel_says_why(built, tmp_path):
 def test_report_compares_dynamic_with_static_and_eager():
     """The build report's per-size rows for a dynamic kernel: its median, torch
     eager's and the static kernel's of the same shape where the manifest has one."""
-    from boo_build.report import _dynamic_sizes
+    from boo_build.report.build_report import _dynamic_sizes
 
     dyn = sig(("batch", "seq", W), (W,), "float32", 1)
     static = sig((4, 6, W), (W,), "float32", 1)

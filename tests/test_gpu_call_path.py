@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from boo_build.loader.invoke import KernelRunner, _rt, _torch_dtype, numpy_from_torch, open_device
-from boo_build.modules import sample_args
+from boo_build.loader.arrays import torch_dtype_of
+from boo_build.loader.invoke import KernelRunner, numpy_from_torch, open_device
+from boo_build.loader.native import runtime as _rt
+from boo_build.stages.torch_modules import sample_args
 
 from helpers import GOOD, kernel_set
 
@@ -59,8 +61,8 @@ def test_arguments_on_another_device_are_refused(runners):
 
 def test_hal_element_types_to_torch():
     E = _rt().HalElementType
-    assert _torch_dtype(torch, int(E.FLOAT_32)) == torch.float32
-    assert _torch_dtype(torch, int(E.FLOAT_16)) == torch.float16
-    assert _torch_dtype(torch, int(E.BFLOAT_16)) == torch.bfloat16
+    assert torch_dtype_of(torch, int(E.FLOAT_32)) == torch.float32
+    assert torch_dtype_of(torch, int(E.FLOAT_16)) == torch.float16
+    assert torch_dtype_of(torch, int(E.BFLOAT_16)) == torch.bfloat16
     with pytest.raises(TypeError):
-        _torch_dtype(torch, 0x12345678)
+        torch_dtype_of(torch, 0x12345678)

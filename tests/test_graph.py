@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from boo_build.compile import COMPILER_ENV, compiler_path
+from boo_build.stages.compile import COMPILER_ENV, compiler_path
 
 from helpers import BIN, REPO, boo, env
 
@@ -273,7 +273,7 @@ def test_interrupt_stops_the_compilers_in_flight(tmp_path, sig):
 
 
 def test_dodo_loads_the_same_graph():
-    """`doit list` at the repo root sees the graph (dodo.py loads boo_build.tasks)."""
+    """`doit list` at the repo root sees the graph (dodo.py loads boo_build.build.tasks)."""
     proc = subprocess.run([str(BIN / "doit"), "list", "--all"], cwd=REPO, env=env(), capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -285,7 +285,7 @@ def test_dodo_loads_the_same_graph():
 def test_planted_error_fails_validation_and_the_build(tmp_path):
     """The manual implementation with a planted error (test-only switch) is
     the only one requested: validation fails and so does the build."""
-    from boo_build.modules import PLANT_ERROR_ENV
+    from boo_build.stages.torch_modules import PLANT_ERROR_ENV
 
     (tmp_path / "wrong.toml").write_text(SMALL.split("[[kernels]]")[0] + """
 [[kernels]]

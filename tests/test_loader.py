@@ -15,10 +15,11 @@ import torch
 from boo_build.loader import (
     BundleIntegrityError, KernelNotFound, NoCompatibleDevice, open_bundle,
 )
-from boo_build.modules import sample_args
-from boo_build.pack import KernelEntry, pack_bundle
-from boo_build.reference import reference
+from boo_build.loader.format import TargetRecord
 from boo_build.signature import KernelSignature
+from boo_build.stages.pack import kernel_record, pack_bundle
+from boo_build.stages.reference import reference
+from boo_build.stages.torch_modules import sample_args
 from boo_build.targets import catalogue
 
 from helpers import KERNELS, PROVENANCE, REPO, _ln, assert_close, flip_byte, rewrite
@@ -37,7 +38,7 @@ def test_default_device_is_the_cpu(built):
 
 def test_no_compatible_device(built, tmp_path):
     gfx_only = pack_bundle(tmp_path, name="gfx", version="1.0.0", targets=[catalogue()["gfx942"]],
-                           kernels=built.entries(targets=("gfx942",)), provenance={})
+                           kernels=built.entries(targets=("gfx942",)), vmfbs=built.vmfbs, provenance={})
     with pytest.raises(NoCompatibleDevice) as e:
         open_bundle(gfx_only)
     assert "gfx942 (hip, gfx942): not run: no device (gfx942)" in str(e.value)
@@ -46,8 +47,16 @@ def test_no_compatible_device(built, tmp_path):
         open_bundle(gfx_only, device="local-task")  # the CPU cannot run a gfx942 target
 
     v4 = catalogue()["cpu-x86-64-v4"]
-    entries = [KernelEntry(k.signature, {v4.name: k.targets["cpu"]}) for k in built.entries(targets=("cpu",))]
-    p = pack_bundle(tmp_path, name="v4", version="1.0.0", targets=[v4], kernels=entries, provenance={})
+    # the cpu modules packed again under the v4 target (a record's member names its target)
+    vmfbs: dict[str, bytes] = {}
+    entries = []
+    for k in built.entries(targets=("cpu",)):
+        cpu = k.targets["cpu"]
+        impls = built.impls_for(v4.name, k.signature, vmfbs)
+        entries.append(kernel_record(k.signature, {v4.name: TargetRecord.available(
+            cpu.selected, impls, cpu.reason, cpu.rejected)}))
+    p = pack_bundle(tmp_path, name="v4", version="1.0.0", targets=[v4], kernels=entries, vmfbs=vmfbs,
+                    provenance={})
     from boo_build.loader.devices import cpu_device
 
     if cpu_device().arch != "x86-64-v4":
@@ -165,13 +174,11 @@ def test_kernel_not_found_names_nearest(bundle):
 
 def test_unavailable_kernel_says_why(built, tmp_path):
     """A kernel the bundle lists as unavailable for the chosen target names the build's reason."""
-    from boo_build.pack import TargetEntry
-
-    entries = [KernelEntry(k.signature, {"cpu": TargetEntry.unavailable("validation failed: max error 0.5")
-                                         if k.key == _ln(6).key else k.targets["cpu"]})
+    entries = [kernel_record(k.signature, {"cpu": TargetRecord.unavailable("validation failed: max error 0.5")
+                                           if k.key == _ln(6).key else k.targets["cpu"]})
                for k in built.entries(targets=("cpu",))]
     p = pack_bundle(tmp_path, name="u", version="1.0.0", targets=[catalogue()["cpu"]], kernels=entries,
-                    provenance={})
+                    vmfbs=built.vmfbs, provenance={})
     b = open_bundle(p, device="local-task")
     assert _ln(6).key not in b.keys() and b.info()["kernels"][_ln(6).key]["cpu"]["status"] == "unavailable"
     x = torch.randn(4, 6, 10)
@@ -274,9 +281,9 @@ def test_thread_safe_lazy_loading(built):
 # ---------------------------------------------------------------- footprint
 _RUN = textwrap.dedent('''
     import sys, importlib.abc
-    BLOCKED = ("iree.compiler", "iree.turbine", "doit", "boo_build.export", "boo_build.modules",
-               "boo_build.compile", "boo_build.tasks", "boo_build.reference", "boo_build.pack",
-               "matplotlib", "boo_build.report_page")
+    BLOCKED = ("iree.compiler", "iree.turbine", "doit", "boo_build.stages.export", "boo_build.stages.torch_modules",
+               "boo_build.stages.compile", "boo_build.build.tasks", "boo_build.stages.reference", "boo_build.stages.pack",
+               "matplotlib", "boo_build.report.page")
 
     class Block(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path=None, target=None):
@@ -289,7 +296,7 @@ _RUN = textwrap.dedent('''
     import torch
     from boo_build.loader import open_bundle
     from boo_build.signature import KernelSignature
-    from boo_build.tolerances import tolerance
+    from boo_build.stages.tolerances import tolerance
 
     bundle_path, npz_path = sys.argv[1:3]
     b = open_bundle(bundle_path)
@@ -332,9 +339,9 @@ def test_runs_without_the_build_side(built, tmp_path):
 
 
 def test_import_is_light():
-    code = ("import sys, boo_build.loader, boo_build.loader.bundle, boo_build.bundle_cli\n"
-            "heavy = ('iree.compiler', 'iree.turbine', 'doit', 'torch', 'iree.runtime', 'boo_build.export',"
-            " 'boo_build.modules', 'boo_build.tasks')\n"
+    code = ("import sys, boo_build.loader, boo_build.loader.bundle, boo_build.cli.info, boo_build.cli.verify, boo_build.cli.diff\n"
+            "heavy = ('iree.compiler', 'iree.turbine', 'doit', 'torch', 'iree.runtime', 'boo_build.stages.export',"
+            " 'boo_build.stages.torch_modules', 'boo_build.build.tasks')\n"
             "print(sorted(m for m in sys.modules if any(m == h or m.startswith(h + '.') for h in heavy)))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert proc.returncode == 0, proc.stderr

@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from boo_build.loader import open_bundle
-from boo_build.pack import KernelEntry, TargetEntry, pack_bundle
+from boo_build.loader.format import TargetRecord
 from boo_build.signature import KernelSignature
+from boo_build.stages.pack import kernel_record, pack_bundle, packed_impl
 from boo_build.targets import catalogue
 
 
@@ -19,9 +20,11 @@ def bundle(tmp_path_factory):
     d = tmp_path_factory.mktemp("messages")
     (d / "k.vmfb").write_bytes(b"never loaded")
     sig = KernelSignature("layer_norm", (2, 3), (3,), "float32", 1)
+    vmfbs: dict[str, bytes] = {}
+    impl = packed_impl(vmfbs, "cpu", sig, "manual", d / "k.vmfb")
     path = pack_bundle(d, name="messages", version="1.0.0", targets=[catalogue()["cpu"]],
-                       kernels=[KernelEntry(sig, {"cpu": TargetEntry.available({"manual": d / "k.vmfb"}, "manual")})],
-                       provenance={})
+                       kernels=[kernel_record(sig, {"cpu": TargetRecord.available("manual", {"manual": impl})})],
+                       vmfbs=vmfbs, provenance={})
     return open_bundle(path, device="local-task", fallback="eager")
 
 

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from boo_build.manifest import (
+from boo_build.manifest.reader import (
     ENTRY_KEYS,
     BundleSpec,
     KernelRequest,
@@ -675,5 +675,5 @@ def test_default_manifest_loads():
 # -- no torch -----------------------------------------------------------------------
 
 def test_manifest_does_not_import_torch():
-    code = "import boo_build.manifest, sys; assert 'torch' not in sys.modules, 'torch imported'"
+    code = "import boo_build.manifest.reader, sys; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from boo_build import cli
-from boo_build.manifest import (
+from boo_build.cli import main
+from boo_build.manifest.reader import (
     DEFAULT_MAX_ELEMENTS, MAX_DIM, MAX_RANK, ManifestError, load_manifest, parse_command,
 )
 from boo_build.signature import SignatureError
@@ -116,7 +116,7 @@ def test_parse_command_bounds():
 def test_build_refuses_before_export_and_leaves_nothing(tmp_path, capsys, shape, expect):
     p = write(tmp_path, entry("[4, 10]") + entry(shape))
     out = tmp_path / "out"
-    rc = cli.main(["build", str(p), "--out", str(out), "--targets", "cpu", "--no-validate", "-q"])
+    rc = main(["build", str(p), "--out", str(out), "--targets", "cpu", "--no-validate", "-q"])
     captured = capsys.readouterr()
     assert rc == 2
     assert f"{p}: kernels[1]: input_shape" in captured.err and expect in captured.err

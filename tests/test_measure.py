@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from boo_build.benchmark import BenchResult
+from boo_build.stages.benchmark import BenchResult
 from boo_build.loader import open_bundle
 from boo_build.loader.bundle import read_archive
 from boo_build.loader.devices import cpu_device
-from boo_build.selection import MARGIN, compared_time, select
+from boo_build.stages.selection import MARGIN, compared_time, select
 from boo_build.signature import KernelSignature
-from boo_build.validate import ValidationResult
+from boo_build.stages.validate import ValidationResult
 
 from helpers import REPO, boo
 
@@ -111,7 +111,7 @@ def test_run_script_measures_on_the_cpu_without_the_build_side(tiny, tmp_path):
     held = log.read_text().splitlines()
     assert not [ln for ln in held if ln.startswith("attempt")], held
     exits = [ln for ln in held if ln.startswith("exit")]
-    assert any("boo_build/cli.py measure" in ln for ln in exits) and any("check_ordering.py" in ln for ln in exits), held
+    assert any("boo_build/cli/__main__.py measure" in ln for ln in exits) and any("check_ordering.py" in ln for ln in exits), held
     assert all(ln.startswith("exit [] ") for ln in exits), held
 
     old, new = read_archive(tiny), read_archive(results / "measured.tar.zst")

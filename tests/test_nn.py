@@ -9,7 +9,7 @@ import torch
 
 from boo_build.loader import KernelNotFound, open_bundle
 from boo_build.loader import nn as boo_nn
-from boo_build.tolerances import tolerance
+from boo_build.stages.tolerances import tolerance
 
 from helpers import _ln, _rms32
 

@@ -8,7 +8,8 @@ import stat
 
 import pytest
 
-from boo_build import not_run, records
+from boo_build.build import not_run
+from boo_build import files, records
 from boo_build.records import BenchStatus, CompileStatus, ExportStatus, ValidationStatus
 from boo_build.signature import KernelSignature, ModuleId
 
@@ -22,7 +23,7 @@ def test_write_atomic_fsyncs_before_the_rename(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "fsync", lambda fd: (events.append("fsync"), real_fsync(fd))[1])
     monkeypatch.setattr(os, "replace", lambda a, b: (events.append("replace"), real_replace(a, b))[1])
     path = tmp_path / "sub" / "rec.json"
-    records.write_atomic(path, b"data")
+    files.write_atomic(path, b"data")
     assert events == ["fsync", "replace"]
     assert path.read_bytes() == b"data"
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
@@ -38,7 +39,7 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypat
 
     monkeypatch.setattr(os, "fsync", boom)
     with pytest.raises(OSError, match="disk full"):
-        records.write_atomic(path, b"new")
+        files.write_atomic(path, b"new")
     assert path.read_bytes() == b"old"
     assert [p.name for p in tmp_path.iterdir()] == ["rec.json"]
 
@@ -46,23 +47,23 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypat
 def test_record_json_is_canonical_and_statuses_are_plain_strings(tmp_path):
     rec = {"status": CompileStatus.OK, "b": 1, "a": [ValidationStatus.NOT_RUN], "run_id": "r", "seconds": 1.5}
     path = tmp_path / "r.json"
-    records.write_json(path, rec)
+    files.write_json(path, rec)
     text = path.read_text()
     assert text == json.dumps({"a": ["not run"], "b": 1, "run_id": "r", "seconds": 1.5, "status": "ok"},
                               sort_keys=True, indent=1) + "\n"
-    back = records.read_json(path)
+    back = files.read_json(path)
     assert records.stable_record(back) == {"a": ["not run"], "b": 1, "status": "ok"}
     assert records.stable_record(None) is None
-    assert records.read_json(tmp_path / "missing.json") is None
+    assert files.read_json(tmp_path / "missing.json") is None
     (tmp_path / "bad.json").write_text("{")
-    assert records.read_json(tmp_path / "bad.json") is None
+    assert files.read_json(tmp_path / "bad.json") is None
     assert ExportStatus.UNAVAILABLE == "unavailable" and BenchStatus.SKIPPED == "skipped"
 
 
 def test_compile_reexports_the_one_writer():
-    from boo_build import compile as comp
+    from boo_build.stages import compile as comp
 
-    assert comp.write_atomic is records.write_atomic
+    assert comp.write_atomic is files.write_atomic
 
 
 def test_not_run_records_have_one_wording():

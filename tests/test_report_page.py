@@ -1,4 +1,4 @@
-"""The HTML report page (boo_build.report_page): written by a real build
+"""The HTML report page (boo_build.report.page): written by a real build
 (real export, compile, validation on the CPU, benchmarks; a planted error and
 a target without a device), redrawn only when what it shows changed, and the
 same from the bundle file alone. Fixture records fill the sections whose
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from boo_build.modules import PLANT_ERROR_ENV
+from boo_build.stages.torch_modules import PLANT_ERROR_ENV
 from helpers import boo, env
 
 MANIFEST = """
@@ -194,7 +194,7 @@ def test_noop_rebuild_leaves_the_page_alone(built):
 
 def test_up_to_date_check_reads_records_without_matplotlib(built):
     d, _ = built
-    code = ("import sys; from boo_build.report_page import page_current; "
+    code = ("import sys; from boo_build.report.page import page_current; "
             f"ok = page_current({str(d / 'out/small')!r}, {str(d / 'out/small-0.1.0.tar.zst')!r})(None, {{}}); "
             "print(ok, 'matplotlib' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], env=env(), capture_output=True, text=True, timeout=120)
@@ -227,9 +227,10 @@ def _bench(subject: str, sig: str, target: str, median: float, **extra) -> dict:
 def test_fixture_bundle_fills_dynamic_and_bandwidth_sections(tmp_path):
     """Bench records with the optional fields (docs/ARCHITECTURE.md) in a bundle
     fill the dynamic-shape and GPU-bandwidth sections."""
-    from boo_build.pack import ImplArtifact, KernelEntry, TargetEntry, pack_bundle
-    from boo_build.report_page import from_bundle, write_page
+    from boo_build.loader.format import TargetRecord
+    from boo_build.report.page import from_bundle, write_page
     from boo_build.signature import KernelSignature, ModuleId
+    from boo_build.stages.pack import kernel_record, pack_bundle, packed_impl
     from boo_build.targets import catalogue
 
     sig = KernelSignature(op="layer_norm", input_shape=(4096, 768), normalized_shape=(768,), dtype="bfloat16",
@@ -242,12 +243,13 @@ def test_fixture_bundle_fills_dynamic_and_bandwidth_sections(tmp_path):
     bench = _bench(ModuleId(sig, "manual").key, sig.key, "gfx942", 1e-5, bytes_moved=24_000_000,
                    peak_bandwidth_Bps=PEAK, device_name="AMD Instinct MI300X",
                    row_timings=[{"rows": r, "median_s": 2e-6 + r * 2e-9} for r in (1, 64, 1024, 4096)])
-    entry = TargetEntry.available({"manual": ImplArtifact(vmfb, validation=val, benchmark=bench)}, "manual",
-                                  "fastest validated: 10.0 us")
+    vmfbs: dict[str, bytes] = {}
+    impl = packed_impl(vmfbs, "gfx942", sig, "manual", vmfb, validation=val, benchmark=bench)
+    entry = TargetRecord.available("manual", {"manual": impl}, "fastest validated: 10.0 us")
     cat = catalogue()
     path = pack_bundle(tmp_path, name="fixture", version="1.0.0", targets=[cat["gfx942"]],
-                       kernels=[KernelEntry(sig, {"gfx942": entry})], provenance={"benchmarks": "ran"},
-                       csv_bytes=None)
+                       kernels=[kernel_record(sig, {"gfx942": entry})], vmfbs=vmfbs,
+                       provenance={"benchmarks": "ran"}, csv_bytes=None)
     out = tmp_path / "page.html"
     assert write_page(from_bundle(path), out)
     page = parse(out)
@@ -264,7 +266,7 @@ def test_fixture_bundle_fills_dynamic_and_bandwidth_sections(tmp_path):
 
 def test_fixture_build_records_fill_dynamic_section_with_eager(built, tmp_path):
     """The build folder's records (every implementation and torch eager) feed the sections too."""
-    from boo_build.report_page import from_build, write_page
+    from boo_build.report.page import from_build, write_page
 
     d, _ = built
     root = tmp_path / "small"
@@ -285,7 +287,10 @@ def test_fixture_build_records_fill_dynamic_section_with_eager(built, tmp_path):
 
 
 def test_report_command_refuses_what_it_cannot_read(tmp_path, capsys):
-    from boo_build.report_page import cmd_report
+    from boo_build.cli import main
+
+    def cmd_report(source):  # the command as a user runs it: errors become messages, exit 2
+        return main(["report", str(source)])
 
     assert cmd_report(tmp_path / "nope.tar.zst") == 2
     assert "no such bundle file or build folder" in capsys.readouterr().err
@@ -306,7 +311,7 @@ def test_bandwidth_from_a_measured_bundle_index(tmp_path):
     """Where a bundle index records a target's measurement the way ``boo-build
     measure`` does (``measured.bytes``, ``provenance.measured.<target>.peak_gbs``),
     the benchmark records of its implementations get the bandwidth fields."""
-    from boo_build.report_page import BYTES_MOVED, DEVICE_NAME, PEAK_BANDWIDTH, kernels_from_index
+    from boo_build.report.page import BYTES_MOVED, DEVICE_NAME, PEAK_BANDWIDTH, kernels_from_index
 
     bench = _bench("k-aten", "k", "sm_80", 2e-5)
     entry = {"status": "available", "selected": "aten", "reason": "fastest", "rejected": {},
@@ -328,7 +333,7 @@ def test_the_page_says_where_torch_tensors_go_instead_of_the_kernel(built, tmp_p
     from helpers import rewrite, with_prefer_eager
 
     from boo_build.loader.archive import read_archive
-    from boo_build.report_page import from_bundle, write_page
+    from boo_build.report.page import from_bundle, write_page
 
     d, _ = built
     ix = read_archive(d / "out/small-0.1.0.tar.zst").bundle_index

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from boo_build.benchmark import BenchResult
+from boo_build.loader.format import EagerPreference
+from boo_build.records import EagerValidation
+from boo_build.stages.benchmark import BenchResult
 from boo_build.candidates import Candidate
-from boo_build.selection import Selection, candidate_records, module_rejections, select
+from boo_build.stages.selection import Selection, candidate_records, module_rejections, select
 from boo_build.signature import KernelSignature, ModuleId
-from boo_build.validate import OutputCheck, ValidationResult
+from boo_build.stages.validate import OutputCheck, ValidationResult
 
 SIG = KernelSignature("layer_norm", (8, 128, 768), (768,), "bfloat16", 14)
 
@@ -113,8 +115,8 @@ def test_faster_of_two_validated_candidates_wins_with_reasons():
     recs = candidate_records(s, names, {"manual": cbench("manual", 100.0),
                                         "manual@local-sync": cbench("manual@local-sync", 30.0)})
     assert list(recs) == sorted(names)
-    assert recs["manual@local-sync"] == {"median_s": 30.0 * 1e-6, "min_s": 30.0 * 1e-6, "status": "selected", "reason": ""}
-    assert recs["manual"]["status"] == "slower" and recs["manual"]["reason"].startswith("slower: 100.0 us")
+    assert recs["manual@local-sync"].to_json() == {"median_s": 30.0 * 1e-6, "min_s": 30.0 * 1e-6, "status": "selected", "reason": ""}
+    assert recs["manual"].status == "slower" and recs["manual"].reason.startswith("slower: 100.0 us")
 
 
 def test_a_failed_candidate_is_never_selected_however_fast():
@@ -130,11 +132,11 @@ def test_a_failed_candidate_is_never_selected_however_fast():
                           "aten@local-sync": "not benchmarked (no benchmark record)",
                           "manual": "compile failed", "manual@local-sync": "compile failed"}
     recs = candidate_records(s, names, benches)
-    assert {n: r["status"] for n, r in recs.items()} == {
+    assert {n: r.status for n, r in recs.items()} == {
         "aten": "selected", "aten+nosd": "failed", "aten+nosd@local-sync": "failed", "aten@local-sync": "not run",
         "manual": "failed", "manual@local-sync": "failed"}
-    assert all(r["reason"] for n, r in recs.items() if n != "aten")
-    assert recs["aten+nosd@local-sync"]["median_s"] == 1.0 * 1e-6  # timed, and still never chosen
+    assert all(r.reason for n, r in recs.items() if n != "aten")
+    assert recs["aten+nosd@local-sync"].median_s == 1.0 * 1e-6  # timed, and still never chosen
     # per module (the index's "rejected"): each losing module once, with its best candidate's reason
     assert module_rejections(s, names, benches) == {"aten+nosd": f"failed validation: {why}",
                                                     "manual": "compile failed"}
@@ -153,7 +155,7 @@ def test_margin_keeps_only_the_baseline_default():
     assert s.impl == "aten@local-sync"
     assert s.rejected == {"manual": "not benchmarked (error: boom)",
                           "manual@local-sync": "slower: 99.5 us vs 99.0 us (aten@local-sync)"}
-    assert candidate_records(s, names, benches)["manual"]["status"] == "not run"
+    assert candidate_records(s, names, benches)["manual"].status == "not run"
     assert module_rejections(s, names, benches) == {"manual": "slower: 99.5 us vs 99.0 us (aten@local-sync)"}
 
 
@@ -170,7 +172,7 @@ def test_candidates_are_compared_by_their_median():
                {"aten": timed("aten", 200.0, 70.0), "manual": timed("manual", 120.0, 100.0)})
     assert s.impl == "manual" and s.rejected == {"aten": "slower: 200.0 us vs 120.0 us (manual)"}
     recs = candidate_records(s, BOTH, {"aten": timed("aten", 200.0, 70.0), "manual": timed("manual", 120.0, 100.0)})
-    assert recs["aten"]["min_s"] == 70.0 * 1e-6 and recs["aten"]["median_s"] == 200.0 * 1e-6
+    assert recs["aten"].min_s == 70.0 * 1e-6 and recs["aten"].median_s == 200.0 * 1e-6
 
 
 
@@ -188,14 +190,14 @@ def test_candidates_are_compared_by_their_mean_per_call_where_recorded():
     s = select(SIG, "cpu", BOTH, vals, benches)
     assert s.impl == "manual" and s.rejected == {"aten": "slower: 180.0 us vs 125.0 us (manual)"}
     recs = candidate_records(s, BOTH, benches)
-    assert recs["aten"]["median_s"] == 100.0 * 1e-6 and recs["aten"]["mean_s"] == 180.0 * 1e-6
+    assert recs["aten"].median_s == 100.0 * 1e-6 and recs["aten"].mean_s == 180.0 * 1e-6
     # against torch eager too: 125 us is not 10 % faster than eager's 130 us mean, though
     # manual's median (120 us) is 10 % faster than eager's median (135 us)
-    from boo_build.selection import eager_preference
+    from boo_build.stages.selection import eager_preference
 
     eager = BenchResult("eager", SIG.key, "cpu", "ok", "", 125e-6, 135e-6, 140e-6, 20, 2, mean_s=130e-6)
     pref = eager_preference(SIG, s, benches, eager)
-    assert pref["kernel_s"] == 125e-6 and pref["reason"].endswith("125.0 us (manual) vs 130.0 us (means per call)")
+    assert pref.kernel_s == 125e-6 and pref.reason.endswith("125.0 us (manual) vs 130.0 us (means per call)")
     # a record without a mean (written before means were) is compared by its median
     old = {"aten": timed("aten", 100.0, 90.0), "manual": stalling("manual", 120.0, 125.0)}
     assert select(SIG, "cpu", BOTH, vals, old).impl == "aten"
@@ -206,14 +208,14 @@ def eager_bench(us, status="ok", reason=""):
 
 
 def test_torch_calls_run_the_kernel_only_where_it_beat_eager_clearly():
-    from boo_build.selection import eager_preference
+    from boo_build.stages.selection import eager_preference
 
     vals = {"aten": val("aten", "passed"), "manual": val("manual", "passed")}
     benches = {"aten": bench("aten", 80.0), "manual": bench("manual", 120.0)}
     s = select(SIG, "cpu", BOTH, vals, benches)
     pref = eager_preference(SIG, s, benches, eager_bench(50.0))
-    assert pref["eager_s"] == 50.0 * 1e-6 and pref["kernel_s"] == 80.0 * 1e-6
-    assert pref["reason"] == ("the kernel not 10% faster than torch eager on the build machine: "
+    assert pref.eager_s == 50.0 * 1e-6 and pref.kernel_s == 80.0 * 1e-6
+    assert pref.reason == ("the kernel not 10% faster than torch eager on the build machine: "
                               "80.0 us (aten) vs 50.0 us (medians)")
     assert eager_preference(SIG, s, benches, eager_bench(85.0)) is not None  # 6 % faster: not enough
     assert eager_preference(SIG, s, benches, eager_bench(95.0)) is None  # 19 % faster: the kernel runs
@@ -237,50 +239,50 @@ DYN = KernelSignature.parse("layer_norm-f32-BATCHxSEQx768-n768-wb-m1")
 
 
 def test_a_kernel_timed_at_several_sizes_gets_a_decision_per_size():
-    from boo_build.selection import eager_preference
+    from boo_build.stages.selection import eager_preference
 
     vals = {"manual": val("manual", "passed")}
     benches = {"manual": sized("manual", {1024: 300.0, 1: 25.0, 4096: 900.0})}
     s = select(DYN, "cpu", ["manual"], vals, benches)
     # the kernel wins at 1024 rows (the headline size) and 4096, eager at one row
     pref = eager_preference(DYN, s, benches, sized("eager", {1024: 400.0, 1: 9.0, 4096: 1000.0}))
-    assert pref["by_rows"] == [[1, True], [1024, False], [4096, False]]
-    assert pref["kernel_s"] == 300.0 * 1e-6 and "at 1 of 3 sizes timed" in pref["reason"]
+    assert pref.to_json()["by_rows"] == [[1, True], [1024, False], [4096, False]]
+    assert pref.kernel_s == 300.0 * 1e-6 and "at 1 of 3 sizes timed" in pref.reason
     assert eager_preference(DYN, s, benches, sized("eager", {1024: 400.0, 1: 30.0, 4096: 1000.0})) is None
     # eager faster everywhere: every size says so
     pref = eager_preference(DYN, s, benches, sized("eager", {1024: 100.0, 1: 9.0, 4096: 300.0}))
-    assert [won for _, won in pref["by_rows"]] == [True, True, True]
+    assert [won for _, won in pref.to_json()["by_rows"]] == [True, True, True]
 
 
 def test_where_torch_calls_go_in_words():
-    from boo_build.selection import torch_calls_text
+    from boo_build.stages.selection import torch_calls_text
 
     assert torch_calls_text(None) == "the kernel"
-    assert torch_calls_text({"eager_s": 1.0, "kernel_s": 2.0, "reason": "r"}) == "torch eager"
-    assert torch_calls_text({"by_rows": [[1, True], [64, True], [4096, True]]}) == "torch eager (all 3 sizes)"
-    assert torch_calls_text({"by_rows": [[1, True], [64, False], [4096, True]]}) == \
+    assert torch_calls_text(EagerPreference(1.0, 2.0, "r")) == "torch eager"
+    assert torch_calls_text(EagerPreference(1.0, 2.0, "r", by_rows=[[1, True], [64, True], [4096, True]])) == "torch eager (all 3 sizes)"
+    assert torch_calls_text(EagerPreference(1.0, 2.0, "r", by_rows=[[1, True], [64, False], [4096, True]])) == \
         "eager at 1, 4096 rows, else the kernel"
 
 
 def test_torch_calls_go_to_torch_only_where_eager_passed_validation():
     """Eager faster is not enough: its results, as the loader routes them, must
     pass the kernels' validation; otherwise the kernel runs and the reason says why."""
-    from boo_build.selection import eager_preference, gate_eager, torch_calls_text
+    from boo_build.stages.selection import eager_preference, gate_eager, torch_calls_text
 
     vals = {"aten": val("aten", "passed"), "manual": val("manual", "passed")}
     benches = {"aten": bench("aten", 80.0), "manual": bench("manual", 120.0)}
     s = select(SIG, "cpu", BOTH, vals, benches)
     pref = eager_preference(SIG, s, benches, eager_bench(50.0))
-    assert gate_eager(pref, {"status": "passed", "reason": ""}) == (pref, None)
-    kept, failed = gate_eager(pref, {"status": "failed", "reason": "grad_bias (seed0): ... (7.2x the tolerance)"})
+    assert gate_eager(pref, EagerValidation.from_json({"status": "passed", "reason": ""})) == (pref, None)
+    kept, failed = gate_eager(pref, EagerValidation.from_json({"status": "failed", "reason": "grad_bias (seed0): ... (7.2x the tolerance)"}))
     assert kept is None and failed == ("torch eager failed validation: grad_bias (seed0): ... (7.2x the tolerance) "
                                        "(it was faster: 80.0 us (aten) vs 50.0 us (medians))")
     assert gate_eager(pref, None) == (None, "torch eager not validated (it was faster: 80.0 us (aten) vs 50.0 us "
                                             "(medians))")
-    assert gate_eager(pref, {"status": "error", "reason": "seed0: RuntimeError: boom"})[1].startswith(
+    assert gate_eager(pref, EagerValidation.from_json({"status": "error", "reason": "seed0: RuntimeError: boom"}))[1].startswith(
         "torch eager error validation: seed0: RuntimeError: boom")
     # eager not faster: nothing to gate, whatever its validation
-    assert gate_eager(eager_preference(SIG, s, benches, eager_bench(95.0)), {"status": "failed"}) == (None, None)
+    assert gate_eager(eager_preference(SIG, s, benches, eager_bench(95.0)), EagerValidation.from_json({"status": "failed"})) == (None, None)
     assert torch_calls_text(None, failed) == "the kernel (torch eager fails validation)"
     assert torch_calls_text(None, gate_eager(pref, None)[1]) == "the kernel (torch eager not validated)"
 
@@ -288,20 +290,20 @@ def test_torch_calls_go_to_torch_only_where_eager_passed_validation():
 def test_a_kernel_decided_per_size_keeps_eager_where_eager_passed_validation():
     """ATen's half-precision sums over rows pass at a few rows and fail at
     thousands: eager keeps the sizes where it passed, the kernel takes the rest."""
-    from boo_build.selection import eager_preference, gate_eager, torch_calls_text
+    from boo_build.stages.selection import eager_preference, gate_eager, torch_calls_text
 
     vals = {"manual": val("manual", "passed")}
     benches = {"manual": sized("manual", {1024: 300.0, 1: 25.0, 64: 40.0, 4096: 900.0})}
     s = select(DYN, "cpu", ["manual"], vals, benches)
     pref = eager_preference(DYN, s, benches, sized("eager", {1024: 100.0, 1: 9.0, 64: 12.0, 4096: 300.0}))
-    assert [won for _, won in pref["by_rows"]] == [True, True, True, True]
+    assert [won for _, won in pref.to_json()["by_rows"]] == [True, True, True, True]
     validation = {"status": "failed", "reason": "grad_bias (seed0@3x1367x768): ...",
                   "by_rows": [[1, True], [37, True], [64, True], [1024, False], [4096, False]]}
-    kept, why = gate_eager(pref, validation)
-    assert why is None and kept["by_rows"] == [[1, True], [64, True], [1024, False], [4096, False]]
-    assert kept["reason"].endswith("; not at 1024, 4096 rows, where torch eager fails validation")
+    kept, why = gate_eager(pref, EagerValidation.from_json(validation))
+    assert why is None and kept.to_json()["by_rows"] == [[1, True], [64, True], [1024, False], [4096, False]]
+    assert kept.reason.endswith("; not at 1024, 4096 rows, where torch eager fails validation")
     assert torch_calls_text(kept) == "eager at 1, 64 rows, else the kernel"
     # failing at every size eager won: the kernel everywhere, and why
     everywhere = {**validation, "by_rows": [[1, False], [64, False], [1024, False], [4096, False]]}
-    assert gate_eager(pref, everywhere)[0] is None and gate_eager(pref, everywhere)[1].startswith(
+    assert gate_eager(pref, EagerValidation.from_json(everywhere))[0] is None and gate_eager(pref, EagerValidation.from_json(everywhere))[1].startswith(
         "torch eager failed validation: grad_bias")

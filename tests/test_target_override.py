@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from boo_build import cli
-from boo_build.manifest import ManifestError, load_manifest
+from boo_build.cli import main
+from boo_build.manifest.reader import ManifestError, load_manifest
 from boo_build.targets import catalogue
-from boo_build.tasks import BuildConfig, BuildError, plan
+from boo_build.build.tasks import BuildConfig, BuildError, plan
 
 BAD = """\
 [bundle]
@@ -62,7 +62,7 @@ def test_plan_refuses_manifest_target_despite_override(bad, tmp_path):
 
 def test_build_with_targets_refuses_unknown_manifest_target(bad, tmp_path, capsys):
     out = tmp_path / "out"
-    rc = cli.main(["build", str(bad), "--targets", "cpu", "--out", str(out), "--no-validate", "-q"])
+    rc = main(["build", str(bad), "--targets", "cpu", "--out", str(out), "--no-validate", "-q"])
     err = capsys.readouterr().err
     assert rc == 2
     assert "unknown target(s) 'gfx9999'" in err and "known targets are" in err

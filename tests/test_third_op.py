@@ -10,7 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from boo_build import cli, ops
+from boo_build.cli import main
+from boo_build import ops
 from boo_build.loader import open_bundle
 from boo_build.ops.base import INPUT_GRAD, WEIGHT_GRAD, Op
 from boo_build.signature import KernelSignature, SignatureError
@@ -78,7 +79,7 @@ def test_build_for_cpu_and_run_through_the_loader(scale_rows, tmp_path):
     manifest = tmp_path / "third.toml"
     manifest.write_text(MANIFEST)
     out = tmp_path / "out"
-    rc = cli.main(["build", str(manifest), "--targets", "cpu", "--no-bench", "--out", str(out), "-q"])
+    rc = main(["build", str(manifest), "--targets", "cpu", "--no-bench", "--out", str(out), "-q"])
     assert rc == 0  # every kernel validated against the reference (a failed one would fail the build)
     bundle = open_bundle(out / "third-op-0.1.0.tar.zst", device="local-task")
     assert bundle.keys() == ["scale_rows-f16-4x6x32-n32-w-m1", "scale_rows-f32-4x6x32-n32-w-m1"]

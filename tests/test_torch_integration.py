@@ -17,8 +17,9 @@ from torch._dynamo.testing import CompileCounterWithBackend
 
 from boo_build.loader import open_bundle
 from boo_build.loader import nn as boo_nn
-from boo_build.pack import ImplArtifact, KernelEntry, TargetEntry, pack_bundle
+from boo_build.loader.format import TargetRecord
 from boo_build.signature import KernelSignature, ModuleId
+from boo_build.stages.pack import kernel_record, pack_bundle, packed_impl
 from boo_build.targets import catalogue, dynamic_flags
 
 from helpers import CSV, F32_EPS, PROVENANCE, REPO, _ln, _rms32, build_kernels
@@ -38,23 +39,22 @@ DYN = EXTRA[2][0]
 @pytest.fixture(scope="module")
 def path(tmp_path_factory):
     """One CPU bundle: the session's kernels and EXTRA."""
-    from boo_build.compile import compile_mlir, write_atomic
-    from boo_build.export import export_mlir
+    from boo_build.stages.compile import compile_mlir
+    from boo_build.stages.export import export_mlir
 
     built = build_kernels(tmp_path_factory)
     root = tmp_path_factory.mktemp("torch-kernels")
     cpu = catalogue()["cpu"]
-    entries = built.entries(targets=("cpu",))
+    entries, vmfbs = built.entries(targets=("cpu",)), dict(built.vmfbs)
     for sig, impl in EXTRA:
         mid = ModuleId(sig, impl)
         res = compile_mlir(export_mlir(mid), cpu.flags + dynamic_flags(cpu, sig.is_dynamic))
         assert res.ok, f"{mid.key}: {res.error}"
-        vmfb = root / f"{mid.key}.vmfb"
-        write_atomic(vmfb, res.vmfb)
-        art = ImplArtifact(vmfb, validation={"status": "passed"}, benchmark={"median_us": 1.0})
-        entries.append(KernelEntry(sig, {"cpu": TargetEntry.available({impl: art}, impl, "only one")}))
+        art = packed_impl(vmfbs, "cpu", sig, impl, res.vmfb, validation={"status": "passed"},
+                          benchmark={"median_us": 1.0})
+        entries.append(kernel_record(sig, {"cpu": TargetRecord.available(impl, {impl: art}, "only one")}))
     return pack_bundle(root / "out", name="torch-norms", version="0.1.0", targets=[cpu], kernels=entries,
-                       provenance=PROVENANCE, csv_bytes=CSV)
+                       vmfbs=vmfbs, provenance=PROVENANCE, csv_bytes=CSV)
 
 
 class Net(torch.nn.Module):

@@ -13,13 +13,13 @@ import math
 import pytest
 import torch
 
-from boo_build import modules
+from boo_build.stages import torch_modules as modules
 from boo_build.loader.devices import DeviceInfo, discover
-from boo_build.reference import reference
+from boo_build.stages.reference import reference
 from boo_build.signature import ModuleId
 from boo_build.targets import catalogue
-from boo_build.tolerances import error_scale, tolerance
-from boo_build.validate import (
+from boo_build.stages.tolerances import error_scale, tolerance
+from boo_build.stages.validate import (
     OFFSETS, OutputCheck, ValidationResult, cases, compare, validate_kernel,
 )
 
@@ -185,7 +185,7 @@ def test_torch_eager_is_validated_as_the_loader_routes_it():
     precision and fails at a few thousand rows; the half-precision forward's
     statistics come from ATen's mixed-type kernel and pass."""
     from boo_build.signature import KernelSignature
-    from boo_build.validate import validate_eager
+    from boo_build.stages.validate import validate_eager
 
     ok = validate_eager(KernelSignature.parse("layer_norm-f32-4096x64-n64-wb-m14"))
     assert ok.passed and ok.module == "layer_norm-f32-4096x64-n64-wb-m14-eager" and ok.outputs
@@ -201,11 +201,11 @@ def test_torch_eagers_record_says_per_size_where_it_passed():
     validation shapes and the bench shapes: ATen's half-precision weight and
     bias gradients pass at one row and fail at thousands."""
     from boo_build.signature import KernelSignature
-    from boo_build.validate import eager_record
+    from boo_build.stages.validate import eager_record
 
     rec = eager_record(KernelSignature.parse("layer_norm-bf16-BATCHxSEQx64-n64-wb-m12"), "cpu", [[64, 1, 64]])
-    assert rec["status"] == "failed" and rec["reason"].startswith(("grad_weight", "grad_bias"))
-    rows = dict(rec["by_rows"])
+    assert rec.status == "failed" and rec.reason.startswith(("grad_weight", "grad_bias"))
+    rows = dict(rec.by_rows)
     assert sorted(rows) == [1, 37, 64, 4101] and rows[1] and not rows[4101]
     static = eager_record(KernelSignature.parse("layer_norm-f32-64x64-n64-wb-m14"))
-    assert static == {"status": "passed", "reason": ""}
+    assert static.to_json() == {"status": "passed", "reason": ""}

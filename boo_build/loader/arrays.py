@@ -61,7 +61,7 @@ _NUMPY_TO_HAL = {
 }
 
 
-def _torch_dtype(torch, element_type: int):
+def torch_dtype_of(torch, element_type: int):
     """torch dtype of a HAL element type."""
     return getattr(torch, _element_name(element_type))
 

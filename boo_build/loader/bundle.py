@@ -1,4 +1,4 @@
-"""Open a boo bundle and run its kernels with ATen-like calls.
+"""Open a boo bundle and run its kernels with ATen-like loader_calls.
 
 Importing this module imports only the standard library, zstandard and
 ``boo_build.signature``/``targets``. The calls take torch tensors or numpy
@@ -41,22 +41,22 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from .. import ops
-from ..ops import calls
+from ..ops import loader_calls
 from ..signature import KernelSignature, SignatureError
 from ..targets import CPU_DRIVERS, Target
 # The format, archive, errors, device choice and runtime check live in their
 # own modules; their public names are re-exported here (and by the package).
 from .archive import DEFAULT_MAX_SIZE, Archive, read_archive, sha256_hex, verify_members
-from .checks import CallChecks
-from .choice import select_target as _select_target
+from .call_checks import CallChecks
+from .target_choice import select_target as _select_target
 from .errors import BundleError, BundleFormatError, BundleIntegrityError, KernelNotFound, NoCompatibleDevice
 from .format import (
     DYNAMIC_FORMAT_VERSION, FORMAT, FORMAT_VERSION, INDEX_NAME, READABLE_VERSIONS, RUNTIME_FIELD, check_index,
 )
-from .lookup import KernelTable, _family_key, _Kernel
+from .lookup import KernelTable, family_key, BundledKernel
 from .memo import MEMO_LIMIT, remember
 from .nearest import nearest_keys
-from .tensors import _arrays_of, _TorchArrays
+from .tensors import arrays_of, TorchArrays
 from .versions import RuntimeTooOld, UntestedRuntimeWarning, check_runtime, iree_release
 
 FALLBACKS = (None, "eager")
@@ -209,7 +209,7 @@ class Bundle(CallChecks):
                     dev = self._devices[uri] = open_device(uri)
         return dev
 
-    def _uri_for(self, k: _Kernel) -> str:
+    def _uri_for(self, k: BundledKernel) -> str:
         """Where ``k`` runs: its entry's mode, a driver of the same device (a CPU
         driver on a CPU target opened on its own driver); else the bundle's
         device (a bundle opened on ``local-sync`` runs everything there; a mode
@@ -226,7 +226,7 @@ class Bundle(CallChecks):
             raise self._table.not_found(str(key))
         return self._uri_for(k)
 
-    def _runner(self, k: _Kernel):
+    def _runner(self, k: BundledKernel):
         if k.runner is not None:
             return k.runner
         with self._lock:
@@ -252,7 +252,7 @@ class Bundle(CallChecks):
             raise self._table.not_found(str(key))
         return self._runner(k)
 
-    def _lookup(self, key: str) -> _Kernel | None:
+    def _lookup(self, key: str) -> BundledKernel | None:
         return self._kernels.get(key)
 
     def _count(self, key: str, kind: str) -> None:
@@ -286,11 +286,11 @@ class Bundle(CallChecks):
             raise TypeError(f"kernel {key} takes {len(specs)} arguments "
                             f"({', '.join(s[0] for s in specs)}), got {len(args)}")
         first = specs[0][0]
-        arrays = _arrays_of(first, args[0])
+        arrays = arrays_of(first, args[0])
         args = tuple(self.check_array(n, a, d, s, arrays=arrays, first=first) for (n, s, d), a in zip(specs, args))
         return self._invoke(k, args)
 
-    def _specs_of(self, k: _Kernel, args) -> tuple:
+    def _specs_of(self, k: BundledKernel, args) -> tuple:
         """``run``'s argument specs for kernel ``k`` (a dynamic one's bound to the
         first argument's shape), memoized."""
         shape = tuple(args[0].shape) if k.sig.is_dynamic and args and hasattr(args[0], "shape") else None
@@ -306,7 +306,7 @@ class Bundle(CallChecks):
             remember(self._specs, (k.key, shape), specs)
         return specs
 
-    def _invoke(self, k: _Kernel, args):
+    def _invoke(self, k: BundledKernel, args):
         out = (k.runner or self._runner(k))(*args)  # KernelRunner is thread-safe (a pool of VM contexts)
         self._pending(self._hits, k.key)
         return tuple(out)
@@ -345,11 +345,11 @@ class Bundle(CallChecks):
         run, pending, hits, key = self._runner(k), self._pending, self._hits, k.key
         count = lambda: pending(hits, key)  # noqa: E731
         if stats is None:
-            return key, calls.kernel_forward(run, count, views), False
+            return key, loader_calls.kernel_forward(run, count, views), False
         shape, dtype = self.stats_layout(ks)
         fixes = tuple((None if tuple(t.shape) == shape else shape,
-                       None if _TorchArrays.dtype_name(t) == dtype else dtype) for t in stats)
-        return key, calls.kernel_backward(run, count, views, fixes, _TorchArrays.cast, ks.takes_weight, sig.mask,
+                       None if TorchArrays.dtype_name(t) == dtype else dtype) for t in stats)
+        return key, loader_calls.kernel_backward(run, count, views, fixes, TorchArrays.cast, ks.takes_weight, sig.mask,
                                           op.grads), False
 
     def _route(self, sig: KernelSignature) -> tuple:
@@ -378,7 +378,7 @@ class Bundle(CallChecks):
                 return arrays.eager(eager, eager_args(), f"kernel {k.key}")
             if views is None:
                 return self._invoke(k, make_args(ks))
-            return calls.view_as(self._invoke(k, calls.view_as(make_args(ks), views[0])), views[1])
+            return loader_calls.view_as(self._invoke(k, loader_calls.view_as(make_args(ks), views[0])), views[1])
         if self.fallback == "eager":
             self._count(sig.key, "misses")
             return arrays.eager(eager, eager_args(), f"no kernel {sig.key} for target {self.target.name}")
@@ -406,8 +406,8 @@ def _views_of(sig: KernelSignature, ks: KernelSignature) -> tuple | None:
         return None
     stats = ops.get(sig.op).stats
     want = [s for _, s, _ in ks.inputs()]
-    ins = calls.view_shapes([w if n in stats else s for (n, s, _), w in zip(sig.inputs(), want)], want)
-    outs = calls.view_shapes([s for _, s, _ in ks.outputs()], [s for _, s, _ in sig.outputs()])
+    ins = loader_calls.view_shapes([w if n in stats else s for (n, s, _), w in zip(sig.inputs(), want)], want)
+    outs = loader_calls.view_shapes([s for _, s, _ in ks.outputs()], [s for _, s, _ in sig.outputs()])
     return None if ins is None and outs is None else (ins, outs)
 
 
@@ -441,5 +441,5 @@ __all__ = [
     "BundleIntegrityError", "KernelNotFound", "NoCompatibleDevice", "RuntimeTooOld", "UntestedRuntimeWarning",
     "check_index", "check_runtime", "iree_release", "nearest_keys", "open_bundle", "read_archive", "sha256_hex",
     "verify_members",
-    "_family_key",  # loader/nn.py's import (lookup.py has it)
+    "family_key",  # loader/nn.py's import (lookup.py has it)
 ]

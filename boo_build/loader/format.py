@@ -44,7 +44,7 @@ torch eager clearly on the build machine (``selection.kernel_beats_eager``;
 compared times, seconds; ``by_rows``, per size timed, for a kernel timed at
 several): the loader hands torch tensors to torch's op;
 numpy arrays, and loaders that do not know the field, run the kernel;
-``eager_rejected`` (kept as an extra field), where torch eager was faster but
+``eager_rejected``, where torch eager was faster but
 its results, as the loader would route them, failed the kernels' validation
 (``validate.validate_eager``): why torch calls run the kernel there.
 """
@@ -58,7 +58,7 @@ from typing import Any, Iterator, Mapping
 
 from ..signature import KernelSignature, SignatureError
 from .errors import BundleFormatError
-from .json_fields import _extra, _freeze_fields, _is_by_rows, _is_seconds, _mapping, _plain, _typed
+from .json_fields import extra_fields, freeze_fields, is_by_rows, is_seconds, as_mapping, plain, typed_value
 
 FORMAT = "boo-bundle"
 FORMAT_VERSION = 1
@@ -109,14 +109,14 @@ class ImplRecord:
     _KNOWN = ("member", "function", "sha256", "size", "validation", "benchmark")
 
     def __post_init__(self):
-        _freeze_fields(self, "validation", "benchmark", "extra")
+        freeze_fields(self, "validation", "benchmark", "extra")
 
     @classmethod
     def from_json(cls, d: Any) -> "ImplRecord":
-        d = _mapping(d, "an impl entry")
-        return cls(member=_typed(d["member"], str, "member"), function=_typed(d["function"], str, "function"),
-                   sha256=_typed(d["sha256"], str, "sha256"), size=_typed(d["size"], int, "size"),
-                   validation=d.get("validation"), benchmark=d.get("benchmark"), extra=_extra(d, cls._KNOWN),
+        d = as_mapping(d, "an impl entry")
+        return cls(member=typed_value(d["member"], str, "member"), function=typed_value(d["function"], str, "function"),
+                   sha256=typed_value(d["sha256"], str, "sha256"), size=typed_value(d["size"], int, "size"),
+                   validation=d.get("validation"), benchmark=d.get("benchmark"), extra=extra_fields(d, cls._KNOWN),
                    absent=frozenset(k for k in ("validation", "benchmark") if k not in d))
 
     def to_json(self) -> dict[str, Any]:
@@ -124,9 +124,88 @@ class ImplRecord:
                                "size": self.size}
         for k in ("validation", "benchmark"):
             if k not in self.absent:
-                out[k] = _plain(getattr(self, k))
-        out.update(_plain(self.extra))
+                out[k] = plain(getattr(self, k))
+        out.update(plain(self.extra))
         return out
+
+
+@dataclass(frozen=True)
+class CandidateRecord:
+    """What the build measured of one candidate (``impl[+variant][@mode]``):
+    its times (seconds; ``mean_s`` is what the selection compares, absent in
+    bundles built before it was recorded), its ``status`` ("selected", "slower",
+    "failed", "not run") and why it lost ("" for the selected one)."""
+
+    status: str
+    reason: str = ""
+    median_s: float | None = None
+    min_s: float | None = None
+    mean_s: float | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    _KNOWN = ("status", "reason", "median_s", "min_s", "mean_s")
+
+    def __post_init__(self) -> None:
+        freeze_fields(self, "extra")
+
+    @classmethod
+    def from_json(cls, d: Any, where: str = "candidate") -> "CandidateRecord":
+        d = as_mapping(d, where)
+        for f in ("median_s", "min_s", "mean_s"):
+            if d.get(f) is not None and not is_seconds(d[f]):
+                raise IndexProblem(f"{where}: {f} is not {is_seconds.__doc__}: {d[f]!r}")
+        return cls(status=typed_value(d.get("status", ""), str, f"{where} status"), reason=d.get("reason") or "",
+                   median_s=d.get("median_s"), min_s=d.get("min_s"), mean_s=d.get("mean_s"),
+                   extra=extra_fields(d, cls._KNOWN))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"median_s": self.median_s, "min_s": self.min_s, "status": self.status, "reason": self.reason,
+                **({"mean_s": self.mean_s} if self.mean_s is not None else {}), **plain(self.extra)}
+
+    @property
+    def compared_s(self) -> float | None:
+        """The time the selection compares: the mean, else the median, else the best sample."""
+        for v in (self.mean_s, self.median_s, self.min_s):
+            if v is not None:
+                return float(v)
+        return None
+
+
+@dataclass(frozen=True)
+class EagerPreference:
+    """Where torch tensors go to torch's own op instead of the kernel: the build
+    found torch eager faster (``eager_s`` vs ``kernel_s``, the times the
+    selection compares) and its results passed validation. ``by_rows``: a
+    kernel timed at several sizes decides per size, ``((rows, eager faster), ...)``."""
+
+    eager_s: float
+    kernel_s: float
+    reason: str
+    by_rows: tuple[tuple[int, bool], ...] | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    _KNOWN = ("eager_s", "kernel_s", "reason", "by_rows")
+
+    def __post_init__(self) -> None:
+        if self.by_rows is not None:
+            object.__setattr__(self, "by_rows", tuple((int(r), bool(won)) for r, won in self.by_rows))
+        freeze_fields(self, "extra")
+
+    @classmethod
+    def from_json(cls, d: Any, where: str = "prefer_eager") -> "EagerPreference":
+        d = as_mapping(d, "prefer_eager")
+        for f, ok in (("eager_s", is_seconds), ("kernel_s", is_seconds), ("by_rows", is_by_rows)):
+            if (f != "by_rows" or f in d) and not ok(d.get(f)):
+                raise IndexProblem(f"{where}: prefer_eager.{f} is not {ok.__doc__}: {d.get(f)!r}")
+        rows = d.get("by_rows")
+        return cls(eager_s=d["eager_s"], kernel_s=d["kernel_s"], reason=str(d.get("reason", "")),
+                   by_rows=None if rows is None else tuple((r, won) for r, won in rows),
+                   extra=extra_fields(d, cls._KNOWN))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"eager_s": self.eager_s, "kernel_s": self.kernel_s, "reason": self.reason,
+                **({"by_rows": [[r, won] for r, won in self.by_rows]} if self.by_rows is not None else {}),
+                **plain(self.extra)}
 
 
 @dataclass(frozen=True)
@@ -134,9 +213,10 @@ class TargetRecord:
     """A kernel on one target: available (``selected`` among ``impls``) or
     unavailable (``reason`` says why). ``rejected``: why each implementation
     not packed was dropped. ``mode``: the driver the selected module runs on
-    where it is not the target's; ``candidates``: what the build measured
-    ({"median_s", "mean_s", "status", "reason"} per candidate's text form). ``None``
-    fields are absent from the JSON."""
+    where it is not the target's; ``candidates``: what the build measured, per
+    candidate's text form; ``prefer_eager``: where torch tensors go to torch;
+    ``eager_rejected``: why they do not although torch eager was faster (its
+    results failed validation). ``None`` fields are absent from the JSON."""
 
     status: Status
     reason: str | None = None
@@ -146,27 +226,38 @@ class TargetRecord:
     # fields this code does not know (measure's "measured", ...)
     extra: Mapping[str, Any] = field(default_factory=dict)
     mode: str | None = None
-    candidates: Mapping[str, Mapping[str, Any]] | None = None
-    prefer_eager: Mapping[str, Any] | None = None
+    candidates: Mapping[str, CandidateRecord] | None = None
+    prefer_eager: EagerPreference | None = None
+    eager_rejected: str | None = None
 
-    _KNOWN = ("status", "reason", "selected", "impls", "rejected", "mode", "candidates", "prefer_eager")
+    _KNOWN = ("status", "reason", "selected", "impls", "rejected", "mode", "candidates", "prefer_eager",
+              "eager_rejected")
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))
-        _freeze_fields(self, "impls", "rejected", "extra", "candidates", "prefer_eager")
+        # given as JSON (a hand-made entry): the typed records
+        if isinstance(self.prefer_eager, Mapping):
+            object.__setattr__(self, "prefer_eager", EagerPreference.from_json(self.prefer_eager))
+        if self.candidates is not None:
+            object.__setattr__(self, "candidates", {n: CandidateRecord.from_json(c) if isinstance(c, Mapping) else c
+                                                    for n, c in self.candidates.items()})
+        freeze_fields(self, "impls", "rejected", "extra", "candidates")
 
     @classmethod
     def available(cls, selected: str, impls: Mapping[str, ImplRecord], reason: str = "",
                   rejected: Mapping[str, str] | None = None, *, mode: str | None = None,
-                  candidates: Mapping[str, Mapping[str, Any]] | None = None,
-                  prefer_eager: Mapping[str, Any] | None = None, **extra: Any) -> "TargetRecord":
+                  candidates: Mapping[str, CandidateRecord] | None = None,
+                  prefer_eager: EagerPreference | None = None, eager_rejected: str | None = None,
+                  **extra: Any) -> "TargetRecord":
         return cls(Status.AVAILABLE, reason, selected, impls, dict(rejected or {}), extra, mode, candidates,
-                   prefer_eager)
+                   prefer_eager, eager_rejected or None)
 
     @classmethod
     def unavailable(cls, reason: str, rejected: Mapping[str, str] | None = None, *,
-                    candidates: Mapping[str, Mapping[str, Any]] | None = None, **extra: Any) -> "TargetRecord":
-        return cls(Status.UNAVAILABLE, reason, None, None, dict(rejected or {}), extra, candidates=candidates)
+                    candidates: Mapping[str, CandidateRecord] | None = None, eager_rejected: str | None = None,
+                    **extra: Any) -> "TargetRecord":
+        return cls(Status.UNAVAILABLE, reason, None, None, dict(rejected or {}), extra, candidates=candidates,
+                   eager_rejected=eager_rejected or None)
 
     @property
     def is_available(self) -> bool:
@@ -179,26 +270,28 @@ class TargetRecord:
 
     @classmethod
     def from_json(cls, d: Any, where: str = "target entry") -> "TargetRecord":
-        d = _mapping(d, "a target entry")
+        d = as_mapping(d, "a target entry")
         try:
             status = Status(d["status"])
         except ValueError:
             raise IndexProblem(f"{where}: unknown status {d['status']!r}") from None
         impls = d.get("impls")
         if impls is not None:
-            impls = {i: ImplRecord.from_json(m) for i, m in _mapping(impls, "impls").items()}
+            impls = {i: ImplRecord.from_json(m) for i, m in as_mapping(impls, "impls").items()}
         mode, cands = d.get("mode"), d.get("candidates")
         if mode is not None and not isinstance(mode, str):
             raise IndexProblem(f"{where}: mode must be a driver name, got {mode!r}")
         if cands is not None:
-            cands = {c: _mapping(v, f"candidate {c}") for c, v in _mapping(cands, "candidates").items()}
-        pref = None if d.get("prefer_eager") is None else _mapping(d["prefer_eager"], "prefer_eager")
-        for f, ok in (("eager_s", _is_seconds), ("kernel_s", _is_seconds), ("by_rows", _is_by_rows)):
-            if pref is not None and (f != "by_rows" or f in pref) and not ok(pref.get(f)):
-                raise IndexProblem(f"{where}: prefer_eager.{f} is not {ok.__doc__}: {pref.get(f)!r}")
+            cands = {c: CandidateRecord.from_json(v, f"{where}: candidate {c}")
+                     for c, v in as_mapping(cands, "candidates").items()}
+        pref = None if d.get("prefer_eager") is None else EagerPreference.from_json(d["prefer_eager"], where)
+        why = d.get("eager_rejected")
+        if why is not None and not isinstance(why, str):
+            raise IndexProblem(f"{where}: eager_rejected must be a reason (text), got {why!r}")
         rec = cls(status=status, reason=d.get("reason"), selected=d.get("selected"), impls=impls,
-                  rejected=None if d.get("rejected") is None else dict(_mapping(d["rejected"], "rejected")),
-                  extra=_extra(d, cls._KNOWN), mode=mode, candidates=cands, prefer_eager=pref)
+                  rejected=None if d.get("rejected") is None else dict(as_mapping(d["rejected"], "rejected")),
+                  extra=extra_fields(d, cls._KNOWN), mode=mode, candidates=cands, prefer_eager=pref,
+                  eager_rejected=why)
         if status is Status.AVAILABLE and (impls is None or rec.selected not in impls):
             raise IndexProblem(f"{where}: selected impl {d.get('selected')!r} has no entry")
         return rec
@@ -215,10 +308,12 @@ class TargetRecord:
         if self.mode is not None:
             out["mode"] = self.mode
         if self.candidates is not None:
-            out["candidates"] = _plain(self.candidates)
+            out["candidates"] = {c: r.to_json() for c, r in self.candidates.items()}
         if self.prefer_eager is not None:
-            out["prefer_eager"] = _plain(self.prefer_eager)
-        out.update(_plain(self.extra))
+            out["prefer_eager"] = self.prefer_eager.to_json()
+        if self.eager_rejected is not None:
+            out["eager_rejected"] = self.eager_rejected
+        out.update(plain(self.extra))
         return out
 
 
@@ -236,7 +331,7 @@ class KernelRecord:
     _KNOWN = ("signature", "functions", "targets")
 
     def __post_init__(self):
-        _freeze_fields(self, "targets", "functions", "extra", "signature_json")
+        freeze_fields(self, "targets", "functions", "extra", "signature_json")
 
     @property
     def key(self) -> str:
@@ -244,21 +339,21 @@ class KernelRecord:
 
     @classmethod
     def from_json(cls, d: Any, where: str = "kernel") -> "KernelRecord":
-        d = _mapping(d, "a kernel entry")
+        d = as_mapping(d, "a kernel entry")
         sig = KernelSignature.from_json(d["signature"])
         targets = {t: TargetRecord.from_json(te, f"{where} target {t}")
-                   for t, te in _mapping(d["targets"], "targets").items()}
+                   for t, te in as_mapping(d["targets"], "targets").items()}
         fns = d.get("functions")
-        return cls(signature=sig, targets=targets, functions=None if fns is None else _mapping(fns, "functions"),
-                   extra=_extra(d, cls._KNOWN), signature_json=d["signature"])
+        return cls(signature=sig, targets=targets, functions=None if fns is None else as_mapping(fns, "functions"),
+                   extra=extra_fields(d, cls._KNOWN), signature_json=d["signature"])
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"signature": (self.signature.to_json() if self.signature_json is None
-                                             else _plain(self.signature_json))}
+                                             else plain(self.signature_json))}
         if self.functions is not None:
             out["functions"] = dict(self.functions)
         out["targets"] = {t: te.to_json() for t, te in self.targets.items()}
-        out.update(_plain(self.extra))
+        out.update(plain(self.extra))
         return out
 
 
@@ -273,19 +368,19 @@ class TargetSpec:
 
     def __post_init__(self):
         object.__setattr__(self, "flags", tuple(self.flags))
-        _freeze_fields(self, "extra")
+        freeze_fields(self, "extra")
 
     @classmethod
     def from_json(cls, d: Any) -> "TargetSpec":
-        d = _mapping(d, "a target")
+        d = as_mapping(d, "a target")
         flags = d["flags"]
         if not isinstance(flags, (list, tuple)):
             raise TypeError(f"flags must be a list, got {flags!r}")
         return cls(driver=d["driver"], arch=d["arch"], flags=tuple(flags),
-                   extra=_extra(d, ("driver", "arch", "flags")))
+                   extra=extra_fields(d, ("driver", "arch", "flags")))
 
     def to_json(self) -> dict[str, Any]:
-        return {"driver": self.driver, "arch": self.arch, "flags": list(self.flags), **_plain(self.extra)}
+        return {"driver": self.driver, "arch": self.arch, "flags": list(self.flags), **plain(self.extra)}
 
 
 @dataclass(frozen=True)
@@ -308,25 +403,25 @@ class BundleIndex:
               RUNTIME_FIELD)
 
     def __post_init__(self):
-        _freeze_fields(self, "targets", "kernels", "provenance", "iree_runtime", "extra")
+        freeze_fields(self, "targets", "kernels", "provenance", "iree_runtime", "extra")
 
     @classmethod
     def from_json(cls, d: Any) -> "BundleIndex":
         """The typed index (format and version are ``check_index``'s to check).
         Raises KeyError/TypeError/ValueError (``IndexProblem``)/SignatureError."""
-        d = _mapping(d, INDEX_NAME)
-        targets = {n: TargetSpec.from_json(t) for n, t in _mapping(d["targets"], "targets").items()}
+        d = as_mapping(d, INDEX_NAME)
+        targets = {n: TargetSpec.from_json(t) for n, t in as_mapping(d["targets"], "targets").items()}
         kernels = {}
-        for key, k in _mapping(d["kernels"], "kernels").items():
+        for key, k in as_mapping(d["kernels"], "kernels").items():
             rec = kernels[key] = KernelRecord.from_json(k, f"kernel {key}")
             for tname in rec.targets:
                 if tname not in targets:
                     raise IndexProblem(f"kernel {key} names unknown target {tname!r}")
         prov = d.get("provenance")
         return cls(format_version=d["format_version"], targets=targets, kernels=kernels, name=d.get("name"),
-                   version=d.get("version"), provenance=None if prov is None else _mapping(prov, "provenance"),
+                   version=d.get("version"), provenance=None if prov is None else as_mapping(prov, "provenance"),
                    csv=d.get("csv"), iree_runtime=d.get(RUNTIME_FIELD), format=d["format"],
-                   extra=_extra(d, cls._KNOWN), absent=frozenset({"csv"} - set(d)))
+                   extra=extra_fields(d, cls._KNOWN), absent=frozenset({"csv"} - set(d)))
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"format": self.format, "format_version": self.format_version}
@@ -334,14 +429,14 @@ class BundleIndex:
             if getattr(self, k) is not None:
                 out[k] = getattr(self, k)
         if self.provenance is not None:
-            out["provenance"] = _plain(self.provenance)
+            out["provenance"] = plain(self.provenance)
         out["targets"] = {n: t.to_json() for n, t in self.targets.items()}
         if "csv" not in self.absent:
             out["csv"] = self.csv
         out["kernels"] = {k: rec.to_json() for k, rec in self.kernels.items()}
         if self.iree_runtime is not None:
-            out[RUNTIME_FIELD] = _plain(self.iree_runtime)
-        out.update(_plain(self.extra))
+            out[RUNTIME_FIELD] = plain(self.iree_runtime)
+        out.update(plain(self.extra))
         return out
 
     # -------------------------------------------------------------- queries

@@ -32,7 +32,7 @@ from .native import runtime as _rt
 
 # One lock for every module load / context creation in the process: executable
 # creation touches process-wide CPU feature data without synchronization.
-_LOAD_LOCK = threading.Lock()
+LOAD_LOCK = threading.Lock()
 
 # DLPack device type codes (dlpack.h)
 _DLPACK_CPU, _DLPACK_CUDA, _DLPACK_ROCM = 1, 2, 10
@@ -152,7 +152,7 @@ def open_device(uri: str = LOCAL_TASK) -> RuntimeDevice:
 
     rt = _rt()
     driver = driver_of(uri)
-    with _LOAD_LOCK:
+    with LOAD_LOCK:
         hal_device = _hal_device(uri)
         instance = rt.VmInstance()
         hal_module = rt.create_hal_module(instance, hal_device)
@@ -162,7 +162,7 @@ def open_device(uri: str = LOCAL_TASK) -> RuntimeDevice:
         index = int(tail)
     device = RuntimeDevice(uri=uri, driver=driver, hal_device=hal_device, vm_instance=instance,
                            hal_module=hal_module, dlpack_device=(_DLPACK_CODE.get(driver, _DLPACK_CPU), index))
-    _EXIT.opened(device)
+    EXIT.opened(device)
     return device
 
 
@@ -219,4 +219,4 @@ class _Exit:
         _rt().disable_leak_checker()  # what is left: the devices, kept on purpose
 
 
-_EXIT = _Exit()
+EXIT = _Exit()

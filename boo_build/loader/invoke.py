@@ -63,10 +63,10 @@ import sys
 import numpy as np
 
 from .arrays import (
-    ALIGNMENT, _torch_dtype, aligned_copy, aligned_empty, element_type, numpy_dtype, numpy_from_torch,
+    ALIGNMENT, torch_dtype_of, aligned_copy, aligned_empty, element_type, numpy_dtype, numpy_from_torch,
     torch_from_numpy,
 )
-from .hal import _EXIT, _LOAD_LOCK, RuntimeDevice, cpu_threads, open_device, set_cpu_threads
+from .hal import EXIT, LOAD_LOCK, RuntimeDevice, cpu_threads, open_device, set_cpu_threads
 from .native import runtime as _rt
 
 # What callers import from here (the benchmark, validation, the bundle, tests).
@@ -114,7 +114,7 @@ class KernelRunner:
         rt = _rt()
         self.device = device
         self.func_name = func_name
-        with _LOAD_LOCK:
+        with LOAD_LOCK:
             self._module = rt.VmModule.copy_buffer(device.vm_instance, vmfb)
         names = list(self._module.function_names)
         if func_name not in names:
@@ -145,7 +145,7 @@ class KernelRunner:
         self.output_path_reason = ""
         self.sync_inputs = True
         self._closed = False
-        _EXIT.runners.add(self)
+        EXIT.runners.add(self)
 
     def close(self) -> None:
         """Drop the runtime objects (contexts, functions, module, device): at
@@ -158,7 +158,7 @@ class KernelRunner:
 
     def _new_context(self):
         rt = _rt()
-        with _LOAD_LOCK:
+        with LOAD_LOCK:
             ctx = rt.VmContext(self.device.vm_instance, modules=[self.device.hal_module, self._module])
             fn = self._module.lookup_function(self.func_name)
         return ctx, fn
@@ -335,7 +335,7 @@ class KernelRunner:
         for bv in views:
             src = bv.get_buffer()
             raw = torch.empty(src.byte_length(), dtype=torch.uint8, device=tdev)
-            dtype = _torch_dtype(torch, bv.element_type)
+            dtype = torch_dtype_of(torch, bv.element_type)
             shape = tuple(bv.shape)
             nbytes = math.prod(shape) * dtype.itemsize
             if nbytes:

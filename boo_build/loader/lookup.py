@@ -2,7 +2,7 @@
 
 A call's signature is looked up by its exact key first; then among static
 kernels that differ only where the call cannot tell (``_relaxed_key``); then
-among dynamic kernels of its family (``_family_key``) whose bounds take its
+among dynamic kernels of its family (``family_key``) whose bounds take its
 shape. When none does, ``not_found`` says why, with the nearest keys.
 """
 
@@ -20,7 +20,7 @@ from .memo import remember
 from .nearest import nearest_keys
 
 
-class _Kernel:
+class BundledKernel:
     """One signature's selected implementation (module) on the bundle's target,
     the driver its entry asks to run it on (``mode``; "" = the target's), and
     whether the build found torch eager faster there (``prefer_eager``)."""
@@ -34,7 +34,7 @@ class _Kernel:
         self.mode = mode or ""
         self.prefer_eager = prefer_eager is not None
         # [(log rows, eager faster)] of a kernel timed at several sizes; None: one decision for all
-        rows = (prefer_eager or {}).get("by_rows")
+        rows = prefer_eager.by_rows if prefer_eager is not None else None
         self.by_rows = tuple((math.log(max(int(r), 1)), bool(won)) for r, won in rows) if rows else None
         self.runner = None
         self.verified = False
@@ -55,7 +55,7 @@ class KernelTable:
 
     def __init__(self, index: BundleIndex, target: str):
         self.target = target
-        self.kernels: dict[str, _Kernel] = {}
+        self.kernels: dict[str, BundledKernel] = {}
         self.unavailable: dict[str, str] = {}
         for key, k in index.kernels.items():
             te = k.targets.get(target)
@@ -65,22 +65,22 @@ class KernelTable:
                 self.unavailable[key] = f"unavailable on target {target}: {te.reason or ''}"
             else:
                 m = te.selected_impl
-                self.kernels[key] = _Kernel(k.signature, te.selected, m.member, m.function, m.sha256, te.mode,
+                self.kernels[key] = BundledKernel(k.signature, te.selected, m.member, m.function, m.sha256, te.mode,
                                             te.prefer_eager)
         # Second-chance lookups for what ATen's arguments cannot pin down (see _relaxed_key),
-        # and the dynamic kernels, by what a call must match besides its leading dims (_family_key).
+        # and the dynamic kernels, by what a call must match besides its leading dims (family_key).
         self.relaxed: dict[str, list[str]] = defaultdict(list)
         self.dynamic: dict[str, list[str]] = defaultdict(list)
         for key in sorted(self.kernels):
             ksig = self.kernels[key].sig
             if ksig.is_dynamic:
-                self.dynamic[_family_key(ksig)].append(key)
+                self.dynamic[family_key(ksig)].append(key)
             else:
                 self.relaxed[_relaxed_key(ksig)].append(key)
         # per-call memo (memo.py)
-        self._resolved: dict[KernelSignature, tuple[_Kernel, KernelSignature] | None] = {}
+        self._resolved: dict[KernelSignature, tuple[BundledKernel, KernelSignature] | None] = {}
 
-    def resolve(self, sig: KernelSignature) -> tuple[_Kernel, KernelSignature] | None:
+    def resolve(self, sig: KernelSignature) -> tuple[BundledKernel, KernelSignature] | None:
         """(kernel, the static signature it runs as) for a call's static ``sig``:
         the exact key, else a static kernel that differs only where it does not
         matter (``_relaxed_key``), preferring the default stats dtype, else a
@@ -93,7 +93,7 @@ class KernelTable:
         remember(self._resolved, sig, found)
         return found
 
-    def _resolve_uncached(self, sig: KernelSignature) -> tuple[_Kernel, KernelSignature] | None:
+    def _resolve_uncached(self, sig: KernelSignature) -> tuple[BundledKernel, KernelSignature] | None:
         k = self.kernels.get(sig.key)
         if k is not None:
             return k, k.sig
@@ -108,14 +108,14 @@ class KernelTable:
             return self.kernels[best], self.kernels[best].sig
         return self.resolve_dynamic(sig)[0]
 
-    def resolve_dynamic(self, sig: KernelSignature) -> tuple[tuple[_Kernel, KernelSignature] | None, dict[str, str]]:
+    def resolve_dynamic(self, sig: KernelSignature) -> tuple[tuple[BundledKernel, KernelSignature] | None, dict[str, str]]:
         """The dynamic kernel for a static ``sig`` (same op, normalized shape, dtype,
         mask, eps and affine form as ``_relaxed_key`` compares them; its static
         dims equal and the call within its bounds: ``KernelSignature.bind``),
         the one with the most static dims first, and why each other one of the
         family does not take the call."""
         best, why_not = None, {}
-        for c in self.dynamic.get(_family_key(sig), ()):
+        for c in self.dynamic.get(family_key(sig), ()):
             k = self.kernels[c]
             try:
                 bound = k.sig.bind(sig.input_shape)
@@ -143,7 +143,7 @@ class KernelTable:
         if not reason and sig is not None and not sig.is_dynamic:  # a dynamic kernel that would take it
             for other, why in sorted(self.unavailable.items()):
                 o = KernelSignature.parse(other)
-                if o.is_dynamic and _family_key(o) == _family_key(sig):
+                if o.is_dynamic and family_key(o) == family_key(sig):
                     try:
                         o.bind(sig.input_shape)
                     except SignatureError:
@@ -174,7 +174,7 @@ def _relaxed_key(sig: KernelSignature) -> str:
     return sig.replace(**changes).key
 
 
-def _family_key(sig: KernelSignature) -> str:
+def family_key(sig: KernelSignature) -> str:
     """``_relaxed_key`` without the leading dims: what a dynamic kernel and a
     call must share (op, dtype, normalized shape, mask, affine form, eps)."""
     return _relaxed_key(sig.replace(input_shape=sig.normalized_shape, max_elements=None))

@@ -8,7 +8,7 @@ at the time of the call (``set_default_bundle``, else the ``BOO_BUNDLE``
 environment variable).
 
 The forward is one custom op (``torch.ops.boo.layer_norm`` / ``rms_norm``,
-``loader/ops.py``), so ``torch.compile(model, fullgraph=True)`` and
+``loader/custom_ops.py``), so ``torch.compile(model, fullgraph=True)`` and
 ``torch.export`` trace it without a graph break, and the compiled graph runs
 the bundle's kernels (eager inference calls the bundle directly, sparing the
 op's dispatch: ``_direct``). Its autograd runs ONE combined backward kernel for
@@ -34,10 +34,10 @@ import torch
 from .. import dtypes
 from .. import ops as op_registry
 from ..signature import KernelSignature, SignatureError
-from . import ops
+from . import custom_ops
 from .bundle import FALLBACKS, Bundle, open_bundle
-from .lookup import _family_key
-from .ops import BUNDLE_ENV, default_bundle, set_default_bundle
+from .lookup import family_key
+from .custom_ops import BUNDLE_ENV, default_bundle, set_default_bundle
 
 
 def _resolve(bundle: Any) -> Bundle | None:
@@ -52,13 +52,13 @@ def _direct(x: torch.Tensor) -> bool:
     float32), where the op's dispatch would only add its cost (about 40 us of
     Python a call on the build machine, against a 30 us small kernel call)."""
     return (not torch.is_grad_enabled() and type(x) is torch.Tensor and not torch.compiler.is_compiling()
-            and not (x.device.type in ops.AUTOCAST_FLOAT32 and torch.is_autocast_enabled(x.device.type)))
+            and not (x.device.type in custom_ops.AUTOCAST_FLOAT32 and torch.is_autocast_enabled(x.device.type)))
 
 
 def _like(x: torch.Tensor, p: torch.Tensor | None) -> torch.Tensor | None:
     """A parameter in the input's dtype (the kernels take one dtype), unless
     autocast runs the op in float32 on this device (it casts both itself)."""
-    if p is None or p.dtype == x.dtype or (x.device.type in ops.AUTOCAST_FLOAT32
+    if p is None or p.dtype == x.dtype or (x.device.type in custom_ops.AUTOCAST_FLOAT32
                                            and torch.is_autocast_enabled(x.device.type)):
         return p
     return p.to(x.dtype)
@@ -66,7 +66,7 @@ def _like(x: torch.Tensor, p: torch.Tensor | None) -> torch.Tensor | None:
 
 class _BundleAttr:
     """``bundle``: the module's Bundle (None: the default), and the token the
-    op names it by (``ops.bundle_token``), kept together."""
+    op names it by (``custom_ops.bundle_token``), kept together."""
 
     @property
     def bundle(self) -> Bundle | None:
@@ -75,7 +75,7 @@ class _BundleAttr:
     @bundle.setter
     def bundle(self, value: Bundle | str | os.PathLike | None) -> None:
         b = _resolve(value)
-        self._boo_bundle, self._boo_token = b, ("" if b is None else ops.bundle_token(b))
+        self._boo_bundle, self._boo_token = b, ("" if b is None else custom_ops.bundle_token(b))
 
     def _bundle_repr(self) -> str:
         b = self._boo_bundle
@@ -94,7 +94,7 @@ class LayerNorm(_BundleAttr, torch.nn.LayerNorm):
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         w, b = _like(input, self.weight), _like(input, self.bias)
         if _direct(input):
-            return ops.bundle_for(self._boo_token).native_layer_norm(input, self.normalized_shape, w, b, self.eps)[0]
+            return custom_ops.bundle_for(self._boo_token).native_layer_norm(input, self.normalized_shape, w, b, self.eps)[0]
         return torch.ops.boo.layer_norm(input, self.normalized_shape, w, b, self.eps, self._boo_token)[0]
 
     def extra_repr(self) -> str:
@@ -114,7 +114,7 @@ class RMSNorm(_BundleAttr, torch.nn.RMSNorm):
         # eps None: torch's default (float32's epsilon), resolved by the entry point
         w = _like(x, self.weight)
         if _direct(x):
-            return ops.bundle_for(self._boo_token).fused_rms_norm(x, self.normalized_shape, w, self.eps)[0]
+            return custom_ops.bundle_for(self._boo_token).fused_rms_norm(x, self.normalized_shape, w, self.eps)[0]
         return torch.ops.boo.rms_norm(x, self.normalized_shape, w, self.eps, self._boo_token)[0]
 
     def extra_repr(self) -> str:
@@ -175,16 +175,16 @@ def _form(op: str, normalized_shape: tuple[int, ...], dtype: str | None, affine:
 def _kernel_masks(bundle: Bundle, op: str, normalized_shape: tuple[int, ...], dtype: str, affine: bool,
                   bias: bool, eps: float) -> set[int]:
     """Masks of the bundle's kernels on its target that serve a norm of this
-    form at some input shape (the loader's own matching, ``_family_key``)."""
+    form at some input shape (the loader's own matching, ``family_key``)."""
     masks = set()
-    have = {_family_key(s) for s in bundle.signatures()}
+    have = {family_key(s) for s in bundle.signatures()}
     for mask in op_registry.get(op).masks:
         try:
             probe = KernelSignature(op, normalized_shape, normalized_shape, dtype, mask, eps=eps, affine=affine,
                                     bias=bias)
         except SignatureError:  # a mask this form has no kernels for (a weight gradient without weights)
             continue
-        if _family_key(probe) in have:
+        if family_key(probe) in have:
             masks.add(mask)
     return masks
 

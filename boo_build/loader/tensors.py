@@ -45,7 +45,7 @@ def _dtype_name(t) -> str | None:
 # torch), and give back what they were given. What they do to their arguments,
 # per kind; neither library is imported to tell the kinds apart: an argument
 # can only be a torch tensor (a numpy array) when torch (numpy) is imported.
-class _TorchArrays:
+class TorchArrays:
     name, dtype_prefix = "torch.Tensor", "torch."
 
     @staticmethod
@@ -80,7 +80,7 @@ class _TorchArrays:
         return fn(*args)
 
 
-class _NumpyArrays:
+class NumpyArrays:
     name, dtype_prefix = "numpy.ndarray", ""
 
     @staticmethod
@@ -117,13 +117,13 @@ class _NumpyArrays:
                               "install torch, or build the kernel into the bundle") from None
         from .invoke import numpy_from_torch, torch_from_numpy
 
-        outs = fn(*(torch_from_numpy(a) if _NumpyArrays.owns(a) else a for a in args))
+        outs = fn(*(torch_from_numpy(a) if NumpyArrays.owns(a) else a for a in args))
         return tuple(numpy_from_torch(o) for o in outs)
 
 
-def _arrays_of(name: str, t):
+def arrays_of(name: str, t):
     """The kind of a call's first array argument, which the others must share."""
-    for kind in (_TorchArrays, _NumpyArrays):
+    for kind in (TorchArrays, NumpyArrays):
         if kind.owns(t):
             return kind
     raise TypeError(f"{name} must be a torch.Tensor or a numpy.ndarray, got {type(t).__name__}")

@@ -13,6 +13,7 @@ Adding an op: see "Adding an op" in docs/ARCHITECTURE.md.
 from __future__ import annotations
 
 import threading
+from ..errors import UnknownOp
 from typing import Callable
 
 from .base import Op
@@ -25,9 +26,6 @@ _REGISTRY: dict[str, Op] = {}
 _ENTRIES: dict[str, Callable] = {}  # every op's entry points by name (ops are immutable: kept, not rebuilt)
 _lock = threading.Lock()
 
-
-class UnknownOp(ValueError):
-    """No op of that name is registered."""
 
 
 def register(op: Op, *, replace: bool = False) -> Op:

@@ -23,7 +23,7 @@ import functools
 from dataclasses import dataclass
 from typing import Callable
 
-from . import calls
+from . import loader_calls
 from .base import BIAS_GRAD, DEFAULT_EPS, INPUT_GRAD, LANES, WEIGHT_GRAD, Op, stats_as
 
 
@@ -167,13 +167,13 @@ LAYER_NORM = LayerNorm()
 def native_layer_norm(bundle, input, normalized_shape, weight=None, bias=None, eps: float = DEFAULT_EPS):
     """ATen's native_layer_norm -> (out, mean, rstd); mean/rstd in the stats dtype (float32).
     Differentiable in ``out`` (through the ``boo::layer_norm`` op)."""
-    out = calls.forward(bundle, LAYER_NORM, input, normalized_shape, weight, bias, eps, autograd=True)
-    if out is not calls.AUTOGRAD:
+    out = loader_calls.forward(bundle, LAYER_NORM, input, normalized_shape, weight, bias, eps, autograd=True)
+    if out is not loader_calls.AUTOGRAD:
         return out
     torch = _library()
     from ..loader.tokens import bundle_token
 
-    return torch.ops.boo.layer_norm(input, calls.norm_shape(normalized_shape), weight, bias, float(eps),
+    return torch.ops.boo.layer_norm(input, loader_calls.norm_shape(normalized_shape), weight, bias, float(eps),
                                     bundle_token(bundle))
 
 
@@ -184,9 +184,9 @@ def native_layer_norm_backward(bundle, grad_out, input, normalized_shape, mean, 
     ``eps`` (not an ATen argument) only picks between kernels built for
     different eps; without it any eps matches (it does not enter the math).
     """
-    out = calls.backward(bundle, LAYER_NORM, output_mask, grad_out, input, normalized_shape, (mean, rstd), weight, bias,
+    out = loader_calls.backward(bundle, LAYER_NORM, output_mask, grad_out, input, normalized_shape, (mean, rstd), weight, bias,
                          eps, autograd=True)
-    if out is not calls.AUTOGRAD:
+    if out is not loader_calls.AUTOGRAD:
         return out
     torch = _library()
     from ..loader import autograd as ag
@@ -194,7 +194,7 @@ def native_layer_norm_backward(bundle, grad_out, input, normalized_shape, mean, 
 
     m = [bool(v) for v in output_mask]
     return ag.spread(ag.asked(m, weight, bias), torch.ops.boo.layer_norm_backward(
-        grad_out, input, calls.norm_shape(normalized_shape), mean, rstd, weight, bias, m,
+        grad_out, input, loader_calls.norm_shape(normalized_shape), mean, rstd, weight, bias, m,
         None if eps is None else float(eps), bundle_token(bundle)))
 
 
@@ -339,7 +339,7 @@ def _library():
         grad_out, x, normalized_shape, mean, rstd, weight, bias, output_mask, _, _ = inputs
         ctx.set_materialize_grads(False)
         ctx.save_for_backward(grad_out, x, mean, rstd, weight, bias)
-        ctx.normalized_shape = calls.norm_shape(normalized_shape)
+        ctx.normalized_shape = loader_calls.norm_shape(normalized_shape)
         ctx.mask = sum(bit for bit, a in zip(op.grads, ag.asked(output_mask, weight, bias)) if a)
 
     def backward_backward(ctx, grads):
@@ -347,7 +347,7 @@ def _library():
         ns, mask = ctx.normalized_shape, ctx.mask
 
         def eager(gy, x, mean, rstd, w, b):
-            st = calls.stats_shape(tuple(x.shape), ns)
+            st = loader_calls.stats_shape(tuple(x.shape), ns)
             return op.eager_backward(ns, mask, gy, x, mean.reshape(st), rstd.reshape(st), w, b)
 
         g = ag.second_order(ctx, eager, grads, (0, 1, 3, 4, 5, 6))

@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-from . import calls
+from . import loader_calls
 from .base import INPUT_GRAD, LANES, WEIGHT_GRAD, Op, stats_as
 
 FLOAT32_EPS = 1.1920928955078125e-07  # torch's eps for rms_norm(eps=None): the opmath type's epsilon
@@ -127,13 +127,13 @@ def fused_rms_norm(bundle, input, normalized_shape, weight=None, eps: float | No
     """ATen's _fused_rms_norm -> (out, rstd); eps None is float32's epsilon, as in torch.
     Differentiable in ``out`` and ``rstd``, as ATen's."""
     eps = RMS_NORM.none_eps if eps is None else eps
-    out = calls.forward(bundle, RMS_NORM, input, normalized_shape, weight, None, eps, autograd=True)
-    if out is not calls.AUTOGRAD:
+    out = loader_calls.forward(bundle, RMS_NORM, input, normalized_shape, weight, None, eps, autograd=True)
+    if out is not loader_calls.AUTOGRAD:
         return out
     torch = _library()
     from ..loader.tokens import bundle_token
 
-    return torch.ops.boo.rms_norm(input, calls.norm_shape(normalized_shape), weight, float(eps),
+    return torch.ops.boo.rms_norm(input, loader_calls.norm_shape(normalized_shape), weight, float(eps),
                                   bundle_token(bundle))
 
 
@@ -141,9 +141,9 @@ def fused_rms_norm_backward(bundle, grad_out, input, normalized_shape, rstd, wei
                             output_mask=(True, True), *, eps: float | None = None):
     """ATen's _fused_rms_norm_backward -> (grad_input, grad_weight), None where not asked.
     ``eps`` as in ``native_layer_norm_backward``."""
-    out = calls.backward(bundle, RMS_NORM, output_mask, grad_out, input, normalized_shape, (rstd,), weight, None, eps,
+    out = loader_calls.backward(bundle, RMS_NORM, output_mask, grad_out, input, normalized_shape, (rstd,), weight, None, eps,
                          autograd=True)
-    if out is not calls.AUTOGRAD:
+    if out is not loader_calls.AUTOGRAD:
         return out
     torch = _library()
     from ..loader import autograd as ag
@@ -151,7 +151,7 @@ def fused_rms_norm_backward(bundle, grad_out, input, normalized_shape, rstd, wei
 
     m = [bool(v) for v in output_mask]
     return ag.spread(ag.asked(m, weight), torch.ops.boo.rms_norm_backward(
-        grad_out, input, calls.norm_shape(normalized_shape), rstd, weight, m,
+        grad_out, input, loader_calls.norm_shape(normalized_shape), rstd, weight, m,
         None if eps is None else float(eps), bundle_token(bundle)))
 
 
@@ -280,14 +280,14 @@ def _library():
         grad_out, x, normalized_shape, rstd, weight, output_mask, _, _ = inputs
         ctx.set_materialize_grads(False)
         ctx.save_for_backward(grad_out, x, rstd, weight)
-        ctx.normalized_shape = calls.norm_shape(normalized_shape)
+        ctx.normalized_shape = loader_calls.norm_shape(normalized_shape)
         ctx.mask = sum(bit for bit, a in zip(op.grads, ag.asked(output_mask, weight)) if a)
 
     def backward_backward(ctx, grads):
         ns, mask = ctx.normalized_shape, ctx.mask
 
         def eager(gy, x, rstd, w):
-            st = calls.stats_shape(tuple(x.shape), ns)
+            st = loader_calls.stats_shape(tuple(x.shape), ns)
             return op.eager_backward(ns, mask, gy, x, rstd.reshape(st), w)
 
         g = ag.second_order(ctx, eager, grads, (0, 1, 3, 4))

@@ -1,0 +1,196 @@
+"""The graph's stage actions: the Python functions doit runs for each task.
+
+Each reads the previous stage's record, does its work (locally, or on a Dask
+worker when the build has a scheduler) and writes its own record; a failure
+is recorded, not raised, so other tasks carry on. The returned dict (the
+stage's status) is what doit keeps as the task's values and what the
+progress line shows. Actions run in doit's threads and must not print,
+except the report's summary. Imports of the heavy stages (export, compile,
+validation, Dask) happen inside the actions, so loading the graph stays cheap.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from doit.exceptions import TaskFailed
+
+from . import not_run
+from ..candidates import apply_variant, split_module_file
+from .layout import subject_signature
+from ..records import BenchResult, CompileRecord, CompileStatus, ExportRecord, ValidationResult
+from ..files import read_json, record_bytes, write_atomic, write_json
+from ..signature import KernelSignature, ModuleId
+from ..targets import catalogue
+
+Status = dict[str, str]  # {"status": ...}: the task's values
+
+
+def export_action(mid_key: str, mlir_path: str, record_path: str, run_id: str, variant: str = "") -> Status:
+    """``variant``: an export variant (``candidates.EXPORT_VARIANTS``); its record says so."""
+    from ..stages.export import export_module
+
+    mid = ModuleId.parse(mid_key)
+    t0 = time.monotonic()
+    res = export_module(mid, variant)
+    # An unavailable export leaves an empty file (a missing input would make
+    # the compile task's content check fail on every build); the record says why.
+    text = res.mlir.encode() if res.ok else b""
+    write_atomic(Path(mlir_path), text)
+    rec = ExportRecord(module=mid_key, status=res.status, reason=res.reason, func_name=mid.func_name,
+                       variant=variant, mlir_sha256=hashlib.sha256(text).hexdigest() if res.ok else None,
+                       run_id=run_id, seconds=round(time.monotonic() - t0, 3))
+    write_json(Path(record_path), rec.to_json())
+    return {"status": rec.status}
+
+
+def compile_action(mid_key: str, target: str, flags: list[str], mlir_path: str, export_record: str,
+                   vmfb_path: str, record_path: str, timeout: float, run_id: str,
+                   scheduler: str | None = None, variant: str = "") -> Status:
+    """``variant``: a compile variant (``candidates``) of the exported MLIR; its
+    record says so (a baseline record is as it always was)."""
+    from ..stages.compile import compile_mlir
+
+    exp_json = read_json(Path(export_record))
+    exp = ExportRecord.from_json(exp_json) if exp_json else None
+
+    def record(status: CompileStatus, **fields: Any) -> Status:
+        rec = CompileRecord(module=mid_key, target=target, flags=tuple(flags), status=status, variant=variant,
+                            run_id=run_id, **fields)
+        write_json(Path(record_path), rec.to_json())
+        return {"status": rec.status}
+
+    def unavailable(reason: str) -> Status:
+        Path(vmfb_path).unlink(missing_ok=True)
+        return record(CompileStatus.UNAVAILABLE, reason=reason)
+
+    if exp is None or not exp.ok:
+        return unavailable(f"export unavailable: {exp.reason if exp is not None else 'no export record'}")
+    mlir = Path(mlir_path).read_text()
+    if variant:
+        mlir = apply_variant(variant, mlir)
+        if mlir is None:
+            return unavailable(f"variant {variant} changes nothing in this module")
+    if scheduler:
+        from .distributed import remote_compile
+
+        res = remote_compile(scheduler, mlir, tuple(flags), timeout)
+    else:
+        res = compile_mlir(mlir, tuple(flags), timeout=timeout)
+    if res.ok:
+        write_atomic(Path(vmfb_path), res.vmfb)
+        return record(CompileStatus.OK, command=res.command, seconds=round(res.seconds, 3), size=len(res.vmfb),
+                      sha256=hashlib.sha256(res.vmfb).hexdigest())
+    Path(vmfb_path).unlink(missing_ok=True)
+    return record(CompileStatus.FAILED, command=res.command, error=res.error, seconds=round(res.seconds, 3))
+
+
+def validate_action(mid_key: str, target_name: str, vmfb_path: str, compile_record: str,
+                    record_path: str, device: dict | None, run_id: str, scheduler: str | None = None,
+                    shapes: list | None = None) -> Status:
+    """``shapes``: a dynamic kernel's validation shapes (``validate.validation_shapes``)."""
+    from ..loader.devices import DeviceInfo
+    from ..stages.validate import validate_kernel
+
+    mid = ModuleId.parse(mid_key)
+    comp_json = read_json(Path(compile_record))
+    comp = CompileRecord.from_json(comp_json) if comp_json else None
+    if comp is None or not comp.ok:
+        res = not_run.validation(mid_key, target_name, not_run.not_compiled(comp.status if comp else None))
+    elif scheduler:
+        from .distributed import remote_validate
+
+        res = ValidationResult.from_json(remote_validate(scheduler, Path(vmfb_path).read_bytes(), mid_key,
+                                                         target_name, device, shapes))
+    else:
+        target = catalogue()[target_name]
+        dev = DeviceInfo(**device) if device else None
+        res = validate_kernel(Path(vmfb_path).read_bytes(), mid, target, dev, shapes=shapes)
+    rec = dataclasses.replace(res, run_id=run_id)
+    write_json(Path(record_path), rec.to_json())
+    return {"status": rec.status}
+
+
+def bench_action(subject: str, target_name: str, vmfb_path: str | None, validation_record: str | None,
+                 record_path: str, device: dict | None, run_id: str, scheduler: str | None = None,
+                 shapes: list | tuple = (), mode: str = "") -> Status:
+    """``subject``: a module key (``+<variant>`` for a compile variant's
+    module), or ``<signature>-eager`` (``vmfb_path`` None) for torch eager;
+    ``shapes``: a dynamic signature's benchmark shapes (``Manifest.bench_shapes``);
+    ``mode``: a CPU driver to run the module on instead of the device's own
+    (``candidates.modes``; the record then names it)."""
+    from ..stages.bench_process import in_bench_process
+    from ..stages.benchmark import bench_eager_at, bench_kernel_at
+    from ..loader.devices import DeviceInfo
+
+    dev = DeviceInfo(**device) if device else None
+    if mode and dev is not None:  # the same CPU, another driver: the device is opened by URI
+        dev = dataclasses.replace(dev, driver=mode, uri=mode)
+    val_json = read_json(Path(validation_record)) if validation_record else None
+    val = ValidationResult.from_json(val_json) if val_json else None
+    passed = val is not None and val.passed
+    eager_validation, sig = None, None
+    if vmfb_path is None:  # torch eager for a signature: whether its results, as the
+        from ..stages.validate import eager_record  # loader routes torch calls, pass as a kernel's must
+
+        sig = KernelSignature.parse(subject_signature(subject))
+        eager_validation = eager_record(sig, target_name, shapes)
+    mid_key, variant = split_module_file(subject)
+    if scheduler and (vmfb_path is None or passed):
+        from .distributed import remote_bench
+
+        vmfb = Path(vmfb_path).read_bytes() if vmfb_path else None
+        res = BenchResult.from_json(remote_bench(scheduler, vmfb, subject, target_name, device, shapes))
+        # a remote record is kept as the worker wrote it: it names no candidate
+        variant = mode = ""
+    elif sig is not None:
+        res = in_bench_process(bench_eager_at, sig, shapes, threads=None)
+    elif not passed:
+        res = not_run.skipped_bench(mid_key, target_name, val.status if val is not None else None)
+    else:
+        res = in_bench_process(bench_kernel_at, Path(vmfb_path).read_bytes(), ModuleId.parse(mid_key),
+                               catalogue()[target_name], dev, shapes)
+    # a candidate's record says which (a baseline's is as it always was)
+    rec = dataclasses.replace(res, validation=eager_validation, variant=variant, mode=mode, run_id=run_id)
+    write_json(Path(record_path), rec.to_json())
+    return {"status": rec.status}
+
+
+def report_action(plan, config, devices, toolchain) -> bool | TaskFailed:
+    """Gather the records of ``plan`` (a ``tasks.Plan``) into the build report
+    and CSV, print the summary; fail when a requested kernel is missing
+    (unless ``config.allow_missing``), drawing the page without a bundle."""
+    from ..report.bench_table import write_table
+    from ..report.build_report import failed, gather, summary_text
+
+    report, stats = gather(plan, config, devices, toolchain)
+    text = record_bytes(report)
+    lay = plan.layout
+    if not lay.report.exists() or lay.report.read_bytes() != text:
+        write_atomic(lay.report, text)
+    write_table(stats["rows"], lay.csv)
+    # sys.stdout may be another thread's capture buffer left behind by doit.
+    out = sys.__stdout__ or sys.stdout
+    out.write(summary_text(report, stats, lay.bundle(plan.manifest), config.allow_missing) + "\n")
+    out.flush()
+    if failed(report) and not config.allow_missing:
+        from ..report.page import from_build, write_page
+
+        # No pack (and no page task) follows: the page shows this build without a bundle.
+        write_page(from_build(lay.root, None, f"not written: {len(report['missing'])} requested kernel(s) "
+                              "missing (--allow-missing ships them as unavailable)"), lay.page)
+        return TaskFailed(f"{len(report['missing'])} requested kernel(s) missing; see {lay.report} and {lay.page}")
+    return True
+
+
+def pack_action(plan, config, toolchain) -> bool:  # noqa: ARG001 (the graph's arguments)
+    from ..stages.pack import pack_from_report
+
+    pack_from_report(plan.layout.report, plan.layout.root, plan.layout.bundle(plan.manifest),
+                     csv_path=plan.layout.csv)
+    return True

@@ -1,0 +1,7 @@
+"""``python -m boo_build.cli``: the ``boo-build`` command."""
+
+import sys
+
+from .app import main
+
+sys.exit(main())

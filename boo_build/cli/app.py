@@ -1,0 +1,87 @@
+"""``boo-build``: the parser and the one place errors become messages and exit codes.
+
+    boo-build build [MANIFEST ...] [--targets T1,T2] [--out DIR] [-j N] ...
+    boo-build bench MANIFEST ...          validate + benchmark, no bundle
+    boo-build list|clean|forget [MANIFEST ...]
+    boo-build info|verify BUNDLE, boo-build diff OLD NEW
+    boo-build report BUNDLE_OR_OUTPUT_DIR [--out FILE]   the HTML report page
+    boo-build measure BUNDLE --out NEW    validate, time, select on this machine's devices
+    boo-build --version                   boo-build <version>
+
+Each subcommand is a module of this package with ``add_arguments(parser)``
+and ``run(namespace) -> exit status``, imported only when it runs (``measure``
+and ``report`` never import the build side, ``info`` not even torch). A
+``BooBuildError`` (and the loader's ``BundleError``, for a bundle that cannot
+be read) is printed as ``boo-build: <message>`` with exit status 2; a
+command's own statuses are documented in its module (``diff`` and ``verify``
+1 on a difference or mismatch, ``measure`` 1 on a failure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+from .. import __version__
+from ..errors import BooBuildError
+from ..loader.errors import BundleError
+
+EXIT_USAGE = 2
+# Exit status when stdout is closed early (``boo-build info B | head -1``):
+# 128 + SIGPIPE, what a shell reports for cat, grep and the like in the same
+# spot, so `set -o pipefail` scripts see the same thing as with those.
+EXIT_BROKEN_PIPE = 141
+# subcommand -> (module of this package, help)
+COMMANDS = {
+    "build": ("graph", "export, compile, validate, benchmark and pack"),
+    "bench": ("graph", "validate and benchmark without packing"),
+    "list": ("graph", "list the graph's tasks"),
+    "clean": ("graph", "remove built files"),
+    "forget": ("graph", "forget up-to-date state"),
+    "info": ("info", "describe a bundle"),
+    "verify": ("verify", "check every checksum in a bundle"),
+    "diff": ("diff", "compare two bundles"),
+    "report": ("report", "write the HTML report page of a bundle or a build's output folder"),
+    "measure": ("measure", "validate, time and select a bundle's kernels on this machine's devices "
+                           "and write a new bundle (needs torch, not the build side)"),
+}
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="boo-build", description="Ahead-of-time IREE norm kernels, packed into "
+                                                              "bundles, and their commands.")
+    # the one version source (pyproject.toml reads it too)
+    p.add_argument("--version", action="version", version=f"boo-build {__version__}")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    for name, (module, help_) in COMMANDS.items():
+        _command(module).add_arguments(sub.add_parser(name, help=help_))
+    return p
+
+
+def _command(module: str):
+    # every command module imports only the standard library at module level
+    return importlib.import_module(f"{__package__}.{module}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The entry point: every subcommand, its errors printed once, a closed
+    stdout handled quietly (Python docs, signal module, "Note on SIGPIPE")."""
+    try:
+        try:
+            ns = parser().parse_args(argv)
+            return _command(COMMANDS[ns.cmd][0]).run(ns)
+        except (BooBuildError, BundleError) as e:
+            print(f"boo-build: {e}", file=sys.stderr)
+            return EXIT_USAGE
+        finally:  # output still buffered fails here, not at interpreter exit
+            sys.stdout.flush()
+    except BrokenPipeError:
+        # stdout to devnull, so the interpreter's own final flush cannot fail again
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):  # stdout without a file descriptor (an in-process caller's)
+            pass
+        return EXIT_BROKEN_PIPE

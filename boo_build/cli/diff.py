@@ -1,0 +1,159 @@
+"""``boo-build diff OLD NEW``: kernels, selections, benchmarks and members that differ between two bundles.
+
+Light: imports only the loader's archive reader and typed index (stdlib and
+zstandard), never torch, iree or doit. Exit status 0 the same, 1 different (as diff(1)); an unreadable bundle raises ``BundleFormatError`` (exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, Mapping, TextIO
+
+from ..loader.archive import Archive, read_archive, sha256_hex
+from ..loader.format import INDEX_NAME, BundleIndex
+from .text import bench_value, short, size_text
+
+__all__ = ["add_arguments", "cmd_diff", "diff_indexes", "diff_members", "run"]
+EXIT_OK, EXIT_PROBLEM = 0, 1
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("old", type=Path)
+    p.add_argument("new", type=Path)
+
+
+def run(ns: argparse.Namespace) -> int:
+    return cmd_diff(ns.old, ns.new)
+
+
+def _typed(index: BundleIndex | Mapping[str, Any]) -> BundleIndex:
+    return index if isinstance(index, BundleIndex) else BundleIndex.from_json(index)
+
+
+def _provenance_versions(prov: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    prov = prov or {}
+    v = prov.get("versions", prov)
+    return v if isinstance(v, Mapping) else {}
+
+
+def diff_indexes(old: BundleIndex | Mapping[str, Any], new: BundleIndex | Mapping[str, Any],
+                 bench_threshold: float = 0.05) -> dict[str, list[str]]:
+    """Differences between two indexes (typed, or their JSON): added, removed,
+    changed kernels; benchmark changes; metadata."""
+    old, new = _typed(old), _typed(new)
+    res: dict[str, list[str]] = {"meta": [], "added": [], "removed": [], "changed": [], "bench": []}
+    for field in ("name", "version", "format_version"):
+        if getattr(old, field) != getattr(new, field):
+            res["meta"].append(f"{field}: {getattr(old, field)} -> {getattr(new, field)}")
+    for t in sorted(set(old.targets) | set(new.targets)):
+        a, b = old.targets.get(t), new.targets.get(t)
+        if a is None:
+            res["meta"].append(f"target {t} added")
+        elif b is None:
+            res["meta"].append(f"target {t} removed")
+        elif a.flags != b.flags:
+            res["meta"].append(f"target {t} flags: {' '.join(a.flags)} -> {' '.join(b.flags)}")
+    vo, vn = _provenance_versions(old.provenance), _provenance_versions(new.provenance)
+    for k in sorted(set(vo) | set(vn)):
+        if isinstance(vo.get(k), (str, type(None))) and isinstance(vn.get(k), (str, type(None))) \
+                and vo.get(k) != vn.get(k):
+            res["meta"].append(f"provenance {k}: {vo.get(k)} -> {vn.get(k)}")
+    ok, nk = old.kernels, new.kernels
+    res["added"] = sorted(set(nk) - set(ok))
+    res["removed"] = sorted(set(ok) - set(nk))
+    for key in sorted(set(ok) & set(nk)):
+        for t in sorted(set(ok[key].targets) | set(nk[key].targets)):
+            a, b = ok[key].targets.get(t), nk[key].targets.get(t)
+            where = f"{key} on {t}"
+            if a is None or b is None:
+                res["changed"].append(f"{where}: {'added' if a is None else 'removed'}")
+                continue
+            if a.status != b.status:
+                why = f"selected {b.selected}" if b.is_available else b.reason or ""
+                res["changed"].append(f"{where}: {a.status.value} -> {b.status.value} ({short(why, 60)})")
+                continue
+            if not a.is_available:
+                continue
+            if (a.selected, a.mode) != (b.selected, b.mode):
+                res["changed"].append(f"{where}: selection {a.selected}{'@' + a.mode if a.mode else ''} -> "
+                                      f"{b.selected}{'@' + b.mode if b.mode else ''}"
+                                      + (f" ({short(b.reason, 60)})" if b.reason else ""))
+            if (a.prefer_eager is None) != (b.prefer_eager is None):
+                res["changed"].append(f"{where}: torch tensors now run "
+                                      + ("torch eager" if b.prefer_eager else "the kernel"))
+            for impl in sorted(set(a.impls) & set(b.impls)):
+                ma, mb = a.impls[impl], b.impls[impl]
+                if ma.sha256 != mb.sha256:
+                    res["changed"].append(f"{where}: {impl} vmfb changed (sha256 {ma.sha256[:12]} -> "
+                                          f"{mb.sha256[:12]}, {ma.size} -> {mb.size} bytes)")
+            ba, bb = bench_value(a.selected_impl.benchmark), bench_value(b.selected_impl.benchmark)
+            if ba and bb and ba[1] == bb[1] and ba[0] > 0:
+                rel = bb[0] / ba[0] - 1
+                if abs(rel) >= bench_threshold:
+                    tag = "slower" if rel > 0 else "faster"
+                    res["bench"].append(f"{where}: {bb[1]} {ba[0]:.4g} -> {bb[0]:.4g} ({rel:+.1%}, {tag})")
+            elif bool(ba) != bool(bb):
+                res["bench"].append(f"{where}: benchmark {'added' if bb else 'removed'}")
+    return res
+
+
+def _recorded(index: BundleIndex) -> dict[str, str]:
+    """member -> the sha256 the index records for it (the kernel members)."""
+    return {m.member: m.sha256 for *_, m in index.impl_records()}
+
+
+def diff_members(old: Archive, new: Archive, index_differs: bool) -> list[str]:
+    """Members added, removed or with other bytes (bench.csv, a vmfb the index
+    does not vouch for), less what the index diff already says: a kernel
+    member whose recorded sha256 changed, and bundle.json when ``index_differs``."""
+    ro, rn = _recorded(old.bundle_index), _recorded(new.bundle_index)
+    res = []
+    for name in sorted(set(old.members) | set(new.members)):
+        a, b = old.members.get(name), new.members.get(name)
+        if a is None:
+            res.append(f"+ {name} ({size_text(len(b))})")
+        elif b is None:
+            res.append(f"- {name} ({size_text(len(a))})")
+        elif a != b and not (name == INDEX_NAME and index_differs) \
+                and not (name in ro and name in rn and ro[name] != rn[name]):
+            ha, hb = sha256_hex(a), sha256_hex(b)
+            # bundle.json alone: fields the index diff does not show (a timing under the threshold, a reason)
+            res.append(f"  {name} changed (sha256 {ha[:12]} -> {hb[:12]}, {len(a)} -> {len(b)} bytes)")
+    return res
+
+
+def cmd_diff(old, new, *, out: TextIO | None = None,
+             bench_threshold: float = 0.05) -> int:
+    """Kernels added, removed, changed (sha256, status or selection), benchmark
+    changes of at least ``bench_threshold``, members added, removed or changed
+    (``diff_members``) and, failing all these, whether the archive files differ
+    at all; exit 0 same, 1 different, 2 unreadable."""
+    out = out or sys.stdout
+    a, b = read_archive(Path(old)), read_archive(Path(new))  # BundleFormatError: exit 2 (cli.app)
+    d = diff_indexes(a.bundle_index, b.bundle_index, bench_threshold)
+    p = out.write
+    p(f"--- {a.path} ({a.bundle_index.name} {a.bundle_index.version})\n")
+    p(f"+++ {b.path} ({b.bundle_index.name} {b.bundle_index.version})\n")
+    titles = (("meta", "bundle"), ("added", "kernels added"), ("removed", "kernels removed"),
+              ("changed", "kernels changed"), ("bench", f"benchmark changes (>= {bench_threshold:.0%})"))
+    for field, title in titles:
+        if d[field]:
+            p(f"{title} ({len(d[field])}):\n")
+            sign = {"added": "+ ", "removed": "- "}.get(field, "  ")
+            for line in d[field]:
+                p(f"  {sign}{line}\n")
+    members = diff_members(a, b, any(d.values()))
+    if members:
+        p(f"members ({len(members)}):\n")
+        for line in members:
+            p(f"  {line}\n")
+    differs = any(d.values()) or bool(members)
+    if not differs and Path(a.path).read_bytes() != Path(b.path).read_bytes():
+        # same members, same bytes: the tar headers, member order or compression differ
+        p("archives differ in packing only (same members and bytes)\n")
+        differs = True
+    if not differs:
+        p("no differences\n")
+    return EXIT_PROBLEM if differs else EXIT_OK

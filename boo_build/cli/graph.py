@@ -1,0 +1,162 @@
+"""``boo-build build|bench|list|clean|forget``: the doit graph of ``build.tasks``.
+
+``build`` drives the same task generators as ``doit build`` through doit's
+API; nothing here reimplements the graph.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+from ..stages.compile import DEFAULT_TIMEOUT_S  # stdlib only
+
+DEFAULT_MANIFEST_DIR = Path("manifests")
+DEFAULT_OUT = Path("artifacts")
+DEP_FILE = ".doit.db"
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it
+
+
+def default_manifests(folder: Path = DEFAULT_MANIFEST_DIR) -> tuple[Path, ...]:
+    return tuple(sorted(folder.glob("*.toml")) + sorted(folder.glob("*.txt")))
+
+
+def doit_config(out_dir: Path, jobs: int | None, quiet: bool) -> dict[str, Any]:
+    from ..build.progress import ProgressReporter, QuietReporter
+
+    return {
+        "dep_file": str(Path(out_dir) / DEP_FILE),
+        "backend": "sqlite3",
+        "num_process": jobs or os.cpu_count() or 1,
+        "par_type": "thread",  # compiles are subprocesses; threads are enough
+        "continue": True,  # one failed task never stops the others
+        # the reporter divides its time-left estimate by -j
+        "reporter": (QuietReporter if quiet else ProgressReporter).for_jobs(jobs or os.cpu_count() or 1),
+        "default_tasks": ["build"],
+        "verbosity": 0,
+        # the stdout of this call: doit's default is the one it saw at import
+        # (an in-process caller's may be gone by now: pytest's, a closed pipe)
+        "outfile": sys.stdout,
+    }
+
+
+def run_doit(config, plans, doit_args: list[str], jobs: int | None, quiet: bool) -> int:
+    from doit.cmd_base import ModuleTaskLoader
+    from doit.doit_cmd import DoitMain
+
+    from ..build.tasks import task_creators
+
+    mod: dict[str, Any] = dict(task_creators(config, plans))
+    mod["DOIT_CONFIG"] = doit_config(config.out_dir, jobs, quiet)
+    config.out_dir.mkdir(parents=True, exist_ok=True)
+    # doit swaps sys.stdout to capture each Python action; with thread
+    # workers the swaps interleave and may not be undone in order.
+    saved = sys.stdout, sys.stderr
+    try:
+        return int(DoitMain(ModuleTaskLoader(mod)).run(doit_args))
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def _split(text: str | None) -> tuple[str, ...] | None:
+    if not text:
+        return None
+    return tuple(t.strip() for t in text.split(",") if t.strip())
+
+
+def _flags(items: list[str] | None) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    out = []
+    for item in items or ():
+        target, sep, flag = item.partition("=")
+        if not sep or not flag.startswith("-"):
+            raise UsageError(f"--flag expects TARGET=--compiler-flag, got {item!r}")
+        out.append((target, (flag,)))
+    return tuple(out)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("manifests", nargs="*", type=Path,
+                   help="manifest files (.toml or MIOpen .txt); default: every manifest in manifests/")
+    p.add_argument("--targets", help="comma-separated targets, overriding the manifests' (e.g. cpu,gfx942)")
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default: artifacts)")
+    p.add_argument("-j", "--jobs", type=int, default=None, help="parallel tasks (default: number of cores)")
+    p.add_argument("-q", "--quiet", action="store_true", help="print failures and the summary only")
+    p.add_argument("--allow-missing", action="store_true",
+                   help="ship failed kernels as explicitly unavailable instead of failing the build")
+    p.add_argument("--no-bench", action="store_true", help="skip benchmarks (the report says so)")
+    p.add_argument("--no-validate", action="store_true", help="skip validation and benchmarks")
+    p.add_argument("--flag", action="append", metavar="TARGET=FLAG",
+                   help="append an iree-compile flag for one target (repeatable)")
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
+                   help=f"per-compile timeout in seconds (default {DEFAULT_TIMEOUT_S:g})")
+    p.add_argument("--scheduler", default=os.environ.get("DASK_SCHEDULER_ADDRESS"),
+                   help="Dask scheduler address, or 'local' for a LocalCluster (default: $DASK_SCHEDULER_ADDRESS)")
+
+
+def build_config(ns: argparse.Namespace):
+    """The ``BuildConfig`` of a graph command's options."""
+    from ..build.tasks import BuildConfig
+
+    manifests = tuple(ns.manifests) or default_manifests()
+    if not manifests:
+        raise UsageError("no manifests given and none found in manifests/")
+    missing = [str(m) for m in manifests if not Path(m).is_file()]
+    if missing:
+        raise UsageError(f"manifest not found: {', '.join(missing)}")
+    return BuildConfig(
+        manifests=manifests,
+        out_dir=ns.out,
+        targets=_split(ns.targets),
+        allow_missing=ns.allow_missing,
+        bench=not (ns.no_bench or ns.no_validate),
+        validate=not ns.no_validate,
+        extra_flags=_flags(ns.flag),
+        compile_timeout=ns.timeout,
+        scheduler=ns.scheduler,
+    )
+
+
+def run(ns: argparse.Namespace) -> int:
+    """One graph command (``ns.cmd``); a ``BooBuildError`` for a build that cannot start."""
+    from ..build.tasks import interrupt_on_sigterm, plan
+
+    config = build_config(ns)
+    plans = plan(config)
+    interrupt_on_sigterm()
+    from ..stages.compile import resume
+
+    resume()  # compiles may start again after an interrupted build in this process
+    jobs = ns.jobs
+    if ns.cmd in ("list", "clean", "forget"):  # nothing runs: no cluster needed
+        config = replace(config, scheduler=None)
+    if ns.cmd == "list":
+        return run_doit(config, plans, ["list", "--all"], jobs, ns.quiet)
+    if ns.cmd in ("clean", "forget"):
+        return run_doit(config, plans, [ns.cmd, "build"] if ns.cmd == "clean" else ["forget"], jobs, ns.quiet)
+    if config.scheduler:
+        from ..build.distributed import scheduler_session
+
+        # an unreachable scheduler, no worker, a compiler mismatch: DistributedError
+        with scheduler_session(config.scheduler) as address:
+            return _build(replace(config, scheduler=address), plans, ns, jobs)
+    return _build(config, plans, ns, jobs)
+
+
+def _build(config, plans, ns: argparse.Namespace, jobs: int | None) -> int:
+    names = [f"report:{p.manifest.bundle.name}" for p in plans] if ns.cmd == "bench" else ["build"]
+    try:
+        rc = run_doit(config, plans, ["run", "-n", str(jobs or os.cpu_count() or 1), *names], jobs, ns.quiet)
+    except KeyboardInterrupt:
+        print("boo-build: interrupted; finished work is kept, rerun to continue", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if ns.cmd == "build" and rc == 0:
+        for p in plans:
+            for path in (p.layout.page, p.layout.bundle(p.manifest)):  # the bundle last
+                rel = os.path.relpath(path)
+                print(path if rel.startswith("..") else rel)
+    return rc

@@ -1,0 +1,124 @@
+"""``boo-build info BUNDLE``: what a bundle holds: targets, kernels, selections, candidates, provenance.
+
+Light: imports only the loader's archive reader and typed index (stdlib and
+zstandard), never torch, iree or doit. Exit status 0; an unreadable bundle raises ``BundleFormatError`` (exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import sys
+from pathlib import Path
+from typing import Mapping, TextIO
+
+from ..loader.archive import Archive, read_archive
+from ..loader.format import CandidateRecord
+from ..stages.selection import Decision
+from .text import bench_value, provenance_versions, short, size_text
+
+__all__ = ["add_arguments", "candidate_lines", "cmd_info", "run"]
+EXIT_OK = 0
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("bundle", type=Path)
+
+
+def run(ns: argparse.Namespace) -> int:
+    return cmd_info(ns.bundle)
+
+
+def cmd_info(path, *, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    a = read_archive(Path(path))  # BundleFormatError: exit 2 (cli.app)
+    ix = a.bundle_index
+    p = out.write
+    p(f"{ix.name} {ix.version}  ({a.path})\n")
+    p(f"  format {ix.format} v{ix.format_version}, {size_text(a.compressed_size)} compressed, "
+      f"{size_text(a.size)} unpacked, {len(a.members)} members\n")
+    versions = provenance_versions(ix.provenance)
+    if versions:
+        p("  provenance: " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items())) + "\n")
+    counts = ix.counts()
+    p("  targets:\n")
+    for t, d in sorted(ix.targets.items()):
+        c = counts[t]
+        p(f"    {t:14s} {d.driver:10s} {d.arch:10s} available {c['available']}, "
+          f"unavailable {c['unavailable']}\n")
+        p(f"      flags: {' '.join(d.flags)}\n")
+    p(f"  kernels ({len(ix.kernels)}):\n")
+    eager = None  # bench.csv's torch-eager medians, read when a kernel lists candidates
+    for key, k in sorted(ix.kernels.items()):
+        p(f"    {key}\n")
+        for t, te in sorted(k.targets.items()):
+            if te.is_available:
+                m = te.selected_impl
+                extra = f" (+{len(te.impls) - 1} more)" if len(te.impls) > 1 else ""
+                bench = bench_value(m.benchmark)
+                btxt = f", {bench[1]} {bench[0]:.4g}" if bench else ""
+                mode = f" @{te.mode}" if te.mode else ""
+                p(f"      {t:14s} {te.selected}{mode}{extra}  {size_text(m.size)}{btxt}"
+                  + (f"  [{short(te.reason, 50)}]" if te.reason else "") + "\n")
+            else:
+                p(f"      {t:14s} UNAVAILABLE: {short(te.reason or '')}\n")
+            decision = Decision.from_target_record(te)
+            if decision.candidates:
+                eager = _eager_medians(a) if eager is None else eager
+                for line in candidate_lines(decision.candidates, eager.get((key, t))):
+                    p(f"        {line}\n")
+            if decision.prefer_eager is not None:
+                p(f"        torch tensors run torch eager: {short(decision.prefer_eager.reason, 90)}\n")
+            elif decision.eager_rejected:
+                p(f"        torch tensors run the kernel: {short(decision.eager_rejected, 90)}\n")
+    if ix.csv:
+        p(f"  benchmark table: {ix.csv}\n")
+    return EXIT_OK
+
+
+def _eager_medians(a: Archive) -> dict[tuple[str, str], float]:
+    """(kernel key, target) -> torch eager's median in seconds, from the bundle's
+    bench.csv (``eager_median_us``; the build's benchmark table), where it has one."""
+    name = a.bundle_index.csv
+    raw = a.members.get(name) if name else None
+    out = {}
+    if raw:
+        for row in csv.DictReader(io.StringIO(raw.decode("utf-8", "replace"))):
+            try:
+                out[(row["key"], row["target"])] = float(row["eager_median_us"]) * 1e-6
+            except (KeyError, TypeError, ValueError):
+                continue
+    return out
+
+
+def candidate_lines(candidates: Mapping[str, CandidateRecord], eager_s: float | None) -> list[str]:
+    """``info``'s lines for a target entry's candidates: the winner with its
+    speed-up over torch eager (where bench.csv has eager's time), then every
+    candidate tried, fastest first, with its time (its mean per call, as the
+    selection compares; the median, else the best sample, in records without) and why it lost."""
+    def time_of(c: CandidateRecord, median: bool = False) -> float | None:
+        v = c.median_s if median else c.compared_s
+        return float(v) if v is not None and v > 0 else None
+
+    def us(v: float | None) -> str:
+        return "-" if v is None else f"{v * 1e6:.1f} us"
+
+    won = [(n, c) for n, c in sorted(candidates.items()) if c.status == "selected"]
+    lines = []
+    if won:
+        name, c = won[0]
+        t = time_of(c, median=True)  # bench.csv has eager's median
+        speed = (f", {eager_s / t:.2f}x torch eager ({us(eager_s)})" if t and eager_s
+                 else ", no torch-eager time in bench.csv" if t else "")
+        lines.append(f"winner {name}: median {us(t)}{speed}")
+    basis = "mean per call" if any(c.mean_s is not None for c in candidates.values()) else "median"
+    lines.append(f"candidates ({len(candidates)}), {basis}:")
+    order = sorted(candidates.items(), key=lambda p: (time_of(p[1]) is None, time_of(p[1]) or 0.0, p[0]))
+    for name, c in order:
+        status, why = c.status or "?", short(c.reason, 60)
+        lines.append(f"  {name:24s} {us(time_of(c)):>11s}  "
+                     + (why if why.startswith(status) else f"{status}: {why}" if why else status))
+    return lines
+
+

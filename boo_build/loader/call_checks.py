@@ -1,0 +1,237 @@
+"""A call's argument checks (``Bundle.prepare``, ``prepare_backward``,
+``check_array``, ``check_stats``), memoized: the loader's hot path.
+
+Everything these check about an array but its memory (its kind, device,
+dtype, shape, and the ``KernelSignature`` a call's arrays make) depends only
+on each array's (type, dtype, shape, device) and the call's scalars. The
+first call of a kind checks in full and records the outcome; a later one
+builds that key (a few attribute reads and a dict lookup, about 1 us instead
+of 10) and checks per call only what the key cannot say: contiguity (and,
+in the runner, alignment). A call the full check refuses is never recorded,
+so it is refused with the same message every time. A backward call's
+checks (input, weight, bias, grad_out, saved statistics) are one memo entry.
+
+A torch call is recorded by its key on its first, fully checked, call, with
+its route; later calls of that key run from the key alone (``plan_call``,
+about 1-2 us), before any other check: torch's op where the build found
+torch eager faster (``prefer_eager``; torch checks its own arguments), else
+the kernel's runner with every view and cast the key decides worked out once
+(``Bundle._torch_route``; the runner copies a tensor that is not contiguous
+or aligned). The key pins everything the checks depend on but memory layout.
+
+Stdlib only; the array kinds come from ``tensors.py``.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from typing import Iterable
+
+from .. import ops
+from ..ops.loader_calls import norm_shape, stats_shape
+from ..signature import KernelSignature, SignatureError
+from .memo import remember as _remember
+from .tensors import NumpyArrays, TorchArrays, arrays_of
+
+
+class CallChecks:
+    """The checks ``ops/calls.py``'s entry-point bodies run through the ``Bundle``
+    (a base class of it: ``target``, ``device``, ``_device_type`` and ``_torch_route``
+    are the bundle's)."""
+
+    def _init_checks(self) -> None:
+        # prepare: call key -> its plan (``_plan``: arrays, signature, normalized shape, route, grad)
+        self._plans: dict[tuple, tuple] = {}
+        # a key's device part: whether a torch tensor is on the bundle's device type, all the
+        # check asks (a bool: hashing a torch.device costs ~0.2 us); numpy arrays: None
+        self._where = "is_cpu" if self._device_type == "cpu" else "is_cuda"
+        # plan_call's key parts of an array, in one C call (~1.5 us less per call than
+        # reading the attributes one by one): a torch tensor's, else (no is_cpu) a numpy
+        # array's. With requires_grad: a key whose tensors need none runs its route
+        # without asking whether autograd records the call (``Bundle.routed``)
+        self._key_parts = operator.attrgetter("dtype", "shape", self._where, "requires_grad")
+        self._numpy_parts = operator.attrgetter("dtype", "shape")
+        self._checked: dict[tuple, bool] = {}  # check_array / check_stats: keys that passed
+        self._backward_plans: dict[tuple, tuple] = {}  # prepare_backward: call key -> the same
+        self._layouts: dict[int, tuple] = {}  # stats_layout: id(kernel signature) -> (it, shape, dtype)
+
+    def _torch_route(self, op, sig: KernelSignature, stats: tuple | None) -> tuple | None:
+        """How later torch calls of a checked key run: (kernel key, torch's op as
+        ``op.eager_route`` decides it, True) where the build found torch eager
+        faster, else (kernel key, a call of the kernel's runner, False); None where
+        neither (the Bundle's: ``Bundle._torch_route``; ``stats``: a backward
+        call's checked statistics)."""
+        return None
+
+    def plan_call(self, op: str, mask: int, eps, normalized_shape, input, weight, bias, grad_out=None,
+                  stats: tuple = ()) -> tuple:
+        """(call key, plan) of an ATen-style call (with ``grad_out``: a backward
+        one): the plan its first call's checks recorded (``_plan``), else None;
+        the key None for arguments that make none. The entry points look here first (``Bundle.routed``), and hand
+        both to ``prepare``/``prepare_backward``."""
+        ns = tuple(normalized_shape) if type(normalized_shape) is list else normalized_shape
+        try:
+            return self._keyed(self._key_parts, op, mask, eps, ns, input, weight, bias, grad_out, stats)
+        except AttributeError:  # a numpy array (no is_cpu: its own parts), not an array (refused later)
+            try:
+                return self._keyed(self._numpy_parts, op, mask, eps, ns, input, weight, bias, grad_out, stats)
+            except (AttributeError, TypeError):
+                return None, None
+        except TypeError:  # unhashable arguments
+            return None, None
+
+    def _keyed(self, parts, op, mask, eps, ns, input, weight, bias, grad_out, stats) -> tuple:
+        # one flat tuple, two statistics unrolled: nested tuples and a ``+=`` per
+        # array cost ~0.5 us of a backward call
+        key = (op, mask, eps, ns, type(input), parts(input), type(weight),
+               None if weight is None else parts(weight), type(bias), None if bias is None else parts(bias))
+        if grad_out is None:
+            return key, self._plans.get(key)
+        if len(stats) == 2:
+            s, t = stats
+            key += (type(grad_out), parts(grad_out), type(s), parts(s), type(t), parts(t))
+        else:
+            key += (type(grad_out), parts(grad_out), *[(type(t), parts(t)) for t in stats])
+        return key, self._backward_plans.get(key)
+
+    def _plan(self, op, arrays, sig: KernelSignature, ns, tensors: tuple, stats: tuple | None = None) -> tuple:
+        """A call key's plan: (arrays, sig, ns, route, whether a tensor of the call
+        requires grad: ``tensors``); the route (torch calls only): ``_torch_route``'s."""
+        route = self._torch_route(ops.get(op), sig, stats) if arrays is TorchArrays else None
+        return arrays, sig, ns, route, any([getattr(t, "requires_grad", False) for t in tensors])
+
+    def check_array(self, name: str, t, dtype: str | None, shape: tuple[int, ...] | None,
+                    allowed: Iterable[str] = (), arrays=TorchArrays, first: str = "input"):
+        """``t`` contiguous, after checking type (``arrays``, the kind of the call's
+        ``first`` array), device, dtype (``dtype`` or one of ``allowed``; any
+        kernel dtype when both are empty) and shape."""
+        where = self._where
+        try:  # what the checks depend on: (type, dtype, shape, device); AttributeError: not an array
+            key = (name, dtype, shape, tuple(allowed) if allowed else (), arrays, first,
+                   type(t), t.dtype, t.shape, getattr(t, where, None))
+            if key in self._checked:
+                return arrays.contiguous(t)
+        except (AttributeError, TypeError):  # not an array (refused below), an unhashable shape
+            key = None
+        t = self._check_array(name, t, dtype, shape, allowed, arrays, first)
+        if key is not None:
+            _remember(self._checked, key, True)
+        return t
+
+    def _check_array(self, name, t, dtype, shape, allowed, arrays, first):
+        if not arrays.owns(t):
+            if name == first:
+                raise TypeError(f"{name} must be a torch.Tensor or a numpy.ndarray, got {type(t).__name__}")
+            other = next((k.name for k in (TorchArrays, NumpyArrays) if k.owns(t)), type(t).__name__)
+            raise TypeError(f"{name} is a {other} but {first} is a {arrays.name}: "
+                            "pass all torch tensors or all numpy arrays")
+        if arrays is TorchArrays and t.device.type != self._device_type:  # numpy: host memory, staged on GPUs
+            want = self._device_type
+            raise ValueError(f"{name} is on device {t.device}, but this bundle runs on {self.device.uri} "
+                             f"(target {self.target.name}): move it to a {want} tensor")
+        got = arrays.dtype_name(t)
+        if got is None or (dtype is not None and got != dtype) or (allowed and dtype is None and got not in allowed):
+            ok = [dtype] if dtype is not None else list(dict.fromkeys(allowed))  # each dtype named once
+            if ok:
+                raise TypeError(f"{name} has dtype {t.dtype}, "
+                                f"expected {' or '.join(arrays.dtype_prefix + d for d in ok)}")
+            raise TypeError(f"{name} has dtype {t.dtype}: kernels take float32, float16 or bfloat16")
+        if shape is not None and tuple(t.shape) != shape:
+            raise ValueError(f"{name} has shape {list(t.shape)}, expected {list(shape)}")
+        return arrays.contiguous(t)
+
+    def prepare(self, op, input, normalized_shape, weight, bias, eps, mask, known: tuple | None = None):
+        """(array kind, signature, normalized shape, x, weight, bias) of an ATen-style
+        call, the arrays checked and contiguous (``known``: ``plan_call``'s answer for
+        it, if asked already). The signature is None for an input with no elements:
+        no kernel has a zero dim (the caller returns torch's results without one),
+        but the rest of the call is checked alike."""
+        key, plan = known or self.plan_call(op, mask, eps, normalized_shape, input, weight, bias)
+        if plan is not None:
+            arrays, sig, ns = plan[:3]
+            if arrays.contiguous3(input, weight, bias):
+                return arrays, sig, ns, input, weight, bias
+        found = self._prepare(op, input, normalized_shape, weight, bias, eps, mask)
+        arrays, sig, ns, _, w, _ = found
+        if key is not None and sig is not None and w is weight:  # not a stand-in weight of ones
+            _remember(self._plans, key, self._plan(op, arrays, sig, ns, (input, weight, bias)))
+        return found
+
+    def _prepare(self, op, input, normalized_shape, weight, bias, eps, mask):
+        ns = norm_shape(normalized_shape)
+        arrays = arrays_of("input", input)
+        x = self._check_array("input", input, None, None, (), arrays, "input")
+        dt = arrays.dtype_name(x)
+        shape = tuple(x.shape)
+        if len(ns) > len(shape) or shape[len(shape) - len(ns):] != ns:
+            raise ValueError(f"normalized_shape {list(ns)} is not a suffix of the input's shape {list(shape)}")
+        w = None if weight is None else self._check_array("weight", weight, dt, ns, (), arrays, "input")
+        b = None if bias is None else self._check_array("bias", bias, dt, ns, (), arrays, "input")
+        if b is not None and w is None:
+            # ATen allows a bias without a weight; a weight of ones is the same norm.
+            w = arrays.full(ns, 1, dt, x)
+        empty = 0 in shape
+        stand_in = (lambda dims: tuple(d or 1 for d in dims)) if empty else (lambda dims: dims)
+        try:
+            sig = KernelSignature(op=op, input_shape=stand_in(shape), normalized_shape=stand_in(ns), dtype=dt,
+                                  mask=mask, eps=eps, affine=w is not None, bias=b is not None)
+        except SignatureError as e:
+            raise ValueError(str(e)) from None
+        return arrays, (None if empty else sig), ns, x, w, b
+
+    def prepare_backward(self, op, mask, grad_out, input, normalized_shape, stats: tuple, weight, bias, eps,
+                         known: tuple | None = None):
+        """``prepare`` of a backward call, then the checks of ``grad_out`` (the
+        input's dtype and shape) and of the saved ``stats`` (``check_stats``), in
+        that order, memoized as one: -> (arrays, sig, ns, grad_out, x, stats, w, b),
+        all contiguous. A backward call's Python time was mostly these checks."""
+        key, plan = known or self.plan_call(op.name, mask, eps, normalized_shape, input, weight, bias, grad_out,
+                                            stats)
+        if plan is not None:
+            arrays, sig, ns = plan[:3]
+            if arrays.contiguous3(input, weight, bias) and arrays.contiguous3(grad_out, *_pad2(stats)):
+                return arrays, sig, ns, grad_out, input, stats, weight, bias
+        arrays, sig, ns, x, w, b = self.prepare(op.name, input, normalized_shape, weight, bias, eps, mask)
+        gy = self.check_array("grad_out", grad_out, arrays.dtype_name(x), tuple(x.shape), arrays=arrays)
+        stats = tuple([self.check_stats(name, t, arrays, x, ns) for name, t in zip(op.stats, stats)])
+        if key is not None and sig is not None and w is weight and len(stats) <= 2:  # not a stand-in weight
+            _remember(self._backward_plans, key,
+                      self._plan(op.name, arrays, sig, ns, (input, weight, bias, grad_out, *stats), stats))
+        return arrays, sig, ns, gy, x, stats, w, b
+
+    def stats_layout(self, ks: KernelSignature) -> tuple:
+        """(shape, dtype) kernel signature ``ks`` takes saved statistics in,
+        memoized by identity (the signatures ``dispatch`` hands out recur)."""
+        lay = self._layouts.get(id(ks))
+        if lay is None or lay[0] is not ks:
+            lay = (ks, ks.stats_shape, ks.stats_dtype)
+            _remember(self._layouts, id(ks), lay)  # holds ks: its id is not reused while the entry lives
+        return lay[1], lay[2]
+
+    def check_stats(self, name: str, t, arrays, x, ns: tuple[int, ...]):
+        """A saved statistic (mean, rstd): float32 or the input's dtype, as many
+        elements as the input has rows (any layout of them), contiguous."""
+        where = self._where
+        try:
+            key = ("stats", name, arrays, ns, type(t), t.dtype, t.shape, getattr(t, where, None),
+                   type(x), x.dtype, x.shape)
+            if key in self._checked:
+                return arrays.contiguous(t)
+        except (AttributeError, TypeError):
+            key = None
+        t = self._check_array(name, t, None, None, ["float32", arrays.dtype_name(x)], arrays, "input")
+        want = stats_shape(tuple(x.shape), ns)
+        if math.prod(t.shape) != math.prod(want):
+            raise ValueError(f"{name} has shape {list(t.shape)}, expected {list(want)}")
+        if key is not None:
+            _remember(self._checked, key, True)
+        return t
+
+
+def _pad2(stats: tuple) -> tuple:
+    """One or two statistics as two (None: absent), for ``contiguous3``."""
+    return stats if len(stats) == 2 else (stats[0], None) if stats else (None, None)
+
+
+__all__ = ["CallChecks"]

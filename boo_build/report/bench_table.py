@@ -1,0 +1,132 @@
+"""The benchmark table (``bench.csv``): one row per signature x target, each
+implementation's median, torch eager's, the speed-up (in the times the
+selection compares: means per call), validation, the
+selection and, where candidates were tried, every candidate's timing and where
+the loader sends torch tensors. Written by the build's report task and by
+``boo-build measure``."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+from ..records import EAGER
+from ..signature import IMPLS, KernelSignature, ModuleId, shape_text
+from ..targets import Target
+
+if TYPE_CHECKING:
+    from ..stages.selection import Decision
+
+# ----------------------------------------------------------------- table
+COLUMNS = ("key", "op", "shape", "dtype", "mask", "target", "aten_median_us", "manual_median_us",
+           "eager_median_us", "speedup_vs_eager", "aten_max_err", "manual_max_err", "validation", "selected")
+# Written only when some row tried candidates (a build that explores nothing
+# writes the table it always did): each candidate's time (mean per call), speed-up over
+# eager's, and status ("manual+nosd@local-sync 15.2 us 2.10x selected; ..."),
+# as the selection compares them, fastest first. The
+# row's ``selected`` is then the winning candidate, its speed-up the winner's.
+CANDIDATE_COLUMN = "candidates"
+# With it, where the loader sends torch tensors (``selection.torch_calls_text``).
+TORCH_CALLS_COLUMN = "torch_calls"
+
+
+def eager_key(sig_key: str, target: str) -> tuple[str, str]:
+    """Where ``table_rows`` finds torch eager's result for a signature on a
+    target (the one spelling; the graph's task subject is ``layout.eager_subject``)."""
+    return (f"{EAGER}:{sig_key}", target)
+
+
+def _us(x: float | None) -> str:
+    return "" if x is None else f"{x * 1e6:.1f}"
+
+
+def _err(v) -> str:
+    if v is None or not v.outputs:
+        return ""
+    m = v.max_error()
+    return "" if m is None else f"{m:.3g}"
+
+
+def table_rows(signatures: Iterable[KernelSignature], targets: Iterable, validations: Mapping,
+               benches: Mapping, decisions: Mapping[tuple[str, str], Decision]) -> list[dict[str, str]]:
+    """One row per signature x target.
+
+    ``validations[(module key, target)]`` -> ValidationResult;
+    ``benches[(module key, target)]`` -> BenchResult, and eager under
+    ``eager_key(signature key, target)``;
+    ``decisions[(signature key, target)]`` -> ``selection.Decision`` (its
+    candidates where they were tried, where torch tensors go).
+    """
+    rows = []
+    target_names = [t.name if isinstance(t, Target) else str(t) for t in targets]
+    for sig in signatures:
+        for t in target_names:
+            row: dict[str, str] = {
+                "key": sig.key, "op": sig.op, "shape": shape_text(sig.input_shape),
+                "dtype": sig.dtype, "mask": str(sig.mask), "target": t,
+            }
+            statuses = []
+            best = None
+            for impl in IMPLS:
+                mkey = ModuleId(sig, impl).key
+                v = validations.get((mkey, t))
+                b = benches.get((mkey, t))
+                row[f"{impl}_median_us"] = _us(b.median_s) if b is not None and b.ok else ""
+                row[f"{impl}_max_err"] = _err(v)
+                if v is not None:
+                    statuses.append(f"{impl} {v.status}" if v.status != "not run" else f"{impl} {v.reason or 'not run'}")
+                if v is not None and v.passed and b is not None and b.ok:
+                    t_b = b.compared_s
+                    if best is None or t_b < best:
+                        best = t_b
+            eager = benches.get(eager_key(sig.key, t))
+            row["eager_median_us"] = _us(eager.median_s) if eager is not None and eager.ok else ""
+            decision = decisions.get((sig.key, t))
+            tried = decision.candidates if decision is not None else None
+            # speed-ups in the times the selection compares (``compared_seconds``: means per call)
+            eager_s = eager.compared_s if eager is not None else None
+            if tried:
+                won = [c.compared_s for c in tried.values() if c.status == "selected"]
+                best = won[0] if won else None
+                eager_b = eager_s
+                row[CANDIDATE_COLUMN] = "; ".join(
+                    f"{name} " + (f"{t * 1e6:.1f} us" if t is not None else "-")
+                    + (f" {eager_b / t:.2f}x" if eager_b and t else "") + f" {c.status}"
+                    for name, c, t in sorted(((n, c, c.compared_s) for n, c in tried.items()),
+                                             key=lambda p: (p[2] is None, p[2] or 0, p[0])))
+                if eager_s and won and decision is not None:
+                    row[TORCH_CALLS_COLUMN] = decision.torch_calls
+            row["speedup_vs_eager"] = f"{eager_s / best:.2f}" if best and eager_s else ""
+            row["validation"] = "; ".join(statuses)
+            sel = decision.selection if decision is not None else None
+            if sel is None or sel.impl is None:
+                row["selected"] = "" if sel is None else "none"
+            else:
+                row["selected"] = sel.impl if sel.measured else f"{sel.impl} (default)"
+            rows.append({c: row.get(c, "") for c in COLUMNS + (CANDIDATE_COLUMN, TORCH_CALLS_COLUMN)
+                         if c in COLUMNS or c in row})
+    return rows
+
+
+def table_text(rows: Iterable[Mapping[str, Any]]) -> str:
+    rows = list(rows)
+    columns = COLUMNS + tuple(c for c in (CANDIDATE_COLUMN, TORCH_CALLS_COLUMN) if any(r.get(c) for r in rows))
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n", extrasaction="ignore")
+    w.writeheader()
+    for r in rows:
+        w.writerow({c: r.get(c, "") for c in columns})
+    return buf.getvalue()
+
+
+def write_table(rows: Iterable[Mapping[str, Any]], path) -> None:
+    """Write the benchmark CSV (header ``COLUMNS``) atomically; unchanged content is not rewritten."""
+    from ..stages.compile import write_atomic
+
+    data = table_text(rows).encode()
+    path = Path(path)
+    if path.exists() and path.read_bytes() == data:
+        return
+    write_atomic(path, data)

@@ -1,0 +1,355 @@
+"""Bundle writer: kernels, their checksums and build records -> one ``.tar.zst``.
+
+Light on purpose (stdlib, zstandard, ``boo_build.signature``/``targets``): the
+CLI's ``info``/``verify``/``diff`` and the tests import it without the build
+stack.
+
+Layout of ``<name>-<version>.tar.zst`` (a tar archive in one zstd frame that
+records its content size and a checksum):
+
+* ``bundle.json``, always the first member: the index (schema below);
+* ``kernels/<target>/<module key>[+<variant>].vmfb``, one per packed module
+  (an implementation, or a compile variant of one: ``candidates``);
+* ``bench.csv``, when given.
+
+The file is reproducible: the same inputs give the same bytes (members sorted,
+mtime 0, uid/gid 0, empty user/group names, mode 0644, a fixed zstd level, no
+timestamps in the JSON, canonical JSON with sorted keys).
+
+The index is ``loader/format.py``'s ``BundleIndex`` (its docstring has the
+schema and the rule for changing it); this module fills it in.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import tarfile
+from pathlib import Path
+from typing import Any, Mapping
+
+import zstandard
+
+from ..errors import PackError
+from ..loader.archive import Archive, read_archive, sha256_hex
+from ..loader.format import (  # one definition of the format, shared with the loader
+    CSV_NAME, FORMAT, FORMAT_VERSION, INDEX_NAME, READABLE_VERSIONS, BundleIndex, ImplRecord, KernelRecord, TargetRecord, TargetSpec, format_version_for,
+)
+from ..loader.versions import iree_release
+from ..candidates import Candidate, module_file
+from ..bundle_names import name_problem, version_problem
+from ..files import write_atomic
+from ..signature import IMPLS, KernelSignature, ModuleId
+from ..targets import Target
+
+ZSTD_LEVEL = 12
+SUFFIX = ".tar.zst"
+
+# iree-base-runtime releases known to load the modules of an iree-compile
+# release: (major, minor) -> (oldest, newest tested). The one place this is
+# written down; the bundle carries it and open_bundle checks it. Found by
+# building a bundle of every op/dtype/mask kind with the pinned compiler and
+# loading and running it in each runtime from PyPI (pip install --target,
+# results in docs/runtime-versions.md; tests/test_runtime_versions.py keeps
+# the oldest and the one below it checked): compiler 3.13.0's modules run
+# bit-identically in runtime 3.12.0 and 3.13.0; 3.11.0 fails creating a
+# context ("required module 'hal' version mismatch; have 6 but require 7"),
+# 3.10.0 and 3.9.0 loading a module ("required module features [Ch] are not
+# available"). 3.13.0 is the newest release. A compiler not listed: its own
+# release only.
+RUNTIME_RANGE = {(3, 13): ("3.12.0", "3.13.0")}
+_COMPILER_VERSION = re.compile(r"IREE compiler version (\S+)")
+
+
+
+# --------------------------------------------------------------------- records
+def member_path(target: str, module_key: str) -> str:
+    """``module_key``: a module key, ``+<variant>`` for a compile variant's module."""
+    return f"kernels/{target}/{module_key}.vmfb"
+
+
+def _module(sig: KernelSignature, name: str) -> tuple[ModuleId, str]:
+    """A module name (``<impl>[+<variant>]``) -> (its ModuleId, its file stem)."""
+    c = Candidate.parse(name)
+    if c.mode:
+        raise ValueError(f"{name!r} names a mode: a module name is <impl>[+<variant>]")
+    mid = ModuleId(sig, c.impl)
+    return mid, module_file(mid.key, c.variant)
+
+
+def _known_module(sig: KernelSignature, name: str, where: str) -> tuple[ModuleId, str]:
+    """``_module``, with a PackError saying ``where`` for a name that is not a module."""
+    try:
+        return _module(sig, name)
+    except ValueError:
+        raise PackError(f"{where}: unknown implementation {name!r} (one of {', '.join(IMPLS)}, "
+                        "+<variant> allowed)") from None
+
+
+def bundle_filename(name: str, version: str) -> str:
+    return f"{name}-{version}{SUFFIX}"
+
+
+def runtime_requirements(compiler: str | None) -> dict[str, str] | None:
+    """The index's ``iree_runtime`` field for modules built by ``compiler``:
+    ``iree-compile --version`` text (``Toolchain.detect``'s, as the build
+    report records it) or a bare version. None when there is no version in it
+    (the field is then left out, and open_bundle checks nothing)."""
+    m = _COMPILER_VERSION.search(compiler or "")
+    version = m.group(1) if m else (compiler or "").strip()
+    rel = iree_release(version)
+    if rel is None:
+        return None
+    oldest, newest = RUNTIME_RANGE.get(rel[:2], (".".join(map(str, rel)),) * 2)
+    return {"compiler": version, "min": oldest, "max_tested": newest}
+
+
+def canonical_json(obj: Any) -> bytes:
+    """Canonical JSON bytes: sorted keys, fixed separators, trailing newline.
+    The index's encoding since format version 1 (UTF-8, not ASCII escapes; no
+    NaN): changing it changes every bundle's bytes."""
+    return (json.dumps(obj, sort_keys=True, indent=1, ensure_ascii=False, allow_nan=False) + "\n").encode()
+
+
+# ---------------------------------------------------------------------- writer
+def packed_impl(vmfbs: dict[str, bytes], target: str, sig: KernelSignature, module: str, vmfb: bytes | Path, *,
+                validation: Mapping[str, Any] | None = None,
+                benchmark: Mapping[str, Any] | None = None) -> ImplRecord:
+    """The index record of module ``module`` (``<impl>[+<variant>]``) of ``sig``
+    packed for ``target``, its vmfb (bytes, or a file to read) added to
+    ``vmfbs`` (member path -> bytes) under its member path."""
+    where = f"kernel {sig.key} target {target} impl {module}"
+    mid, stem = _known_module(sig, module, where)
+    if isinstance(vmfb, (str, Path)):
+        try:
+            data, what = Path(vmfb).read_bytes(), f"vmfb {vmfb}"
+        except OSError as e:
+            raise PackError(f"{where}: cannot read vmfb: {e}") from None
+    else:
+        data, what = bytes(vmfb), "the vmfb"
+    if not data:
+        raise PackError(f"{where}: {what} is empty")
+    member = member_path(target, stem)
+    vmfbs[member] = data
+    return ImplRecord(member=member, function=mid.func_name, sha256=sha256_hex(data), size=len(data),
+                      validation=validation, benchmark=benchmark)
+
+
+def kernel_record(sig: KernelSignature, targets: Mapping[str, TargetRecord]) -> KernelRecord:
+    """A kernel's index record: its entry per target, and the MLIR function of
+    every module named in them (packed or rejected)."""
+    functions: dict[str, str] = {}
+    for tname, te in targets.items():
+        for module in list(te.impls or ()) + list(te.rejected or ()):
+            functions[module] = _known_module(sig, module, f"kernel {sig.key} target {tname}")[0].func_name
+    return KernelRecord(sig, {t: targets[t] for t in sorted(targets)}, dict(sorted(functions.items())))
+
+
+def _check_kernel(k: KernelRecord, target_names: set[str], vmfbs: Mapping[str, bytes]) -> None:
+    for tname, te in k.targets.items():
+        where = f"kernel {k.key} target {tname}"
+        if tname not in target_names:
+            raise PackError(f"{where}: target not in the bundle's targets ({', '.join(sorted(target_names))})")
+        for impl in list(te.impls or ()) + list(te.rejected or ()):
+            _known_module(k.signature, impl, where)
+        if te.is_available:
+            if te.selected not in (te.impls or {}):
+                raise PackError(f"{where}: selected implementation {te.selected!r} is not among its impls "
+                                f"({', '.join(sorted(te.impls or ())) or 'none'})")
+        elif te.impls:
+            raise PackError(f"{where}: unavailable but has impls; set selected or drop them")
+        elif not te.reason:
+            raise PackError(f"{where}: unavailable without a reason")
+        for impl, m in (te.impls or {}).items():
+            data = vmfbs.get(m.member)
+            if data is None or sha256_hex(data) != m.sha256 or len(data) != m.size:
+                raise PackError(f"{where} impl {impl}: member {m.member} is "
+                                + ("not given" if data is None else "not the vmfb its record describes")
+                                + " (make the record with pack.packed_impl)")
+
+
+def build_index(*, name: str, version: str, targets: list[Target], kernels: list[KernelRecord],
+                vmfbs: Mapping[str, bytes], provenance: Mapping[str, Any], csv_bytes: bytes | None,
+                compiler: str | None = None) -> tuple[BundleIndex, dict[str, bytes]]:
+    """The index and the vmfb members it refers to (member path -> bytes; of
+    ``vmfbs``, those the kernels' records name). ``compiler`` (``iree-compile
+    --version`` text) adds the ``iree_runtime`` field."""
+    # the manifest's rules (bundle_names), checked again for callers that skip it
+    problem = name_problem(name) or version_problem(version)
+    if problem:
+        raise PackError(problem)
+    tmap: dict[str, Target] = {}
+    for t in targets:
+        if t.name in tmap and tmap[t.name] != t:
+            raise PackError(f"target {t.name!r} given twice with different definitions")
+        tmap[t.name] = t
+    seen: dict[str, KernelRecord] = {}
+    for k in kernels:
+        if k.key in seen and seen[k.key] != k:
+            raise PackError(f"kernel {k.key} given twice with different entries")
+        _check_kernel(k, set(tmap), vmfbs)
+        seen[k.key] = k
+    members = {m.member: vmfbs[m.member] for k in seen.values() for te in k.targets.values()
+               for m in (te.impls or {}).values()}
+    index = BundleIndex(
+        format_version=format_version_for(k.signature for k in kernels),
+        targets={n: TargetSpec(t.driver, t.arch, t.flags) for n, t in sorted(tmap.items())},
+        kernels={key: seen[key] for key in sorted(seen)}, name=name, version=version, provenance=dict(provenance),
+        csv=CSV_NAME if csv_bytes is not None else None, iree_runtime=runtime_requirements(compiler))
+    return index, members
+
+
+def _tarinfo(name: str, size: int) -> tarfile.TarInfo:
+    ti = tarfile.TarInfo(name)
+    ti.size = size
+    ti.mtime = 0
+    ti.mode = 0o644
+    ti.uid = ti.gid = 0
+    ti.uname = ti.gname = ""
+    ti.type = tarfile.REGTYPE
+    return ti
+
+
+def tar_bytes(members: list[tuple[str, bytes]]) -> bytes:
+    """A deterministic tar of ``members`` in the given order."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT, encoding="utf-8") as tf:
+        for name, data in members:
+            tf.addfile(_tarinfo(name, len(data)), io.BytesIO(data))
+    return buf.getvalue()
+
+
+def compress(data: bytes, level: int = ZSTD_LEVEL) -> bytes:
+    return zstandard.ZstdCompressor(level=level, write_checksum=True, write_content_size=True,
+                                    threads=0).compress(data)
+
+
+def pack_bundle(out_path: Path, *, name: str, version: str, targets: list[Target], kernels: list[KernelRecord],
+                vmfbs: Mapping[str, bytes], provenance: Mapping[str, Any], csv_bytes: bytes | None = None,
+                level: int = ZSTD_LEVEL, compiler: str | None = None) -> Path:
+    """Write the bundle and return its path.
+
+    ``out_path`` is a folder (the file is ``<name>-<version>.tar.zst`` in it)
+    or a path ending in ``.tar.zst``. Written atomically (temporary name in
+    the same folder, then renamed). ``kernels``: the index's kernel records,
+    their implementations made with ``packed_impl``, which added each vmfb to
+    ``vmfbs``. ``compiler``: the ``iree-compile --version`` text of the
+    compiler that built the vmfbs (``build_index``).
+    """
+    index, members = build_index(name=name, version=version, targets=targets, kernels=kernels, vmfbs=vmfbs,
+                                 provenance=provenance, csv_bytes=csv_bytes, compiler=compiler)
+    return write_bundle(out_path, index, members, csv_bytes, level)
+
+
+def write_bundle(out_path: Path, index: BundleIndex, vmfbs: Mapping[str, bytes],
+                 csv_bytes: bytes | None = None, level: int = ZSTD_LEVEL) -> Path:
+    """Write an index and its vmfb members (member path -> bytes) as a bundle,
+    atomically, to ``out_path`` (a folder or a ``.tar.zst`` path, as in
+    ``pack_bundle``); return its path. ``index``: a ``BundleIndex`` (or its JSON)."""
+    if not isinstance(index, BundleIndex):
+        index = BundleIndex.from_json(index)
+    members = [(INDEX_NAME, canonical_json(index.to_json()))] + sorted(vmfbs.items())
+    if csv_bytes is not None:
+        members.append((CSV_NAME, bytes(csv_bytes)))
+    blob = compress(tar_bytes(members), level)
+    out_path = Path(out_path)
+    path = out_path if out_path.name.endswith(SUFFIX) else out_path / bundle_filename(index.name, index.version)
+    write_atomic(path, blob)
+    return path
+
+
+# ------------------------------------------------------- from a build report
+def provenance_from_report(report: Mapping[str, Any]) -> dict[str, Any]:
+    """Versions (boo-build, iree-base-compiler, iree-turbine, torch, ...) and
+    each target's flags, from a build report."""
+    tool = dict(report.get("toolchain", {}))
+    compiler = tool.pop("compiler", None)
+    return {
+        "versions": tool,
+        "iree_compile": compiler,
+        "manifest": Path(str(report.get("manifest", ""))).name,
+        "benchmarks": report.get("benchmarks"),
+        "targets": {n: {"driver": t.get("driver"), "flags": list(t.get("flags", ()))}
+                    for n, t in sorted(report.get("targets", {}).items())},
+    }
+
+
+def entries_from_report(report: Mapping[str, Any], root: Path
+                        ) -> tuple[list[Target], list[KernelRecord], dict[str, bytes]]:
+    """Targets, kernel records and vmfb members of a build report
+    (``report.build_report``); vmfbs are read from ``root/vmfb/<target>/<module
+    key>.vmfb``. Where the selection was measured only the selected
+    implementation is packed; where not (no device), every compiled one is.
+    The rest are listed in ``rejected`` with why. The decision is the report's
+    (``selection.Decision``, read back from its entry)."""
+    from ..targets import catalogue
+    from .selection import Decision
+
+    cat = catalogue()
+    targets = []
+    for name, t in sorted(report["targets"].items()):
+        base = cat.get(name)
+        targets.append(Target(name=name, driver=t.get("driver") or (base.driver if base else "local-task"),
+                              flags=tuple(t.get("flags") or (base.flags if base else ())),
+                              arch=base.arch if base else name))
+    kernels, vmfbs = [], {}
+    for k in report["kernels"]:
+        sig = KernelSignature.from_json(k["signature"])
+        tentries: dict[str, TargetRecord] = {}
+        for tname, te in k["targets"].items():
+            decision = Decision.from_report_entry(te)
+            rejected = dict(decision.rejected)
+            cands = dict(sorted(decision.candidates.items())) if decision.candidates else None
+            if te.get("status") == "available":
+                sel = te["selected"]
+                why = decision.selection.reason
+                recs = te.get("impls") or {}
+                # Unmeasured (no device here): ship every implementation that
+                # compiled, so a later `boo-build bench` on that device can choose.
+                keep = [sel] if decision.selection.measured else [
+                    i for i, r in recs.items()
+                    if i == sel or (i not in rejected and ((r or {}).get("compile") or {}).get("status") == "ok")]
+                impls = {i: packed_impl(vmfbs, tname, sig, i, Path(root) / "vmfb" / tname / f"{_module(sig, i)[1]}.vmfb",
+                                        validation=(recs.get(i) or {}).get("validation"),
+                                        benchmark=(recs.get(i) or {}).get("bench")) for i in sorted(keep)}
+                for impl in recs:
+                    if impl not in keep and impl not in rejected:
+                        rejected[impl] = f"not selected: {why}" if why else "not selected"
+                tentries[tname] = TargetRecord.available(
+                    sel, impls, why, dict(sorted(rejected.items())), mode=decision.mode, candidates=cands,
+                    prefer_eager=decision.prefer_eager, eager_rejected=decision.eager_rejected)
+            else:
+                tentries[tname] = TargetRecord.unavailable(te.get("reason") or "unavailable",
+                                                           dict(sorted(rejected.items())),
+                                                           candidates=cands)
+        kernels.append(kernel_record(sig, tentries))
+    return targets, kernels, vmfbs
+
+
+def pack_from_report(report_path: Path, root: Path, bundle_path: Path, *, csv_path: Path | None = None,
+                     level: int = ZSTD_LEVEL) -> Path:
+    """Pack the bundle a build report describes (the graph's pack task)."""
+    report = json.loads(Path(report_path).read_text())
+    targets, kernels, vmfbs = entries_from_report(report, Path(root))
+    csv = Path(csv_path).read_bytes() if csv_path is not None and Path(csv_path).exists() else None
+    b = report["bundle"]
+    return pack_bundle(Path(bundle_path), name=b["name"], version=b["version"], targets=targets,
+                       kernels=kernels, vmfbs=vmfbs, provenance=provenance_from_report(report), csv_bytes=csv, level=level,
+                       compiler=(report.get("toolchain") or {}).get("compiler"))
+
+
+# ---------------------------------------------------------------------- reader
+def read_index(path: Path | str, **kw: Any) -> dict[str, Any]:
+    """The checked ``bundle.json`` of a bundle (``read_archive`` raises
+    ``BundleFormatError`` for anything it cannot read)."""
+    return read_archive(path, **kw).index
+
+
+__all__ = [
+    "Archive", "CSV_NAME", "FORMAT", "FORMAT_VERSION", "INDEX_NAME", "PackError", "READABLE_VERSIONS",
+    "RUNTIME_RANGE", "ZSTD_LEVEL", "build_index", "bundle_filename", "canonical_json", "compress",
+    "entries_from_report", "kernel_record", "member_path", "pack_bundle", "pack_from_report", "packed_impl",
+    "provenance_from_report", "read_archive", "read_index", "runtime_requirements", "sha256_hex", "tar_bytes",
+    "write_bundle",
+]

@@ -1,0 +1,425 @@
+"""Selection: which implementation a bundle ships for one signature on one target.
+
+Rules, in order:
+
+1. An implementation that did not compile is rejected ("compile failed").
+2. One that failed validation, or raised in the runtime, is rejected with the
+   validation's reason (it names the worst element).
+3. Among the validated ones with a benchmark, the fastest wins
+   (``measured=True``); each other is rejected as "slower: X us vs Y us". A
+   candidate's time is the mean of its samples but the slowest (``mean_s``;
+   the median, else the best sample, where a record has none). On the CPU each
+   sample is the mean per call over a round of calls made right after torch's
+   (``benchmark.CPU_ROUND_S``), as an application pays: a ``local-task``
+   kernel's best sample was 2-3x better than that (its hand-offs stall now and
+   then), and its median hid the rounds that stalled (p90 1.6-3x the median in
+   most ``local-task`` records, 1.0-1.2x on ``local-sync``). When
+   the default implementation is within ``margin`` of the fastest, the
+   default is kept (timing noise must not flip a bundle between builds).
+4. Validated but not benchmarked (benchmarks skipped): the default
+   implementation among them, ``measured=False``; the others stay unrejected.
+5. Nothing could run on this machine (validation "not run"): every compiled
+   implementation is kept and the default is chosen, ``measured=False``,
+   reason "default until measured: <why it did not run>".
+
+The default implementation is ``manual`` when it compiled, else ``aten``.
+
+The names selected among are candidates (``candidates.Candidate`` text forms:
+``manual``, ``aten+nosd@local-sync``...); a build that explores nothing has
+only the baselines, whose names are the implementations'. The margin rule
+keeps the default baseline (the default implementation, the target's flags
+and driver) only. ``candidate_records`` gives every candidate's timing and
+status for the bundle index.
+
+``decide`` is the one decision the build report, the bundle, ``info`` and
+``measure`` use: the selection, why each other candidate lost, the driver,
+and where torch tensors go (torch eager where it was clearly faster and its
+results passed validation, else the kernel) and why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from ..candidates import Candidate
+from ..loader.format import CandidateRecord, EagerPreference, TargetRecord
+from ..records import BenchResult, EagerValidation, SizeTiming, ValidationResult, ValidationStatus
+from ..signature import IMPLS, KernelSignature
+
+# The default implementation where nothing was measured, preferred first:
+# ``manual`` is written for IREE. (``signature.IMPLS`` lists the implementations
+# in their canonical order, which the records and tables use; this is a choice.)
+DEFAULT_PREFERENCE = ("manual", "aten")
+MARGIN = 0.03  # the default is kept when within 3 % of the fastest
+# torch calls run the kernel only where it beat torch eager by 10 % (compared times): the
+# build times the bare kernel, while an application pays the loader's call too
+# (docs/validation-and-selection.md has the measurement behind it).
+EAGER_MARGIN = 0.10
+
+
+@dataclass(frozen=True)
+class Selection:
+    impl: str | None
+    measured: bool
+    reason: str
+    rejected: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"impl": self.impl, "measured": self.measured, "reason": self.reason,
+                "rejected": dict(sorted(self.rejected.items()))}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Selection":
+        return cls(impl=d.get("impl"), measured=bool(d.get("measured")), reason=d.get("reason", ""),
+                   rejected=dict(d.get("rejected") or {}))
+
+
+def default_impl(candidates: Sequence[str]) -> str | None:
+    for impl in DEFAULT_PREFERENCE:
+        if impl in candidates:
+            return impl
+    return sorted(candidates)[0] if candidates else None
+
+
+def _us(seconds: float) -> str:
+    return f"{seconds * 1e6:.1f} us"
+
+
+def compared_time(b: BenchResult | SizeTiming | None) -> float | None:
+    """A benchmark's time for comparisons (``records.compared_seconds``): its
+    ``mean_s``, else its median, else its best sample (None when it did not run)."""
+    return None if b is None else b.compared_s
+
+
+def _ordered(impls) -> list[str]:
+    known = [i for i in IMPLS if i in impls]
+    return known + sorted(i for i in impls if i not in IMPLS)
+
+
+def select(sig: KernelSignature, target_name: str, compiled_impls: Sequence[str],
+           validations: Mapping[str, ValidationResult | None], benches: Mapping[str, BenchResult | None], *,
+           margin: float = MARGIN) -> Selection:
+    """Pick the implementation for ``sig`` on ``target_name``.
+
+    ``validations[impl]`` / ``benches[impl]``: the records, or None (missing)."""
+    compiled = _ordered(set(compiled_impls))
+    rejected: dict[str, str] = {}
+    for impl in _ordered(set(validations) | set(benches)):
+        if impl not in compiled:
+            rejected[impl] = "compile failed"
+
+    validated, not_run, unchecked = [], [], []
+    for impl in compiled:
+        v = validations.get(impl)
+        if v is None:
+            unchecked.append(impl)
+        elif v.status == ValidationStatus.PASSED:
+            validated.append(impl)
+        elif v.status == ValidationStatus.NOT_RUN:
+            not_run.append((impl, v.reason))
+        elif v.status == ValidationStatus.FAILED:
+            rejected[impl] = f"failed validation: {v.reason}" if v.reason else "failed validation"
+        else:  # error
+            rejected[impl] = f"validation error: {v.reason}" if v.reason else "validation error"
+
+    if validated:
+        for impl, why in not_run:
+            rejected[impl] = f"not validated ({why or 'not run'})"
+        for impl in unchecked:
+            rejected[impl] = "not validated (no validation record)"
+        timed = [(compared_time(benches[i]), i) for i in validated if compared_time(benches.get(i)) is not None]
+        if timed:
+            order = {impl: n for n, impl in enumerate(DEFAULT_PREFERENCE)}
+            timed.sort(key=lambda p: (p[0], order.get(p[1], len(order))))
+            best_t, best = timed[0]
+            # the default among the timed baselines; without one, the fastest
+            dflt = default_impl([i for _, i in timed if Candidate.parse(i).is_baseline]) or best
+            times = {i: t for t, i in timed}
+            dflt_t = times[dflt]
+            if dflt != best and dflt_t <= best_t * (1 + margin):
+                rejected[best] = (f"within {margin:.0%} of {dflt} ({_us(best_t)} vs {_us(dflt_t)}): "
+                                  f"default {dflt} kept")
+                best, best_t = dflt, dflt_t
+                reason = f"default within {margin:.0%} of the fastest validated ({_us(best_t)})"
+            else:
+                others = ", ".join(f"{i} {_us(t)}" for t, i in timed if i != best)
+                reason = f"fastest validated: {_us(best_t)}" + (f" (vs {others})" if others else "")
+            for t, impl in timed:
+                if impl != best and impl not in rejected:
+                    rejected[impl] = f"slower: {_us(t)} vs {_us(best_t)} ({best})"
+            for impl in validated:
+                if impl not in times:
+                    b = benches.get(impl)
+                    why = f"{b.status}: {b.reason}" if b is not None else "no benchmark record"
+                    rejected[impl] = f"not benchmarked ({why.rstrip(': ')})"
+            return Selection(best, True, reason, rejected)
+        chosen = default_impl([i for i in validated if Candidate.parse(i).is_baseline] or validated)
+        b = benches.get(chosen)
+        why = f"benchmark {b.status}" + (f": {b.reason}" if b.reason else "") if b is not None else "not benchmarked"
+        return Selection(chosen, False, f"default among validated ({why})", rejected)
+
+    keep = [i for i, _ in not_run] + unchecked
+    if keep:
+        chosen = default_impl(keep)
+        reasons = dict(not_run)
+        why = (reasons[chosen] or "not run: no device") if chosen in reasons else "not run: no validation record"
+        if not why.startswith("not run"):
+            why = "not run: " + why
+        return Selection(chosen, False, f"default until measured: {why}", rejected)
+
+    detail = "; ".join(f"{i}: {r}" for i, r in sorted(rejected.items())) or "nothing compiled"
+    return Selection(None, False, f"no implementation available for {sig.key} on {target_name}: {detail}",
+                     rejected)
+
+
+# --------------------------------------------------------------- candidates
+def candidate_status(reason: str) -> str:
+    """A losing candidate's status from its rejection reason (``select``'s wording)."""
+    if reason.startswith(("slower", "within")):
+        return "slower"
+    if reason.startswith(("not validated", "not benchmarked", "not run", "not selected", "default until")):
+        return "not run"
+    return "failed"  # export/compile failed, failed validation, validation error
+
+
+def candidate_records(sel: Selection, names: Sequence[str],
+                      benches: Mapping[str, BenchResult | None]) -> dict[str, CandidateRecord]:
+    """The bundle index's ``candidates`` field: per candidate name (sorted), its
+    times, status and why it lost (reason "" for the selected one)."""
+    out = {}
+    for name in sorted(names):
+        b = benches.get(name)
+        ran = b is not None and b.ok
+        if name == sel.impl:
+            status, reason = "selected", ""
+        else:
+            reason = sel.rejected.get(name, "not selected")
+            status = candidate_status(reason)
+        out[name] = CandidateRecord(status=status, reason=reason, median_s=b.median_s if ran else None,
+                                    min_s=b.min_s if ran else None, mean_s=b.mean_s if ran else None)
+    return out
+
+
+def module_rejections(sel: Selection, names: Sequence[str], benches: Mapping[str, BenchResult | None]) -> dict[str, str]:
+    """``rejected`` per compiled module (``<impl>[+<variant>]``) other than the
+    selected one: the reason of its best candidate (its fastest mode, else its
+    first). Without explored candidates, ``sel.rejected`` as it is."""
+    chosen = Candidate.parse(sel.impl).module if sel.impl else None
+    best: dict[str, tuple[float, str]] = {}
+    for name in names:
+        module = Candidate.parse(name).module
+        t = compared_time(benches.get(name))
+        t = math.inf if t is None else t
+        if module != chosen and name in sel.rejected and (module not in best or t < best[module][0]):
+            best[module] = (t, sel.rejected[name])
+    return {m: r for m, (_, r) in sorted(best.items())}
+
+
+# ------------------------------------------------------------- torch eager
+Timed = BenchResult | SizeTiming
+
+
+def kernel_beats_eager(kernel: Timed, eager: Timed, margin: float = EAGER_MARGIN) -> bool:
+    """Whether a kernel's timing beats torch eager's clearly enough to run torch
+    calls: faster by more than ``margin`` in the times the selection compares."""
+    kt, et = kernel.compared_s, eager.compared_s
+    if kt is None or et is None:
+        return True  # nothing to compare: the kernel, as without a baseline
+    return kt * (1 + margin) < et
+
+
+def eager_preference(sig: KernelSignature, sel: Selection, benches: Mapping[str, BenchResult | None],
+                     eager: BenchResult, *, margin: float = EAGER_MARGIN) -> EagerPreference | None:
+    """The index's ``prefer_eager`` for a measured selection: where the selected
+    candidate does not beat torch eager (``eager``, its ``BenchResult`` on the
+    same device) clearly (``kernel_beats_eager``); else None. The kernel still ships
+    (numpy callers and loaders without torch run it); the loader hands torch
+    tensors to torch's op instead, as Inductor's autotuning keeps ATen's
+    kernel where its own lose.
+
+    A kernel timed at several sizes (a dynamic one's ``bench_shapes``) gets
+    ``by_rows``, ``((rows, eager faster), ...)`` per size timed, whenever eager
+    won at one of them: the loader decides per call by the size nearest in rows
+    (log scale); ``eager_s``/``kernel_s`` are the first size's."""
+    if not sel.measured or sel.impl is None:
+        return None
+    kb = benches.get(sel.impl)
+    kernel_s, eager_s = compared_time(kb), compared_time(eager)
+    if kb is None or kernel_s is None or eager_s is None:
+        return None
+    by_rows = _eager_by_rows(sig, kb, eager, margin)
+    faster = [rows for rows, won in by_rows if won]
+    if kernel_beats_eager(kb, eager, margin) and not faster:
+        return None
+    reason = (f"the kernel not {margin:.0%} faster than torch eager on the build machine: "
+              f"{_us(kernel_s)} ({sel.impl}) vs {_us(eager_s)} "
+              f"({'means per call' if kb.mean_s is not None and eager.mean_s is not None else 'medians'})")
+    if by_rows:
+        reason += f"; at {', '.join(map(str, faster)) or 'no'} of {len(by_rows)} sizes timed (rows)"
+    return EagerPreference(eager_s=eager_s, kernel_s=kernel_s, reason=reason, by_rows=tuple(by_rows) or None)
+
+
+def gate_eager(pref: EagerPreference | None,
+               validation: EagerValidation | None) -> tuple[EagerPreference | None, str | None]:
+    """(``prefer_eager``, why torch calls still run the kernel): ``pref``
+    (``eager_preference``'s) where torch eager's results, as the loader would
+    route them (``validate.eager_record``), passed the kernels' validation; per
+    size for a kernel decided per size (eager kept at the sizes where it
+    passed); else (None, why). (None, None) where eager was not faster."""
+    if pref is None:
+        return None, None
+    status = validation.status if validation is not None else None
+    if status == ValidationStatus.PASSED:
+        return pref, None
+    passed = validation.passed_rows() if validation is not None else frozenset()
+    if pref.by_rows and passed:
+        by_rows = tuple((r, bool(won and r in passed)) for r, won in pref.by_rows)
+        failed = [str(r) for (r, won), (_, kept) in zip(pref.by_rows, by_rows) if won and not kept]
+        if any(kept for _, kept in by_rows):
+            return dataclasses.replace(pref, by_rows=by_rows, reason=pref.reason + (
+                f"; not at {', '.join(failed)} rows, where torch eager fails validation" if failed else "")), None
+    times = pref.reason.split(": ", 1)[-1]
+    if validation is not None and status in (ValidationStatus.FAILED, ValidationStatus.ERROR):
+        return None, f"torch eager {status} validation: {validation.reason} (it was faster: {times})"
+    return None, f"{NOT_VALIDATED} (it was faster: {times})"
+
+
+NOT_VALIDATED = "torch eager not validated"  # gate_eager's why where eager has no verdict
+
+
+def torch_calls_text(pref: EagerPreference | None, rejected: str | None = None) -> str:
+    """Where the loader sends torch tensors of a kernel with ``prefer_eager``
+    ``pref`` (None: the kernel): "the kernel", "torch eager", "torch eager (all
+    3 sizes)", "eager at 1, 64 rows, else the kernel"; ``rejected``
+    (``gate_eager``'s why): "the kernel (torch eager fails validation)"."""
+    if rejected:
+        return f"the kernel ({NOT_VALIDATED if rejected.startswith(NOT_VALIDATED) else 'torch eager fails validation'})"
+    if pref is None:
+        return "the kernel"
+    rows = pref.by_rows
+    if not rows:
+        return "torch eager"
+    if all(won for _, won in rows):
+        return f"torch eager (all {len(rows)} sizes)"
+    return "eager at " + ", ".join(str(r) for r, won in rows if won) + " rows, else the kernel"
+
+
+def _eager_by_rows(sig: KernelSignature, kb: BenchResult, eager: BenchResult, margin: float) -> list[tuple[int, bool]]:
+    """``[(rows, eager faster), ...]`` over the sizes both were timed at (two or more), else []."""
+    def timed(sizes: Sequence[SizeTiming]) -> dict[tuple[int, ...], SizeTiming]:
+        return {x.shape: x for x in sizes if x.compared_s}
+
+    k, e = timed(kb.sizes), timed(eager.sizes)
+    shared = [s for s in k if s in e]
+    if len(shared) < 2:
+        return []
+    lead = len(sig.input_shape) - len(sig.normalized_shape)
+    rows = {s: math.prod(s[:lead]) for s in shared}
+    return [(rows[s], not kernel_beats_eager(k[s], e[s], margin)) for s in sorted(shared, key=lambda s: (rows[s], s))]
+
+
+# ----------------------------------------------------------------- decision
+@dataclass(frozen=True)
+class Decision:
+    """What ships for one signature on one target, and why (``decide``).
+
+    ``selection``: the shipped candidate (``selection.impl``, None when nothing
+    works) and why each other lost (``selection.rejected``, per candidate);
+    ``rejected``: the same per compiled module, as the bundle index keeps it;
+    ``candidates``: every candidate's timing and status where candidates were
+    tried (else None); ``mode``: the driver the shipped candidate runs on where
+    it is not the target's; ``prefer_eager``: where torch tensors go to torch
+    eager instead; ``eager_rejected``: why they do not although eager was faster."""
+
+    selection: Selection
+    rejected: Mapping[str, str]
+    candidates: Mapping[str, CandidateRecord] | None = None
+    mode: str | None = None
+    prefer_eager: EagerPreference | None = None
+    eager_rejected: str | None = None
+
+    @property
+    def module(self) -> str | None:
+        """The shipped module (``<impl>[+<variant>]``), None when nothing works."""
+        return Candidate.parse(self.selection.impl).module if self.selection.impl else None
+
+    def report_fields(self) -> dict[str, Any]:
+        """The build report's fields of a kernel's target entry that say what
+        was decided (``from_report_entry`` reads them back); optional ones only when set."""
+        out: dict[str, Any] = {"rejected": dict(self.rejected)}
+        if self.selection.impl is not None:
+            out.update({"selected": self.module, "measured": self.selection.measured,
+                        "selection_reason": self.selection.reason})
+        if self.candidates is not None:
+            out["candidates"] = {n: c.to_json() for n, c in self.candidates.items()}
+        if self.mode:
+            out["mode"] = self.mode
+        if self.eager_rejected:
+            out["eager_rejected"] = self.eager_rejected
+        if self.prefer_eager is not None:
+            out["prefer_eager"] = self.prefer_eager.to_json()
+        return out
+
+    @classmethod
+    def from_report_entry(cls, te: Mapping[str, Any]) -> "Decision":
+        """The decision a build report's target entry records (``report_fields``)."""
+        cands, pref = te.get("candidates"), te.get("prefer_eager")
+        return cls._recorded(
+            te.get("selected"), te.get("mode") or None, bool(te.get("measured", True)),
+            te.get("selection_reason", "") if te.get("selected") is not None else te.get("reason", ""),
+            te.get("rejected") or {},
+            None if cands is None else {n: CandidateRecord.from_json(c) for n, c in cands.items()},
+            None if pref is None else EagerPreference.from_json(pref), te.get("eager_rejected") or None)
+
+    @classmethod
+    def from_target_record(cls, te: TargetRecord) -> "Decision":
+        """The decision a bundle's target entry records (what ``info`` shows)."""
+        return cls._recorded(te.selected, te.mode, True, te.reason or "", te.rejected or {}, te.candidates,
+                             te.prefer_eager, te.eager_rejected)
+
+    @classmethod
+    def _recorded(cls, module: str | None, mode: str | None, measured: bool, reason: str,
+                  rejected: Mapping[str, str], candidates: Mapping[str, CandidateRecord] | None,
+                  prefer_eager: EagerPreference | None, eager_rejected: str | None) -> "Decision":
+        """A decision read back: the shipped candidate is its module on its driver."""
+        impl = f"{module}@{mode}" if module is not None and mode else module
+        return cls(selection=Selection(impl, measured, reason, dict(rejected)), rejected=dict(rejected),
+                   candidates=candidates, mode=mode, prefer_eager=prefer_eager, eager_rejected=eager_rejected)
+
+    @property
+    def torch_calls(self) -> str:
+        """Where the loader sends torch tensors, in words (``torch_calls_text``)."""
+        return torch_calls_text(self.prefer_eager, self.eager_rejected)
+
+
+def decide(sig: KernelSignature, target_name: str, names: Sequence[str], compiled: Sequence[str],
+           validations: Mapping[str, ValidationResult | None], benches: Mapping[str, BenchResult | None], *,
+           not_compiled: Mapping[str, str] | None = None, explored: bool = False,
+           eager: BenchResult | None = None, eager_validation: EagerValidation | None = None,
+           margin: float = MARGIN) -> Decision:
+    """The decision for ``sig`` on ``target_name`` among candidates ``names``
+    (``compiled``: those that compiled; ``validations``/``benches``: their
+    records by name). ``not_compiled[name]``: why one did not compile, in place
+    of "compile failed". ``explored``: the candidates were tried (their records
+    and the module rejections go to the index). ``eager``: torch eager's
+    benchmark on the same device, and ``eager_validation`` its results'
+    verdict: torch tensors go to torch only where it was clearly faster
+    (``eager_preference``) and passed (``gate_eager``)."""
+    sel = select(sig, target_name, compiled, validations, benches, margin=margin)
+    why_not = not_compiled or {}
+    sel = dataclasses.replace(sel, rejected={i: (why_not.get(i, r) if i not in compiled else r)
+                                             for i, r in sel.rejected.items()})
+    cands, rejected, mode = None, dict(sel.rejected), None
+    if explored:
+        cands = candidate_records(sel, names, benches)
+        rejected = module_rejections(sel, names, benches)
+        if sel.impl is not None:
+            mode = Candidate.parse(sel.impl).mode or None
+    pref, why = None, None
+    if eager is not None:
+        pref, why = gate_eager(eager_preference(sig, sel, benches, eager), eager_validation)
+    return Decision(selection=sel, rejected=dict(sorted(rejected.items())), candidates=cands, mode=mode,
+                    prefer_eager=pref, eager_rejected=why)

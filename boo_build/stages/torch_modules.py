@@ -1,0 +1,80 @@
+"""torch.nn.Modules for each (op, mask, implementation), following the calling
+convention documented in ``boo_build.signature``, and sample arguments.
+
+The math of each implementation is its op's (``Op.implementation``,
+``boo_build/ops/``); ``OpModule`` holds what every implementation reads: the
+signature, the normalized dims, the dtypes, the opmath type (float32: half
+precision is computed in float32 and rounded once) and the planted-error
+switch. Shapes come from the tensors, never from the signature, so that a
+dynamic signature (``KernelSignature.is_dynamic``) exports with symbolic dims.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from .. import dtypes, ops
+from ..signature import BIAS_GRAD, INPUT_GRAD, WEIGHT_GRAD, KernelSignature, ModuleId
+
+# Test-only switch: plants an error in the manual implementation so that tests
+# can prove validation catches a wrong kernel. Read at module construction.
+PLANT_ERROR_ENV = "BOO_BUILD_TEST_PLANT_ERROR"
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    return dtypes.torch_dtype(name)
+
+
+class OpModule(torch.nn.Module):
+    """One kernel: ``forward(*args)`` runs the op's implementation on this module."""
+
+    def __init__(self, sig: KernelSignature, forward, variant: str = ""):
+        super().__init__()
+        self.sig = sig
+        self.variant = variant  # an export variant (candidates.EXPORT_VARIANTS) the implementation reads
+        nd = len(sig.input_shape)
+        self.norm_dims = list(range(nd - len(sig.normalized_shape), nd))
+        self.batch_dims = list(range(nd - len(sig.normalized_shape)))
+        self.dtype = torch_dtype(sig.dtype)
+        self.stats_dtype = torch_dtype(sig.stats_dtype)
+        self.compute = torch.float32  # ATen's opmath type for all three dtypes
+        self.planted = os.environ.get(PLANT_ERROR_ENV) == "1"
+        self._forward = forward
+        self._grads = ops.get(sig.op).grads
+
+    def forward(self, *args):
+        return self._forward(self, *args)
+
+    def grad_outputs(self, dx, dw, db):
+        """The requested gradients (``sig.mask``), in the kernel's dtype and order."""
+        given = {INPUT_GRAD: dx, WEIGHT_GRAD: dw, BIAS_GRAD: db}
+        return tuple(given[bit].to(self.dtype) for bit in self._grads if self.sig.mask & bit)
+
+
+def make_module(mid: ModuleId, variant: str = "") -> torch.nn.Module:
+    forward = ops.get(mid.signature.op).implementation(mid.impl)
+    return OpModule(mid.signature, forward, variant).eval()
+
+
+def sample_args(sig: KernelSignature, seed: int = 0, offset: float = 0.0) -> tuple[torch.Tensor, ...]:
+    """Random arguments in the kernel's calling convention.
+
+    Statistics are computed from the input (float64), as a forward pass would
+    have saved them; ``offset`` shifts the input mean (stress for the variance).
+    A dynamic signature gets arguments at its export sizes (``example``).
+    """
+    sig = sig.example()
+    g = torch.Generator().manual_seed(seed)
+    dt = torch_dtype(sig.dtype)
+    x = (torch.randn(sig.input_shape, generator=g, dtype=torch.float64) + offset).to(dt)
+    weight = (1 + 0.1 * torch.randn(sig.normalized_shape, generator=g, dtype=torch.float64)).to(dt)
+    bias = (0.1 * torch.randn(sig.normalized_shape, generator=g, dtype=torch.float64)).to(dt)
+    if sig.is_forward:
+        return (x,) + ((weight,) if sig.affine else ()) + ((bias,) if sig.bias else ())
+    gy = torch.randn(sig.input_shape, generator=g, dtype=torch.float64).to(dt)
+    from .reference import statistics
+
+    stats = tuple(s.to(torch_dtype(sig.stats_dtype)) for s in statistics(sig, x))
+    return (gy, x) + stats + ((weight,) if sig.takes_weight else ())
