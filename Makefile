@@ -6,14 +6,14 @@ STAMP := $(VENV)/.installed
 # iree-turbine's JIT path and our compile step call iree-compile by name.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: install build test clean
+.PHONY: install build lint test clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
 	# torch first, pinned: on these machines this takes the local CPU build.
 	$(PY) -m pip install torch==2.13.0
-	$(PY) -m pip install -e '.[build,dask,test]'
+	$(PY) -m pip install -e '.[build,dask,test,lint]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -21,7 +21,12 @@ install: $(STAMP)
 build: install
 	$(VENV)/bin/doit build
 
-test: install
+# ruff (pyflakes, import order) and mypy; configured in pyproject.toml
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
+test: lint
 	$(PY) -m pytest -q tests
 
 clean:

@@ -7,8 +7,8 @@ with options (targets, --allow-missing, --no-bench, ...).
 import sys
 from pathlib import Path
 
-from boo_build.cli import graph as _cli
 from boo_build.build import tasks as _tasks
+from boo_build.cli import graph as _cli
 
 _ROOT = Path(__file__).resolve().parent
 _config = _tasks.BuildConfig(manifests=_cli.default_manifests(_ROOT / "manifests"),

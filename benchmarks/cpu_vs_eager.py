@@ -76,8 +76,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from boo_build.stages.benchmark import CPU_ROUND_S  # noqa: E402 - the repository on sys.path (imports no torch)
 from machine import cpu_model  # noqa: E402 - benchmarks/ on sys.path
+
+from boo_build.stages.benchmark import CPU_ROUND_S  # noqa: E402 - the repository on sys.path (imports no torch)
 
 DEFAULT_BUNDLE = ROOT / "artifacts" / "boo-norms-0.1.0.tar.zst"
 SMALL = 1 << 16  # elements: the overhead summary's problems (summary())
@@ -269,10 +270,9 @@ def measure(bundle_path, samples: int = 40, min_batch_s: float = CPU_ROUND_S, ke
             overhead_samples: int | None = None, table: bool = True) -> dict:
     import torch
 
-    from boo_build.stages.benchmark import eager_fn
-    from boo_build.loader.invoke import cpu_threads, open_device
-
     from boo_build.loader import open_bundle
+    from boo_build.loader.invoke import cpu_threads, open_device
+    from boo_build.stages.benchmark import eager_fn
 
     bundle = open_for_kernels(bundle_path, "local-task")
     shipped = open_bundle(bundle_path, device="local-task")  # as an application opens it
@@ -377,8 +377,9 @@ def _spread(over) -> dict:
 
 
 def machine(workers: int) -> dict:
-    import torch
     from importlib.metadata import version
+
+    import torch
 
     return {"cpu": cpu_model(), "platform": platform.platform(), "logical_cpus": os.cpu_count(),
             "iree_local_task_workers": workers, "torch_threads": torch.get_num_threads(),

@@ -119,9 +119,9 @@ def _noop(x):
 def overheads(reps: int) -> dict[str, float]:
     """Session start/stop, trivial-task round trip, per-compile overhead (seconds)."""
     from boo_build.build import distributed as bd
+    from boo_build.signature import KernelSignature, ModuleId
     from boo_build.stages.compile import compile_mlir
     from boo_build.stages.export import export_mlir
-    from boo_build.signature import KernelSignature, ModuleId
     from boo_build.targets import catalogue
 
     mid = ModuleId(KernelSignature(op="layer_norm", input_shape=(4, 6, 10), normalized_shape=(10,),

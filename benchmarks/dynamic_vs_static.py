@@ -33,12 +33,12 @@ from pathlib import Path
 
 from machine import cpu_model  # benchmarks/ is on sys.path when run as a script
 
+from boo_build.loader.invoke import KernelRunner, open_device
+from boo_build.signature import IMPLS, KernelSignature, ModuleId
 from boo_build.stages.benchmark import eager_fn, local_task_threads, measure
 from boo_build.stages.compile import compile_mlir
 from boo_build.stages.export import export_module
-from boo_build.loader.invoke import KernelRunner, open_device
 from boo_build.stages.torch_modules import sample_args
-from boo_build.signature import IMPLS, KernelSignature, ModuleId
 from boo_build.targets import catalogue, dynamic_flags
 
 ROOT = Path(__file__).resolve().parents[1]

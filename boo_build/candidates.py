@@ -6,16 +6,16 @@ A candidate is (implementation, compile variant, execution mode):
 * ``variant``: ``""`` = the target's own flags and the exported MLIR as is
   (the baseline); on CPU targets also ``"nosd"``: a forward module compiled
   without the single-dispatch preprocessing attribute the export puts on it
-  (written for GPUs; on llvm-cpu it can cost 5x: f32 3x33x100 forward, 85 us of
-  CPU time with it, 15 us without); and ``"lanes"``, an *export* variant of
+  (written for GPUs; on llvm-cpu it can make a small forward several times
+  slower); and ``"lanes"``, an *export* variant of
   the manual forward whose row sums keep 8 lanes apart (``norm_math.row_sum``:
   llvm-cpu then accumulates whole vectors instead of reducing each vector to a
-  scalar on every step; f32 1024x768 forward, one thread: 175 us vs 307 us),
-  exported on its own (``EXPORT_VARIANTS``) because it is other torch code;
+  scalar on every step), exported on its own (``EXPORT_VARIANTS``) because it is other torch code;
 * ``mode``: the runtime driver that runs it; ``""`` = the target's driver. CPU
   targets also offer the other CPU driver (``local-sync`` next to
-  ``local-task``: the same vmfb run inline on the calling thread; a 13 us
-  kernel costs ~68 us per call through local-task's fork/join).
+  ``local-task``: the same vmfb run inline on the calling thread; a small
+  kernel costs several times its run time through local-task's fork/join).
+  The figures: docs/cpu-performance.md, "Measurements behind the code".
 
 Text form: ``<impl>[+<variant>][@<mode>]`` with the baseline parts left out, so
 a build that explores nothing names its modules, files and bundle entries as

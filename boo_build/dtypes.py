@@ -49,7 +49,7 @@ def name_of(dtype) -> str | None:
     ``name`` is ``float32``, ``ml_dtypes.bfloat16``'s ``bfloat16``)."""
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(dtype, torch.dtype):
-        name = str(dtype).removeprefix("torch.")
+        name: str | None = str(dtype).removeprefix("torch.")
     else:
         name = getattr(dtype, "name", None)
     return name if name in CODES else None

@@ -22,7 +22,8 @@ the bundle index's (candidates, the eager preference) in ``loader.format``,
 which the loader reads without the build side.
 
 Status values are ``str`` enums: they compare equal to, and are written to
-JSON as, the plain strings. Pure Python (stdlib and ``signature``): the graph
+JSON as, the plain strings. Pure Python (stdlib, ``signature`` and the bundle
+format's ``first_time``, the one rule for which time is compared): the graph
 imports it at load time.
 """
 
@@ -32,6 +33,8 @@ import math
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Mapping, TypeVar
+
+from .loader.format import first_time
 
 __all__ = [
     "BenchResult", "BenchStatus", "COMPILED", "EAGER", "CompileRecord", "CompileStatus", "EagerValidation", "ExportRecord",
@@ -89,13 +92,6 @@ def compared_seconds(rec: Mapping[str, Any]) -> float | None:
     docs/validation-and-selection.md says where which statistic is used and why."""
     return first_time(rec.get("mean_s"), rec.get("median_s"), rec.get("min_s"))
 
-
-def first_time(mean_s: float | None, median_s: float | None, min_s: float | None) -> float | None:
-    """``compared_seconds`` of a record's three times: the first one recorded."""
-    for v in (mean_s, median_s, min_s):
-        if v is not None:
-            return float(v)
-    return None
 
 
 def checked_status(kind: type[S], value: Any, what: str) -> S:
@@ -283,7 +279,9 @@ class ValidationResult:
 
     def max_error(self) -> float | None:
         """Largest absolute error over every output and case (None if nothing ran)."""
-        return max((c.max_abs for c in self.outputs), default=None, key=sort_ratio)
+        if not self.outputs:
+            return None
+        return max((c.max_abs for c in self.outputs), key=sort_ratio)
 
     def summary(self) -> str:
         if self.status is ValidationStatus.PASSED:
@@ -408,8 +406,9 @@ class BenchResult:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", checked_status(BenchStatus, self.status, "benchmark"))
+        sizes: tuple[SizeTiming | Mapping[str, Any], ...] = self.sizes  # a hand-made record may give JSON
         object.__setattr__(self, "sizes", tuple(s if isinstance(s, SizeTiming) else SizeTiming.from_json(s)
-                                                for s in self.sizes))
+                                                for s in sizes))
 
     @classmethod
     def not_run(cls, subject: str, signature: str, target: str, reason: str) -> "BenchResult":

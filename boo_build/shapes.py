@@ -16,8 +16,9 @@ from __future__ import annotations
 import math
 import numbers
 import re
+from typing import Any, Iterable, Literal, Sequence, overload
+
 from .errors import SignatureError
-from typing import Any, Iterable, Sequence
 
 # Shape limits (the manifest enforces them; dynamic dims take their bounds
 # from them): torch allows 64 dims and export allocates real tensors, so an
@@ -35,6 +36,10 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+@overload
+def as_dims(where: str, value: Any, *, names: Literal[False] = ..., text: bool = ...) -> tuple[int, ...]: ...
+@overload
+def as_dims(where: str, value: Any, *, names: bool, text: bool = ...) -> tuple[int | str, ...]: ...
 def as_dims(where: str, value: Any, *, names: bool = False, text: bool = False) -> tuple[int | str, ...]:
     """The one dimension-list parser: positive ints (one int is a 1-d shape),
     with ``names`` dynamic dimension names too, with ``text`` also a string of
@@ -61,6 +66,10 @@ def as_dims(where: str, value: Any, *, names: bool = False, text: bool = False) 
     return dims
 
 
+@overload
+def dims_from_text(where: str, text: str, *, keys: Literal[False] = ..., example: str = ...) -> tuple[int, ...]: ...
+@overload
+def dims_from_text(where: str, text: str, *, keys: bool, example: str = ...) -> tuple[int | str, ...]: ...
 def dims_from_text(where: str, text: str, *, keys: bool = False, example: str = "8x128x768") -> tuple[int | str, ...]:
     """Dims joined by ``x``: numbers, and with ``keys`` dynamic names in
     capitals (a key's shape field: ``BATCHx768``)."""
@@ -131,7 +140,7 @@ def suffix_problem(input_shape: tuple, normalized_shape: tuple[int, ...]) -> str
     return None
 
 
-def dynamic_problem(input_shape: tuple, normalized_shape: tuple[int, ...], max_elements: int) -> str | None:
+def dynamic_problem(input_shape: tuple, normalized_shape: tuple[int | str, ...], max_elements: int) -> str | None:
     """Dynamic dims only before the normalized ones, and room for each to be at least 2."""
     n = len(normalized_shape)
     for i, d in enumerate(input_shape[max(len(input_shape) - n, 0):], max(len(input_shape) - n, 0)):

@@ -58,8 +58,20 @@ from typing import Any, Iterator, Sequence
 from . import dtypes, ops
 from .ops.base import BIAS_GRAD, DEFAULT_EPS, FORWARD, GRAD_NAMES, IMPLS, INPUT_GRAD, WEIGHT_GRAD
 from .shapes import (  # re-exported (__all__): the shared vocabulary
-    DEFAULT_MAX_ELEMENTS, DIM_NAME, MAX_DIM, MAX_NAME, MAX_RANK, SignatureError, as_dims, bounds,
-    dim_name_problem, dims_from_text, dims_text, dynamic_problem, eps_problem, max_elements_problem,
+    DEFAULT_MAX_ELEMENTS,
+    DIM_NAME,
+    MAX_DIM,
+    MAX_NAME,
+    MAX_RANK,
+    SignatureError,
+    as_dims,
+    bounds,
+    dim_name_problem,
+    dims_from_text,
+    dims_text,
+    dynamic_problem,
+    eps_problem,
+    max_elements_problem,
     suffix_problem,
 )
 
@@ -123,7 +135,7 @@ class KernelSignature:
     """What a caller asks for: one norm kernel, forward or a set of gradients."""
 
     op: str
-    input_shape: tuple[int, ...]
+    input_shape: tuple[int | str, ...]  # a dynamic dim is a name
     normalized_shape: tuple[int, ...]
     dtype: str
     mask: int
@@ -168,7 +180,7 @@ class KernelSignature:
         return self.mask == FORWARD
 
     @property
-    def stats_shape(self) -> tuple[int, ...]:
+    def stats_shape(self) -> tuple[int | str, ...]:
         n = len(self.normalized_shape)
         return self.input_shape[: len(self.input_shape) - n] + (1,) * n
 
@@ -177,7 +189,9 @@ class KernelSignature:
         """Rows of a static signature (the product of the leading dims)."""
         if self.is_dynamic:
             raise SignatureError(f"{self.key} is dynamic: its rows are known only at call time (bind)")
-        return math.prod(self.input_shape[: len(self.input_shape) - len(self.normalized_shape)])
+        # static: every dim is an int, which the field's type cannot say
+        lead = self.input_shape[: len(self.input_shape) - len(self.normalized_shape)]
+        return math.prod(lead)  # type: ignore[arg-type]
 
     # -- dynamic dimensions ---------------------------------------------------
     @property
@@ -198,7 +212,7 @@ class KernelSignature:
         """Upper bound of each dynamic dim: the largest size that keeps the input
         within ``max_elements`` with the static dims as given and every other
         name at 1, at most ``MAX_DIM`` ({} for a static signature)."""
-        if not self.is_dynamic:
+        if self.max_elements is None:  # static
             return {}
         return bounds(self.input_shape, self.max_elements)
 
@@ -214,7 +228,7 @@ class KernelSignature:
         if len(shape) < n or shape[len(shape) - n:] != self.normalized_shape:
             raise SignatureError(f"input shape {list(shape)} does not end in the normalized shape "
                                  f"{list(self.normalized_shape)} of {self.key}")
-        if not self.is_dynamic:
+        if self.max_elements is None:  # static
             if shape != self.input_shape:
                 raise SignatureError(f"{self.key} takes only input shape {list(self.input_shape)}")
             return self
@@ -286,7 +300,7 @@ class KernelSignature:
     def affine_code(self) -> str:
         return "wb" if self.bias else "w" if self.affine else "nw"
 
-    def inputs(self) -> tuple[tuple[str, tuple[int, ...], str], ...]:
+    def inputs(self) -> tuple[tuple[str, tuple[int | str, ...], str], ...]:
         """(name, shape, dtype) of each kernel argument, in order."""
         x = ("input", self.input_shape, self.dtype)
         w = ("weight", self.normalized_shape, self.dtype)
@@ -294,18 +308,22 @@ class KernelSignature:
         stats = ops.get(self.op).stats
         if self.is_forward:
             return (x,) + ((w,) if self.affine else ()) + ((b,) if self.bias else ())
+        sd = self.stats_dtype
+        assert sd is not None  # __post_init__ fills in the default
         return (
             (("grad_output", self.input_shape, self.dtype), x)
-            + tuple((s, self.stats_shape, self.stats_dtype) for s in stats)
+            + tuple((s, self.stats_shape, sd) for s in stats)
             + ((w,) if self.takes_weight else ())
         )
 
-    def outputs(self) -> tuple[tuple[str, tuple[int, ...], str], ...]:
+    def outputs(self) -> tuple[tuple[str, tuple[int | str, ...], str], ...]:
         """(name, shape, dtype) of each kernel result, in order."""
         op = ops.get(self.op)
         if self.is_forward:
+            sd = self.stats_dtype
+            assert sd is not None  # __post_init__ fills in the default
             return (("output", self.input_shape, self.dtype),) + tuple(
-                (s, self.stats_shape, self.stats_dtype) for s in op.stats
+                (s, self.stats_shape, sd) for s in op.stats
             )
         shapes = {INPUT_GRAD: self.input_shape, WEIGHT_GRAD: self.normalized_shape, BIAS_GRAD: self.normalized_shape}
         return tuple((f"grad_{GRAD_NAMES[bit]}", shapes[bit], self.dtype) for bit in op.grads if self.mask & bit)
@@ -321,6 +339,7 @@ class KernelSignature:
             self.affine_code,
         ]
         if self.stats_dtype != ops.get(self.op).default_stats_dtype(self.dtype):
+            assert self.stats_dtype is not None  # __post_init__ fills in the default
             parts.append("s" + dtypes.CODES[self.stats_dtype])
         if self.eps != DEFAULT_EPS:
             parts.append("eps" + format_eps(self.eps))
@@ -359,7 +378,8 @@ class KernelSignature:
             op=op,
             dtype=dtypes.BY_CODE[dt],
             input_shape=dims_from_text("shape", shape, keys=True, example="8x128x768 or BATCHxSEQx768"),
-            normalized_shape=dims_from_text("shape", norm[1:], keys=True, example="768"),
+            # a name here is refused by __post_init__ (as_dims), the field holds only ints
+            normalized_shape=dims_from_text("shape", norm[1:], keys=True, example="768"),  # type: ignore[arg-type]
             affine=affine != "nw",
             bias=affine == "wb",
             **fields,

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import platform
 from dataclasses import dataclass
-from .errors import UnknownTarget
+from typing import Mapping
 
+from .errors import UnknownTarget
 
 # IREE's CPU runtime drivers, the one list of them: local-task runs a kernel on
 # a pool of worker threads (CPU targets are built for and measured with it);
@@ -39,14 +40,13 @@ _HIP_OPT = (
 GFX_ARCHS = ("gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1201")
 
 # Added for kernels with dynamic dims on CPU targets (static kernels keep their
-# flags: these change nothing measurable there, 409 vs 405 us below):
+# flags: these change nothing measurable there; docs/cpu-performance.md, "Measurements behind the code"):
 # * peel the vector loops, so that the full tiles of an unknown row count
-#   vectorize as a static shape's do (f32 layer-norm forward at 8x128x768, one
-#   thread: 757 us without, 300 us with);
-# * a 128 KiB stack bound: a row tile of unknown size is bounded at 15 rows, so
-#   a fused row reduction of width 768 asks 46080 bytes (over the default
-#   32 KiB, "exceeded stack allocation limit": the manual layer-norm input
-#   gradient did not compile); CPU worker threads have MiBs of stack.
+#   vectorize as a static shape's do (without it a dynamic forward is over 2x slower);
+# * a 128 KiB stack bound: a row tile of unknown size is bounded, and a fused row
+#   reduction of width 768 asks more than the default 32 KiB ("exceeded stack
+#   allocation limit": the manual layer-norm input gradient did not compile);
+#   CPU worker threads have MiBs of stack.
 DYNAMIC_CPU_FLAGS = ("--iree-llvmcpu-vector-pproc-strategy=peel", "--iree-llvmcpu-stack-allocation-limit=131072")
 
 
@@ -140,7 +140,7 @@ def catalogue(machine: str | None = None) -> dict[str, Target]:
 
 
 
-def resolve(names, catalogue_: dict[str, Target] | None = None) -> tuple[Target, ...]:
+def resolve(names, catalogue_: Mapping[str, Target] | None = None) -> tuple[Target, ...]:
     """Targets for ``names``; every unknown name is an error before anything runs."""
     cat = catalogue_ if catalogue_ is not None else catalogue()
     unknown = [n for n in names if n not in cat]

@@ -6,8 +6,9 @@ import pytest
 # helpers.py holds asserts too: rewrite them as in the test files
 pytest.register_assert_rewrite("helpers")
 
-from boo_build.loader import open_bundle  # noqa: E402
 from helpers import build_kernels  # noqa: E402
+
+from boo_build.loader import open_bundle  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -17,11 +17,10 @@ import tracemalloc
 
 import pytest
 import zstandard
+from helpers import REPO
 
 from boo_build.loader.bundle import BundleFormatError, read_archive
 from boo_build.stages.pack import compress, tar_bytes
-
-from helpers import REPO
 
 MiB = 1 << 20
 INDEX = json.dumps({"format": "boo-bundle", "format_version": 1, "targets": {}, "kernels": {}}).encode()

@@ -14,18 +14,25 @@ import tarfile
 
 import pytest
 import zstandard
+from helpers import CSV, KERNELS, PROVENANCE, _ln, _rms16, _rms32, flip_byte, rewrite
 
 from boo_build.cli import diff, info, main, verify
 from boo_build.loader.bundle import BundleFormatError, read_archive
 from boo_build.loader.format import EagerPreference, KernelRecord, TargetRecord
 from boo_build.signature import ModuleId
 from boo_build.stages.pack import (
-    PackError, build_index, compress, entries_from_report, kernel_record, pack_bundle, pack_from_report,
-    packed_impl, read_index, tar_bytes,
+    PackError,
+    build_index,
+    compress,
+    entries_from_report,
+    kernel_record,
+    pack_bundle,
+    pack_from_report,
+    packed_impl,
+    read_index,
+    tar_bytes,
 )
 from boo_build.targets import catalogue
-
-from helpers import CSV, KERNELS, PROVENANCE, _ln, _rms16, _rms32, flip_byte, rewrite
 
 
 # ----------------------------------------------------------------- the writer

@@ -16,7 +16,14 @@ from boo_build.loader import open_bundle
 from boo_build.loader.archive import read_archive
 from boo_build.loader.errors import BundleFormatError
 from boo_build.loader.format import (
-    INDEX_NAME, BundleIndex, CandidateRecord, ImplRecord, KernelRecord, Status, TargetRecord, check_index,
+    INDEX_NAME,
+    BundleIndex,
+    CandidateRecord,
+    ImplRecord,
+    KernelRecord,
+    Status,
+    TargetRecord,
+    check_index,
 )
 from boo_build.signature import KernelSignature
 from boo_build.stages.pack import canonical_json, kernel_record, pack_bundle, packed_impl
@@ -141,6 +148,11 @@ def test_mode_and_candidates_round_trip_and_stay_absent(tmp_path):
     made = TargetRecord.available(rec.selected, rec.impls, rec.reason, rec.rejected, mode="local-sync",
                                   candidates=cands)
     assert made == rec and made.to_json() == te
+    # a candidate read without times writes none back; one made by the writer names both (null when unmeasured)
+    bare = {"status": "not run", "reason": "no device"}
+    assert CandidateRecord.from_json(bare).to_json() == bare
+    assert CandidateRecord("not run", "no device").to_json() == {**bare, "median_s": None, "min_s": None}
+    assert CandidateRecord.from_json({**bare, "min_s": 2e-6}).compared_s == 2e-6
     gone = TargetRecord.unavailable("every candidate failed", {"aten": "failed"}, candidates=cands)
     assert TargetRecord.from_json(gone.to_json()) == gone and "mode" not in gone.to_json()
 

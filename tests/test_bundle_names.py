@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from helpers import BIN
 
 import boo_build
 from boo_build.loader.format import TargetRecord
@@ -15,8 +16,6 @@ from boo_build.manifest.reader import ManifestError, parse_toml
 from boo_build.signature import KernelSignature
 from boo_build.stages.pack import PackError, kernel_record, pack_bundle, read_index
 from boo_build.targets import catalogue
-
-from helpers import BIN
 
 GOOD = ("1.0.0+build.5", "1.0.0-rc.1", "0.1.0", "2.3.4-alpha.1+sha.5114f85")
 BAD = ("1.0", "01.0.0", "1.0.0+", "1.0.0+a..b", "1.0.0-01", "v1.0.0", "1.0.0\n", "1.0.٣")

@@ -9,14 +9,22 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import boo
 
 from boo_build.candidates import (
-    LANES, NOSD, SINGLE_DISPATCH, Candidate, apply_variant, applies, candidates, explores, modes, variants,
+    LANES,
+    NOSD,
+    SINGLE_DISPATCH,
+    Candidate,
+    applies,
+    apply_variant,
+    candidates,
+    explores,
+    modes,
+    variants,
 )
 from boo_build.signature import KernelSignature, ModuleId
 from boo_build.targets import catalogue
-
-from helpers import boo
 
 FWD = KernelSignature("layer_norm", (3, 33, 100), (100,), "float32", 1)
 BWD = FWD.replace(mask=2)

@@ -8,14 +8,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from helpers import BIN
 
 from boo_build.cli.app import EXIT_BROKEN_PIPE
 from boo_build.loader.format import TargetRecord
 from boo_build.signature import KernelSignature
 from boo_build.stages.pack import kernel_record, pack_bundle, packed_impl
 from boo_build.targets import catalogue
-
-from helpers import BIN
 
 
 @pytest.fixture(scope="module")

@@ -10,10 +10,9 @@ import subprocess
 import sys
 
 import pytest
+from helpers import REPO, _ln, with_modes, with_prefer_eager
 
 from boo_build.loader import open_bundle
-
-from helpers import REPO, _ln, with_modes, with_prefer_eager
 
 
 def test_report_lists_every_kernel_with_loader_eager_and_overhead(built, tmp_path):

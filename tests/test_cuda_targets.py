@@ -9,7 +9,12 @@ import pytest
 from boo_build.loader import bundle as bundlemod
 from boo_build.loader import devices as devmod
 from boo_build.loader.devices import (
-    DeviceInfo, cuda_can_run, gpu_devices, libcuda_capabilities, match_target, nvidia_smi_capabilities,
+    DeviceInfo,
+    cuda_can_run,
+    gpu_devices,
+    libcuda_capabilities,
+    match_target,
+    nvidia_smi_capabilities,
     parse_nvidia_smi,
 )
 from boo_build.targets import Target, catalogue, cuda_arch, cuda_capability

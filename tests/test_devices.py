@@ -14,19 +14,28 @@ import ml_dtypes
 import numpy as np
 import pytest
 import torch
+from helpers import GOOD, REPO, kernel_set
 
 from boo_build.loader import devices as devmod
 from boo_build.loader.devices import (
-    DeviceInfo, cpu_device, cpu_flags, discover, gpu_devices, match_target, x86_level,
+    DeviceInfo,
+    cpu_device,
+    cpu_flags,
+    discover,
+    gpu_devices,
+    match_target,
+    x86_level,
 )
 from boo_build.loader.invoke import (
-    ALIGNMENT, KernelError, KernelRunner, aligned_empty, cpu_threads, open_device,
+    ALIGNMENT,
+    KernelError,
+    KernelRunner,
+    aligned_empty,
+    cpu_threads,
+    open_device,
 )
 from boo_build.stages.torch_modules import sample_args
 from boo_build.targets import Target, catalogue
-
-from helpers import GOOD, REPO, kernel_set
-
 
 V2 = "fpu sse sse2 cx16 lahf_lm popcnt pni sse4_1 sse4_2 ssse3"
 V3 = V2 + " avx avx2 bmi1 bmi2 f16c fma abm movbe xsave"

@@ -24,15 +24,14 @@ pytest.importorskip("distributed")
 
 import dask  # noqa: E402
 from distributed import Client, get_task_stream  # noqa: E402
-
-from boo_build.build import distributed as bd  # noqa: E402
-from boo_build.stages.compile import compile_mlir  # noqa: E402
-from boo_build.signature import KernelSignature, ModuleId  # noqa: E402
-from boo_build.targets import catalogue  # noqa: E402
-from boo_build.stages.validate import ValidationResult  # noqa: E402
-
 from helpers import BIN, REPO  # noqa: E402
 from helpers import env as cli_env  # noqa: E402
+
+from boo_build.build import distributed as bd  # noqa: E402
+from boo_build.signature import KernelSignature, ModuleId  # noqa: E402
+from boo_build.stages.compile import compile_mlir  # noqa: E402
+from boo_build.stages.validate import ValidationResult  # noqa: E402
+from boo_build.targets import catalogue  # noqa: E402
 
 MID = ModuleId(KernelSignature(op="layer_norm", input_shape=(4, 6, 10), normalized_shape=(10,), dtype="float32",
                                mask=1), "manual")

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import ENTRY, errors_of, keys, load, one_error
 
 from boo_build.signature import KernelSignature, SignatureError
-
-from helpers import ENTRY, errors_of, keys, load, one_error
 
 
 def entry_errors(tmp_path, body: str) -> list[str]:

@@ -9,13 +9,12 @@ import ml_dtypes
 import numpy as np
 import pytest
 import torch
+from helpers import GOOD, kernel_set
 
 from boo_build.loader.arrays import torch_dtype_of
 from boo_build.loader.invoke import KernelRunner, numpy_from_torch, open_device
 from boo_build.loader.native import runtime as _rt
 from boo_build.stages.torch_modules import sample_args
-
-from helpers import GOOD, kernel_set
 
 CASES = [GOOD[0], GOOD[4]]  # layer norm float32 forward; bfloat16 backward (input + weight gradients)
 

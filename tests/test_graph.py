@@ -11,10 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import BIN, REPO, boo, env
 
 from boo_build.stages.compile import COMPILER_ENV, compiler_path
-
-from helpers import BIN, REPO, boo, env
 
 SMALL = """
 [bundle]

@@ -11,9 +11,13 @@ import threading
 import numpy as np
 import pytest
 import torch
+from helpers import KERNELS, PROVENANCE, REPO, _ln, assert_close, flip_byte, rewrite
 
 from boo_build.loader import (
-    BundleIntegrityError, KernelNotFound, NoCompatibleDevice, open_bundle,
+    BundleIntegrityError,
+    KernelNotFound,
+    NoCompatibleDevice,
+    open_bundle,
 )
 from boo_build.loader.format import TargetRecord
 from boo_build.signature import KernelSignature
@@ -21,8 +25,6 @@ from boo_build.stages.pack import kernel_record, pack_bundle
 from boo_build.stages.reference import reference
 from boo_build.stages.torch_modules import sample_args
 from boo_build.targets import catalogue
-
-from helpers import KERNELS, PROVENANCE, REPO, _ln, assert_close, flip_byte, rewrite
 
 
 # ---------------------------------------------------------------- devices
@@ -355,6 +357,23 @@ def test_import_is_light():
     assert proc.stdout.strip() == "[]"
 
 
+def test_entry_points_are_methods_of_the_bundle_class():
+    """The built-in ops' ATen-style entry points are defined on ``Bundle`` itself
+    (help(), grep and IDEs see them), as the registry's functions, and reading
+    them imports no torch; an op added to the registry without a line there fails."""
+    from boo_build import ops
+    from boo_build.loader import Bundle
+
+    entries = {name: fn for op in ("layer_norm", "rms_norm") for name, fn in ops.get(op).entry_points().items()}
+    assert entries and all(Bundle.__dict__.get(name) is fn for name, fn in entries.items()), sorted(entries)
+    code = ("import sys, pydoc, boo_build.loader as L\n"
+            "text = pydoc.render_doc(L.Bundle, renderer=pydoc.plaintext)\n"
+            f"print(all(('  ' + n + '(') in text for n in {sorted(entries)!r}), 'torch' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True", "False"]
+
+
 def test_first_call_skips_ml_dtypes(built, tmp_path):
     # import iree.runtime would pull in ml_dtypes (the bulk of the loader's
     # cold-start budget); the loader uses the native module, and the process
@@ -430,3 +449,16 @@ def test_a_bad_allocator_spec_is_named():
                           timeout=120)
     assert proc.returncode != 0
     assert "BOO_LOCAL_SYNC_ALLOCATOR" in proc.stderr and "'cachingg'" in proc.stderr and "'none'" in proc.stderr
+
+
+def test_an_unknown_token_names_a_function_that_exists():
+    """The error for a token no open bundle has tells what to call; that call exists."""
+    import importlib
+    import re
+
+    from boo_build.loader import tokens
+
+    with pytest.raises(LookupError, match="no open bundle has token 'nope'") as e:
+        tokens.bundle_for("nope")
+    module, name = re.search(r"with (boo_build[\w.]+)\.(\w+)\(open_bundle", str(e.value)).groups()
+    assert callable(getattr(importlib.import_module(module), name))

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import F32_EPS, _ln, _rms32, assert_close
 
 from boo_build.loader import open_bundle
-
-from helpers import F32_EPS, _ln, _rms32, assert_close
 
 # (fallback, input shape): the bundle's kernels, or a shape it lacks (torch eager)
 PATHS = [(None, (4, 6, 10)), ("eager", (2, 5, 10))]

@@ -8,13 +8,12 @@ import math
 
 import pytest
 import torch
+from helpers import F32_EPS, _ln, _rms16, _rms32, assert_close
 
 from boo_build.loader import nn as boo_nn
 from boo_build.loader import open_bundle
 from boo_build.loader.invoke import KernelRunner, open_device
 from boo_build.signature import ModuleId
-
-from helpers import F32_EPS, _ln, _rms16, _rms32, assert_close
 
 INF, NAN = math.inf, math.nan
 

@@ -1,4 +1,4 @@
-"""The loader's hot path: memoized argument checks (loader/checks.py) still
+"""The loader's hot path: memoized argument checks (loader/call_checks.py) still
 refuse what they refused, per call; the imports a runner keeps for recurring
 inputs (weights, biases) never stand in for other memory; counts stay exact."""
 
@@ -7,10 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from helpers import _ln
 
 from boo_build.loader import open_bundle
-
-from helpers import _ln
 
 
 def _ln_ref(x, w, b):
@@ -104,8 +103,8 @@ def _spy_checks(b) -> list:
     """Names of the checks each call ran (a first call of a key runs them)."""
     checked = []
     for name in ("prepare", "prepare_backward"):
-        real = getattr(b, name)
-        setattr(b, name, lambda *a, _real=real, _name=name, **kw: checked.append(_name) or _real(*a, **kw))
+        real = getattr(b.checks, name)
+        setattr(b.checks, name, lambda *a, _real=real, _name=name, **kw: checked.append(_name) or _real(*a, **kw))
     return checked
 
 

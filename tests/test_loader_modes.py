@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import _ln, _rms32, with_modes, with_prefer_eager
 
 from boo_build.loader import open_bundle
-
-from helpers import _ln, _rms32, with_modes, with_prefer_eager
 
 CANDIDATES = {"aten": {"median_s": 4.0e-05, "status": "slower", "reason": "slower: 40.0 us vs 9.0 us"},
               "manual": {"median_s": 3.0e-05, "status": "slower", "reason": "slower: 30.0 us vs 9.0 us"},
@@ -139,8 +138,8 @@ def test_routed_calls_repeat_without_checks_and_a_changed_call_is_checked_again(
     gy = torch.randn(4, 6, 10, generator=g)
     checked = []  # calls that went through the checks
     for name in ("prepare", "prepare_backward"):
-        real = getattr(b, name)
-        setattr(b, name, lambda *a, _real=real, _name=name, **kw: checked.append(_name) or _real(*a, **kw))
+        real = getattr(b.checks, name)
+        setattr(b.checks, name, lambda *a, _real=real, _name=name, **kw: checked.append(_name) or _real(*a, **kw))
     ref = torch.ops.aten.native_layer_norm(x, [10], w, bias, 1e-5)
     ref_grads = torch.ops.aten.native_layer_norm_backward(gy, x, [10], ref[1], ref[2], w, bias, [True] * 3)
     for _ in range(3):
@@ -177,8 +176,8 @@ def test_routed_backward_takes_statistics_in_any_layout_and_the_mask_as_a_list(b
     _, mean, rstd = b.native_layer_norm(x, (10,), w, bias, 1e-5)
     ref = torch.ops.aten.native_layer_norm_backward(gy, x, [10], mean, rstd, w, bias, [True] * 3)
     checked = []
-    real = b.prepare_backward
-    b.prepare_backward = lambda *a, **kw: checked.append(tuple(a[5][0].shape)) or real(*a, **kw)
+    real = b.checks.prepare_backward
+    b.checks.prepare_backward = lambda *a, **kw: checked.append(tuple(a[5][0].shape)) or real(*a, **kw)
     for stats in ((mean, rstd), (mean.reshape(-1), rstd.reshape(-1))):
         for mask in ([True, True, True], (True, True, True), [True, True, True]):
             grads = b.native_layer_norm_backward(gy, x, (10,), *stats, w, bias, mask)

@@ -11,10 +11,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 import torch
+from helpers import REPO, _ln
 
 from boo_build.loader import KernelNotFound, open_bundle
-
-from helpers import REPO, _ln
 
 BF16 = ml_dtypes.bfloat16
 

@@ -7,11 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from helpers import _ln, _rms16
 
 from boo_build.loader import open_bundle
 from boo_build.loader.invoke import KernelError
-
-from helpers import _ln, _rms16
 
 
 @pytest.fixture()

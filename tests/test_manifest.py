@@ -7,6 +7,7 @@ import sys
 import textwrap
 
 import pytest
+from helpers import BUNDLE, ENTRY, REPO, errors_of, keys, load, one_error, write
 
 from boo_build.manifest.reader import (
     ENTRY_KEYS,
@@ -20,8 +21,6 @@ from boo_build.manifest.reader import (
     parse_toml,
 )
 from boo_build.signature import ALL_MASKS, IMPLS, KernelSignature, ModuleId, SignatureError
-
-from helpers import BUNDLE, ENTRY, REPO, errors_of, keys, load, one_error, write
 
 DEFAULT = REPO / "manifests" / "default.toml"
 

@@ -5,14 +5,18 @@ manifest before anything is exported and leaves no output folder."""
 from __future__ import annotations
 
 import pytest
+from helpers import BUNDLE, errors_of, keys, load, one_error, write
 
 from boo_build.cli import main
 from boo_build.manifest.reader import (
-    DEFAULT_MAX_ELEMENTS, MAX_DIM, MAX_RANK, ManifestError, load_manifest, parse_command,
+    DEFAULT_MAX_ELEMENTS,
+    MAX_DIM,
+    MAX_RANK,
+    ManifestError,
+    load_manifest,
+    parse_command,
 )
 from boo_build.signature import SignatureError
-
-from helpers import BUNDLE, errors_of, keys, load, one_error, write
 
 BIG = 2**63 - 1
 ONES_1000 = "[" + ", ".join(["1"] * 1000) + "]"

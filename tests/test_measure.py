@@ -16,16 +16,15 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from helpers import REPO, boo
 
-from boo_build.stages.benchmark import BenchResult
 from boo_build.loader import open_bundle
 from boo_build.loader.bundle import read_archive
 from boo_build.loader.devices import cpu_device
-from boo_build.stages.selection import MARGIN, compared_time, select
 from boo_build.signature import KernelSignature
+from boo_build.stages.benchmark import BenchResult
+from boo_build.stages.selection import MARGIN, compared_time, select
 from boo_build.stages.validate import ValidationResult
-
-from helpers import REPO, boo
 
 TINY = """
 [bundle]

@@ -6,12 +6,11 @@ import copy
 
 import pytest
 import torch
+from helpers import _ln, _rms32
 
 from boo_build.loader import KernelNotFound, open_bundle
 from boo_build.loader import nn as boo_nn
 from boo_build.stages.tolerances import tolerance
-
-from helpers import _ln, _rms32
 
 TOL = tolerance("float32")
 

@@ -8,8 +8,8 @@ from doit.cmd_base import ModuleTaskLoader
 from doit.doit_cmd import DoitMain
 from doit.task import Task
 
-from boo_build.cli.graph import doit_config
 from boo_build.build.progress import ProgressReporter, QuietReporter
+from boo_build.cli.graph import doit_config
 
 
 class FakeClock:

@@ -8,8 +8,8 @@ import stat
 
 import pytest
 
-from boo_build.build import not_run
 from boo_build import files, records
+from boo_build.build import not_run
 from boo_build.records import BenchStatus, CompileStatus, ExportStatus, ValidationStatus
 from boo_build.signature import KernelSignature, ModuleId
 

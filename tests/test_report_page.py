@@ -15,9 +15,9 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from helpers import boo, env
 
 from boo_build.stages.torch_modules import PLANT_ERROR_ENV
-from helpers import boo, env
 
 MANIFEST = """
 [bundle]

@@ -20,17 +20,16 @@ import warnings
 from pathlib import Path
 
 import pytest
+from helpers import REPO, assert_close, rewrite
 
 from boo_build.loader import BundleFormatError, RuntimeTooOld, UntestedRuntimeWarning, open_bundle, read_archive
 from boo_build.loader.bundle import RUNTIME_FIELD, iree_release
 from boo_build.loader.native import runtime_version
-from boo_build.stages.torch_modules import sample_args
+from boo_build.signature import KernelSignature, ModuleId
 from boo_build.stages.pack import RUNTIME_RANGE, pack_from_report, read_index, runtime_requirements
 from boo_build.stages.reference import reference
-from boo_build.signature import KernelSignature, ModuleId
+from boo_build.stages.torch_modules import sample_args
 from boo_build.targets import catalogue
-
-from helpers import REPO, assert_close, rewrite
 
 # Packed before the iree_runtime field existed (`boo-build build
 # fixtures/pre-runtime-fields.toml --no-bench`, iree-compile 3.13.0); keep as is.

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from boo_build.candidates import Candidate
 from boo_build.loader.format import EagerPreference
 from boo_build.records import EagerValidation
-from boo_build.stages.benchmark import BenchResult
-from boo_build.candidates import Candidate
-from boo_build.stages.selection import Selection, candidate_records, module_rejections, select
 from boo_build.signature import KernelSignature, ModuleId
+from boo_build.stages.benchmark import BenchResult
+from boo_build.stages.selection import Selection, candidate_records, module_rejections, select
 from boo_build.stages.validate import OutputCheck, ValidationResult
 
 SIG = KernelSignature("layer_norm", (8, 128, 768), (768,), "bfloat16", 14)

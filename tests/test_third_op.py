@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from boo_build.cli import main
 from boo_build import ops
+from boo_build.cli import main
 from boo_build.loader import open_bundle
 from boo_build.ops.base import INPUT_GRAD, WEIGHT_GRAD, Op
 from boo_build.signature import KernelSignature, SignatureError

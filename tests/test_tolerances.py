@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from boo_build.stages.torch_modules import sample_args, torch_dtype
-from boo_build.stages.reference import reference
 from boo_build.signature import KernelSignature
+from boo_build.stages.reference import reference
 from boo_build.stages.tolerances import error_scale, tolerance
+from boo_build.stages.torch_modules import sample_args, torch_dtype
 from boo_build.stages.validate import cases, compare
 
 DTYPES = ("float32", "float16", "bfloat16")

@@ -13,16 +13,15 @@ import sys
 
 import pytest
 import torch
+from helpers import CSV, F32_EPS, PROVENANCE, REPO, _ln, _rms32, build_kernels
 from torch._dynamo.testing import CompileCounterWithBackend
 
-from boo_build.loader import open_bundle
 from boo_build.loader import nn as boo_nn
+from boo_build.loader import open_bundle
 from boo_build.loader.format import TargetRecord
 from boo_build.signature import KernelSignature, ModuleId
 from boo_build.stages.pack import kernel_record, pack_bundle, packed_impl
 from boo_build.targets import catalogue, dynamic_flags
-
-from helpers import CSV, F32_EPS, PROVENANCE, REPO, _ln, _rms32, build_kernels
 
 W = 10
 # Kernels besides the session's (static float32 4x6x10, every mask the tests use):

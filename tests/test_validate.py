@@ -12,18 +12,22 @@ import math
 
 import pytest
 import torch
+from helpers import CPU_TARGET, GOOD, PLANTED, kernel_set, ln, rms
 
-from boo_build.stages import torch_modules as modules
 from boo_build.loader.devices import DeviceInfo, discover
-from boo_build.stages.reference import reference
 from boo_build.signature import ModuleId
-from boo_build.targets import catalogue
+from boo_build.stages import torch_modules as modules
+from boo_build.stages.reference import reference
 from boo_build.stages.tolerances import error_scale, tolerance
 from boo_build.stages.validate import (
-    OFFSETS, OutputCheck, ValidationResult, cases, compare, validate_kernel,
+    OFFSETS,
+    OutputCheck,
+    ValidationResult,
+    cases,
+    compare,
+    validate_kernel,
 )
-
-from helpers import CPU_TARGET, GOOD, PLANTED, kernel_set, ln, rms
+from boo_build.targets import catalogue
 
 
 @pytest.fixture(scope="session")

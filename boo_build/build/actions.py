@@ -20,13 +20,13 @@ from typing import Any
 
 from doit.exceptions import TaskFailed
 
-from . import not_run
 from ..candidates import apply_variant, split_module_file
-from .layout import subject_signature
-from ..records import BenchResult, CompileRecord, CompileStatus, ExportRecord, ValidationResult
 from ..files import read_json, record_bytes, write_atomic, write_json
+from ..records import BenchResult, CompileRecord, CompileStatus, ExportRecord, ExportStatus, ValidationResult
 from ..signature import KernelSignature, ModuleId
 from ..targets import catalogue
+from . import not_run
+from .layout import subject_signature
 
 Status = dict[str, str]  # {"status": ...}: the task's values
 
@@ -42,7 +42,7 @@ def export_action(mid_key: str, mlir_path: str, record_path: str, run_id: str, v
     # the compile task's content check fail on every build); the record says why.
     text = res.mlir.encode() if res.ok else b""
     write_atomic(Path(mlir_path), text)
-    rec = ExportRecord(module=mid_key, status=res.status, reason=res.reason, func_name=mid.func_name,
+    rec = ExportRecord(module=mid_key, status=ExportStatus(res.status), reason=res.reason, func_name=mid.func_name,
                        variant=variant, mlir_sha256=hashlib.sha256(text).hexdigest() if res.ok else None,
                        run_id=run_id, seconds=round(time.monotonic() - t0, 3))
     write_json(Path(record_path), rec.to_json())
@@ -73,9 +73,10 @@ def compile_action(mid_key: str, target: str, flags: list[str], mlir_path: str, 
         return unavailable(f"export unavailable: {exp.reason if exp is not None else 'no export record'}")
     mlir = Path(mlir_path).read_text()
     if variant:
-        mlir = apply_variant(variant, mlir)
-        if mlir is None:
+        changed = apply_variant(variant, mlir)
+        if changed is None:
             return unavailable(f"variant {variant} changes nothing in this module")
+        mlir = changed
     if scheduler:
         from .distributed import remote_compile
 
@@ -124,9 +125,9 @@ def bench_action(subject: str, target_name: str, vmfb_path: str | None, validati
     ``shapes``: a dynamic signature's benchmark shapes (``Manifest.bench_shapes``);
     ``mode``: a CPU driver to run the module on instead of the device's own
     (``candidates.modes``; the record then names it)."""
+    from ..loader.devices import DeviceInfo
     from ..stages.bench_process import in_bench_process
     from ..stages.benchmark import bench_eager_at, bench_kernel_at
-    from ..loader.devices import DeviceInfo
 
     dev = DeviceInfo(**device) if device else None
     if mode and dev is not None:  # the same CPU, another driver: the device is opened by URI
@@ -153,6 +154,7 @@ def bench_action(subject: str, target_name: str, vmfb_path: str | None, validati
     elif not passed:
         res = not_run.skipped_bench(mid_key, target_name, val.status if val is not None else None)
     else:
+        assert vmfb_path is not None  # sig is None: a kernel's benchmark
         res = in_bench_process(bench_kernel_at, Path(vmfb_path).read_bytes(), ModuleId.parse(mid_key),
                                catalogue()[target_name], dev, shapes)
     # a candidate's record says which (a baseline's is as it always was)

@@ -54,11 +54,22 @@ from distributed.client import FutureCancelledError
 from distributed.comm.addressing import normalize_address
 from distributed.comm.core import CommClosedError
 
-from . import not_run
 from ..stages.compile import CompileResult
-from .worker import (DistributedError, SchedulerLost, WorkerMismatch, bench_on_worker, catalogue_target,
-                     compile_on_worker, differences, match_on_worker, target_resource, toolchain_versions,
-                     validate_on_worker, worker_versions)
+from . import not_run
+from .worker import (
+    DistributedError,
+    SchedulerLost,
+    WorkerMismatch,
+    bench_on_worker,
+    catalogue_target,
+    compile_on_worker,
+    differences,
+    match_on_worker,
+    target_resource,
+    toolchain_versions,
+    validate_on_worker,
+    worker_versions,
+)
 
 __all__ = ["DistributedError", "LOCAL", "SchedulerLost", "WorkerMismatch", "check_workers", "local_resources",
            "remote_bench", "remote_compile", "remote_device_map", "remote_validate", "run_on_resource",

@@ -36,22 +36,22 @@ import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 from doit.tools import config_changed
 
-from .actions import bench_action, compile_action, export_action, pack_action, report_action, validate_action
-from ..errors import BuildError
-from ..stages.compile import DEFAULT_TIMEOUT_S  # stdlib only: cheap at graph load
 from .. import candidates
 from ..candidates import EXPORT_VARIANTS, applies, modes, module_file, variants
-from .layout import Layout, bench_subject, eager_subject
-from ..manifest.reader import Manifest, load_manifest
-from .not_run import VALIDATION_DISABLED
-from ..records import stable_record
+from ..errors import BuildError
 from ..files import read_json, write_json
+from ..manifest.reader import Manifest, load_manifest
+from ..records import stable_record
 from ..signature import KernelSignature
+from ..stages.compile import DEFAULT_TIMEOUT_S  # stdlib only: cheap at graph load
 from ..targets import Target, catalogue, dynamic_flags, resolve
+from .actions import bench_action, compile_action, export_action, pack_action, report_action, validate_action
+from .layout import Layout, bench_subject, eager_subject
+from .not_run import VALIDATION_DISABLED
 from .toolchain import Toolchain
 from .uptodate import content_digest, inputs_unchanged, record_ok
 
@@ -244,7 +244,8 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
         for p in plans:
             b = p.manifest.bundle.name
             for t, dev in _runnable(p):
-                subjects = []
+                # (module file, mode, vmfb, validation record, inputs, shapes); torch eager's has no vmfb
+                subjects: list[tuple[str, str, str | None, str | None, list[Path], Sequence[Sequence[int]]]] = []
                 for mid, v in _modules(p, t, config, devices):
                     lay = p.layout
                     for m in _modes(t, config, devices):  # each CPU driver, where explored
@@ -311,7 +312,7 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
             }
 
     def task_page():
-        """The HTML report page of each bundle (boo_build.report_page), after packing.
+        """The HTML report page of each bundle (boo_build.report.page), after packing.
         Up to date while the page shows the records as they are (a digest in the
         page); a failed build's report task draws it instead (no bundle)."""
         from ..report.page import page_action, page_current

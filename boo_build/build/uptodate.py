@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from ..records import stable_record
 from ..files import dumps, read_json
+from ..records import stable_record
 
 __all__ = ["content_digest", "inputs_unchanged", "record_ok"]
 
@@ -27,7 +27,9 @@ def record_ok(path: Path, *fields: str) -> Callable[..., bool]:
 
     def check(task, values) -> bool:  # noqa: ARG001 (doit's signature)
         rec = read_json(path)
-        return bool(rec) and all(f in rec for f in ("status", *fields))
+        if not rec:
+            return False
+        return all(f in rec for f in ("status", *fields))
 
     check.__name__ = f"record_ok({Path(path).name})"
     return check
@@ -51,7 +53,7 @@ def content_digest(path: Path) -> str | None:
     return hashlib.sha256(data).hexdigest()
 
 
-def inputs_unchanged(*paths: Path) -> Callable[..., bool]:
+def inputs_unchanged(*paths: str | Path) -> Callable[..., bool]:
     """uptodate check on the content of another task's outputs (doit checks
     it once the producing task has run); the digests are saved on success."""
     names = [str(p) for p in paths]

@@ -14,14 +14,13 @@ from __future__ import annotations
 import os
 from dataclasses import asdict
 from functools import lru_cache
-from typing import Iterable
 
-from . import not_run
-from ..errors import DistributedError, SchedulerLost, WorkerMismatch
+# the errors both sides share: distributed.py imports them from here
+from ..errors import DistributedError as DistributedError
+from ..errors import SchedulerLost as SchedulerLost
+from ..errors import WorkerMismatch
 from ..stages.compile import CompileResult
-
-
-
+from . import not_run
 
 
 def target_resource(target_name: str) -> str:
@@ -114,9 +113,9 @@ def _eager_threads() -> int | None:
 
 
 def bench_on_worker(vmfb: bytes | None, subject: str, target, device: dict | None, shapes=()) -> dict:
+    from ..signature import KernelSignature, ModuleId
     from ..stages.benchmark import bench_eager_at, bench_kernel_at
     from .layout import subject_signature
-    from ..signature import KernelSignature, ModuleId
 
     if vmfb is None:  # torch eager for a signature, as actions.bench_action does
         return bench_eager_at(KernelSignature.parse(subject_signature(subject)), shapes,

@@ -48,13 +48,13 @@ def diff_indexes(old: BundleIndex | Mapping[str, Any], new: BundleIndex | Mappin
         if getattr(old, field) != getattr(new, field):
             res["meta"].append(f"{field}: {getattr(old, field)} -> {getattr(new, field)}")
     for t in sorted(set(old.targets) | set(new.targets)):
-        a, b = old.targets.get(t), new.targets.get(t)
-        if a is None:
+        sa, sb = old.targets.get(t), new.targets.get(t)
+        if sa is None:
             res["meta"].append(f"target {t} added")
-        elif b is None:
+        elif sb is None:
             res["meta"].append(f"target {t} removed")
-        elif a.flags != b.flags:
-            res["meta"].append(f"target {t} flags: {' '.join(a.flags)} -> {' '.join(b.flags)}")
+        elif sa.flags != sb.flags:
+            res["meta"].append(f"target {t} flags: {' '.join(sa.flags)} -> {' '.join(sb.flags)}")
     vo, vn = _provenance_versions(old.provenance), _provenance_versions(new.provenance)
     for k in sorted(set(vo) | set(vn)):
         if isinstance(vo.get(k), (str, type(None))) and isinstance(vn.get(k), (str, type(None))) \
@@ -83,12 +83,15 @@ def diff_indexes(old: BundleIndex | Mapping[str, Any], new: BundleIndex | Mappin
             if (a.prefer_eager is None) != (b.prefer_eager is None):
                 res["changed"].append(f"{where}: torch tensors now run "
                                       + ("torch eager" if b.prefer_eager else "the kernel"))
+            assert a.impls is not None and b.impls is not None  # both available
             for impl in sorted(set(a.impls) & set(b.impls)):
                 ma, mb = a.impls[impl], b.impls[impl]
                 if ma.sha256 != mb.sha256:
                     res["changed"].append(f"{where}: {impl} vmfb changed (sha256 {ma.sha256[:12]} -> "
                                           f"{mb.sha256[:12]}, {ma.size} -> {mb.size} bytes)")
-            ba, bb = bench_value(a.selected_impl.benchmark), bench_value(b.selected_impl.benchmark)
+            sel_a, sel_b = a.selected_impl, b.selected_impl
+            assert sel_a is not None and sel_b is not None  # both available
+            ba, bb = bench_value(sel_a.benchmark), bench_value(sel_b.benchmark)
             if ba and bb and ba[1] == bb[1] and ba[0] > 0:
                 rel = bb[0] / ba[0] - 1
                 if abs(rel) >= bench_threshold:
@@ -113,6 +116,7 @@ def diff_members(old: Archive, new: Archive, index_differs: bool) -> list[str]:
     for name in sorted(set(old.members) | set(new.members)):
         a, b = old.members.get(name), new.members.get(name)
         if a is None:
+            assert b is not None  # the name is in one of them
             res.append(f"+ {name} ({size_text(len(b))})")
         elif b is None:
             res.append(f"- {name} ({size_text(len(a))})")

@@ -55,6 +55,7 @@ def cmd_info(path, *, out: TextIO | None = None) -> int:
         for t, te in sorted(k.targets.items()):
             if te.is_available:
                 m = te.selected_impl
+                assert m is not None and te.impls is not None  # available
                 extra = f" (+{len(te.impls) - 1} more)" if len(te.impls) > 1 else ""
                 bench = bench_value(m.benchmark)
                 btxt = f", {bench[1]} {bench[0]:.4g}" if bench else ""

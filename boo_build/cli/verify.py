@@ -42,8 +42,8 @@ def cmd_verify(path, *, out: TextIO | None = None, err: TextIO | None = None) ->
     for member, want, got in bad:
         print(f"MISMATCH {member}: sha256 {got}, index says {want}", file=err)
     extra = sorted(set(a.members) - referenced)
-    for m in extra:
-        print(f"warning: member {m} is not named by the index", file=err)
+    for name in extra:
+        print(f"warning: member {name} is not named by the index", file=err)
     if bad:
         print(f"{a.path}: {len(bad)} of {checked} kernel members FAILED verification", file=out)
         return EXIT_PROBLEM

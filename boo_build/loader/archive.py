@@ -16,7 +16,7 @@ import json
 import os
 import tarfile
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import zstandard
 
@@ -67,6 +67,7 @@ class _BoundedStream:
         self.failed = False  # zstd or the bound refused: that is the problem to report
         self._buf, self._pos = b"", 0
         d = zstandard.ZstdDecompressor()
+        self._chunks: Iterator[bytes]
         if declared >= 0:  # pack.py's frames: that frame only, what follows is ignored (as decompress() did)
             self._chunks = d.read_to_iter(f, write_size=_READ_CHUNK)
         else:  # no size recorded: every frame in the file
@@ -189,7 +190,8 @@ def _read_members(src: _BoundedStream, path: str) -> tuple[dict[str, bytes], str
     members: dict[str, bytes] = {}
     first: str | None = None
     # Stream mode: one forward pass, a member at a time, no copy of the whole tar.
-    with tarfile.open(fileobj=src, mode="r|") as tf:
+    # stream mode only reads; the stub wants a whole IO[bytes] for every read mode
+    with tarfile.open(fileobj=src, mode="r|") as tf:  # type: ignore[call-overload]
         for ti in tf:
             _check_member_name(ti.name, path)
             if ti.isdir():

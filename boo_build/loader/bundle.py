@@ -21,14 +21,14 @@ target) runs on that driver's device (``device_of``).
 
 Hot path: a repeated call does the least work: a torch call whose key
 ((type, dtype, shape, device) of each array and the scalars) was checked
-once runs its kernel, or torch's op, from the key alone (``checks.py``,
-``_torch_route``), the ATen-style entry points bound once, a hit counted
+once runs its kernel, or torch's op, from the key alone (``call_checks.py``'s
+``CallPlan`` and its ``Route``, made by ``Bundle.torch_route``), a hit counted
 by a list append, a layer's weight and bias imports kept by the runner.
 
 Around it: ``archive.py`` reads the file, ``format.py`` types its index,
-``choice.py`` picks the target and device, ``versions.py`` checks the
-runtime, ``lookup.py`` finds the kernel for a call, ``checks.py`` checks its
-arguments, ``tensors.py`` handles a call's torch tensors or numpy arrays.
+``target_choice.py`` picks the target and device, ``versions.py`` checks the
+runtime, ``lookup.py`` finds the kernel for a call, ``call_checks.py`` checks
+its arguments, ``tensors.py`` handles a call's torch tensors or numpy arrays.
 """
 
 from __future__ import annotations
@@ -38,33 +38,48 @@ import sys
 import threading
 import types
 from collections import Counter, defaultdict
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import ops
-from ..ops import loader_calls
+from ..ops import layer_norm, loader_calls, rms_norm
 from ..signature import KernelSignature, SignatureError
 from ..targets import CPU_DRIVERS, Target
+
 # The format, archive, errors, device choice and runtime check live in their
 # own modules; their public names are re-exported here (and by the package).
 from .archive import DEFAULT_MAX_SIZE, Archive, read_archive, sha256_hex, verify_members
-from .call_checks import CallChecks
-from .target_choice import select_target as _select_target
+from .call_checks import CallChecks, CallPlan, Route
 from .errors import BundleError, BundleFormatError, BundleIntegrityError, KernelNotFound, NoCompatibleDevice
 from .format import (
-    DYNAMIC_FORMAT_VERSION, FORMAT, FORMAT_VERSION, INDEX_NAME, READABLE_VERSIONS, RUNTIME_FIELD, check_index,
+    DYNAMIC_FORMAT_VERSION,
+    FORMAT,
+    FORMAT_VERSION,
+    INDEX_NAME,
+    READABLE_VERSIONS,
+    RUNTIME_FIELD,
+    check_index,
 )
-from .lookup import KernelTable, family_key, BundledKernel
+from .lookup import BundledKernel, KernelTable, family_key
 from .memo import MEMO_LIMIT, remember
 from .nearest import nearest_keys
-from .tensors import arrays_of, TorchArrays
+from .target_choice import select_target as _select_target
+from .tensors import TorchArrays, arrays_of
 from .versions import RuntimeTooOld, UntestedRuntimeWarning, check_runtime, iree_release
 
 FALLBACKS = (None, "eager")
 _RECURRING = ("weight", "bias")  # kernel inputs whose imports a runner keeps (KernelRunner.cache_inputs)
 
 
+class KernelRoute(NamedTuple):
+    """Where calls of one signature go (``Bundle._route``)."""
+    sig: KernelSignature
+    found: tuple | None  # (the kernel, the signature it runs as), or None: no kernel
+    views: tuple | None  # the views a dynamic kernel of another rank needs (``_views_of``)
+    to_eager: bool  # whether torch tensors go to torch's op (the build found it faster)
+
+
 # -------------------------------------------------------------------- bundle
-class Bundle(CallChecks):
+class Bundle:
     """An opened bundle bound to one target and one device. Use ``open_bundle``.
 
     A kernel whose entry names a ``mode`` (the build found it faster run by
@@ -101,17 +116,17 @@ class Bundle(CallChecks):
         self._hits: list[str] = []
         self._eager_hits: list[str] = []  # the same, for calls routed to torch eager
         # per-call memos (dict get/set are atomic under the GIL; a race only recomputes)
-        self._init_checks()
+        self.checks = CallChecks(self._device_type, device.uri, target.name, self.torch_route)
         self._specs: dict[tuple, tuple] = {}  # run(): (key, first argument's shape) -> argument specs
-        self._routes: dict[int, tuple] = {}  # dispatch(): id(signature) -> (signature, resolved kernel)
+        self._routes: dict[int, KernelRoute] = {}  # dispatch(): id(signature) -> its route
 
     # ------------------------------------------------------------ description
     @property
-    def name(self) -> str:
+    def name(self) -> str | None:
         return self._archive.bundle_index.name
 
     @property
-    def version(self) -> str:
+    def version(self) -> str | None:
         return self._archive.bundle_index.version
 
     def keys(self) -> list[str]:
@@ -270,7 +285,6 @@ class Bundle(CallChecks):
                 del hits[:n]
 
     # ----------------------------------------------------------------- running
-    # (check_array, prepare, check_stats: checks.CallChecks, memoized per shape and dtype)
     def run(self, sig: KernelSignature | str, *args):
         """Run a kernel in its calling convention (``boo_build.signature``): checks
         every argument's shape, dtype and device, returns a tuple of torch tensors
@@ -287,7 +301,8 @@ class Bundle(CallChecks):
                             f"({', '.join(s[0] for s in specs)}), got {len(args)}")
         first = specs[0][0]
         arrays = arrays_of(first, args[0])
-        args = tuple(self.check_array(n, a, d, s, arrays=arrays, first=first) for (n, s, d), a in zip(specs, args))
+        check = self.checks.check_array
+        args = tuple(check(n, a, d, s, arrays=arrays, first=first) for (n, s, d), a in zip(specs, args))
         return self._invoke(k, args)
 
     def _specs_of(self, k: BundledKernel, args) -> tuple:
@@ -296,13 +311,13 @@ class Bundle(CallChecks):
         shape = tuple(args[0].shape) if k.sig.is_dynamic and args and hasattr(args[0], "shape") else None
         specs = self._specs.get((k.key, shape))
         if specs is None:
-            specs = k.sig.inputs()
+            inputs = k.sig.inputs()
             if shape is not None:
                 try:
-                    specs = k.sig.bind(shape).inputs()
+                    inputs = k.sig.bind(shape).inputs()
                 except SignatureError as e:
-                    raise ValueError(f"{specs[0][0]} has shape {list(shape)}: {e}") from None
-            specs = tuple(specs)
+                    raise ValueError(f"{inputs[0][0]} has shape {list(shape)}: {e}") from None
+            specs = tuple(inputs)
             remember(self._specs, (k.key, shape), specs)
         return specs
 
@@ -319,21 +334,28 @@ class Bundle(CallChecks):
             with self._stats_lock:
                 self._fold_hits()
 
-    def routed(self, plan: tuple | None):
+    def routed(self, plan: CallPlan | None):
         """What runs a call from its ``plan_call`` plan alone, else None: torch's op
         (counted here as "eager"; the build found torch eager faster), or the
-        kernel's runner (``_torch_route``; counted as a hit once it returns).
+        kernel's runner (``torch_route``; counted as a hit once it returns).
         None too where autograd records the call (grad mode on and a tensor that
         requires grad, as the key says): the op's autograd path takes it."""
         # (a plan whose tensors require grad was made from torch tensors: torch is imported)
-        if plan is None or plan[3] is None or (plan[4] and sys.modules["torch"].is_grad_enabled()):
+        if plan is None:
             return None
-        kernel, fn, eager = plan[3]
-        if eager:
-            self._pending(self._eager_hits, kernel)
-        return fn
+        route = plan.route
+        if route is None or (plan.grad and sys.modules["torch"].is_grad_enabled()):
+            return None
+        if route.eager:
+            self._pending(self._eager_hits, route.kernel)
+        return route.run
 
-    def _torch_route(self, op, sig: KernelSignature, stats: tuple | None) -> tuple | None:
+    def torch_route(self, op, sig: KernelSignature, stats: tuple | None) -> Route | None:
+        """How later torch calls of a key the checks passed run: torch's op as
+        ``op.eager_route`` decides it, where the build found torch eager faster,
+        else a call of the kernel's runner; None where neither (no kernel; a
+        forward signature's route asked for a backward call). ``stats``: a
+        backward call's checked statistics."""
         _, found, views, to_eager = self._route(sig)
         if found is None:
             return None
@@ -341,26 +363,24 @@ class Bundle(CallChecks):
             return None  # a backward call's own plan (prepare_backward's) carries its route
         k, ks = found
         if to_eager:
-            return k.key, op.eager_route(sig, stats), True
+            return Route(k.key, op.eager_route(sig, stats), True)
         run, pending, hits, key = self._runner(k), self._pending, self._hits, k.key
         count = lambda: pending(hits, key)  # noqa: E731
         if stats is None:
-            return key, loader_calls.kernel_forward(run, count, views), False
-        shape, dtype = self.stats_layout(ks)
+            return Route(key, loader_calls.kernel_forward(run, count, views), False)
+        shape, dtype = self.checks.stats_layout(ks)
         fixes = tuple((None if tuple(t.shape) == shape else shape,
                        None if TorchArrays.dtype_name(t) == dtype else dtype) for t in stats)
-        return key, loader_calls.kernel_backward(run, count, views, fixes, TorchArrays.cast, ks.takes_weight, sig.mask,
-                                          op.grads), False
+        return Route(key, loader_calls.kernel_backward(run, count, views, fixes, TorchArrays.cast, ks.takes_weight,
+                                                       sig.mask, op.grads), False)
 
-    def _route(self, sig: KernelSignature) -> tuple:
-        """(sig, (kernel, the signature it runs as) or None, the views a dynamic kernel
-        of another rank needs (``_views_of``) or None, whether torch eager runs torch
-        calls), memoized."""
+    def _route(self, sig: KernelSignature) -> KernelRoute:
+        """Where ``sig``'s calls go, memoized."""
         route = self._routes.get(id(sig))  # by identity: the signatures prepare() memoizes recur
-        if route is None or route[0] is not sig:
+        if route is None or route.sig is not sig:
             found = self._table.resolve(sig)
-            route = (sig, found, None if found is None else _views_of(sig, found[1]),
-                     found is not None and self.prefer_eager and found[0].eager_for(sig))
+            route = KernelRoute(sig, found, None if found is None else _views_of(sig, found[1]),
+                                found is not None and self.prefer_eager and found[0].eager_for(sig))
             remember(self._routes, id(sig), route)  # holds sig: its id is not reused while the entry lives
         return route
 
@@ -384,7 +404,14 @@ class Bundle(CallChecks):
             return arrays.eager(eager, eager_args(), f"no kernel {sig.key} for target {self.target.name}")
         raise self._table.not_found(sig.key)
 
-    # -- the ops' ATen-style entry points (``boo_build.ops``): bundle.native_layer_norm(...) & co.
+    # -- the ops' ATen-style entry points (``boo_build.ops``), as methods: the
+    # built-in ops' here (pure Python: torch is imported by their first torch call);
+    # an op registered later is found in the registry (``__getattr__``)
+    native_layer_norm = layer_norm.native_layer_norm
+    native_layer_norm_backward = layer_norm.native_layer_norm_backward
+    fused_rms_norm = rms_norm.fused_rms_norm
+    fused_rms_norm_backward = rms_norm.fused_rms_norm_backward
+
     def __getattr__(self, name: str):
         fn = None if name.startswith("_") else ops.entry_point(name)
         if fn is None:

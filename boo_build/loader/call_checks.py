@@ -1,22 +1,23 @@
-"""A call's argument checks (``Bundle.prepare``, ``prepare_backward``,
-``check_array``, ``check_stats``), memoized: the loader's hot path.
+"""A call's argument checks (``CallChecks``: ``prepare``, ``prepare_backward``,
+``check_array``, ``check_stats``, held by a ``Bundle`` as ``bundle.checks``),
+memoized: the loader's hot path.
 
 Everything these check about an array but its memory (its kind, device,
 dtype, shape, and the ``KernelSignature`` a call's arrays make) depends only
 on each array's (type, dtype, shape, device) and the call's scalars. The
 first call of a kind checks in full and records the outcome; a later one
-builds that key (a few attribute reads and a dict lookup, about 1 us instead
-of 10) and checks per call only what the key cannot say: contiguity (and,
+builds that key (a few attribute reads and a dict lookup, a fraction of the
+full checks' cost) and checks per call only what the key cannot say: contiguity (and,
 in the runner, alignment). A call the full check refuses is never recorded,
 so it is refused with the same message every time. A backward call's
 checks (input, weight, bias, grad_out, saved statistics) are one memo entry.
 
 A torch call is recorded by its key on its first, fully checked, call, with
-its route; later calls of that key run from the key alone (``plan_call``,
-about 1-2 us), before any other check: torch's op where the build found
+its route; later calls of that key run from the key alone (``plan_call``),
+before any other check: torch's op where the build found
 torch eager faster (``prefer_eager``; torch checks its own arguments), else
 the kernel's runner with every view and cast the key decides worked out once
-(``Bundle._torch_route``; the runner copies a tensor that is not contiguous
+(``Bundle.torch_route``; the runner copies a tensor that is not contiguous
 or aligned). The key pins everything the checks depend on but memory layout.
 
 Stdlib only; the array kinds come from ``tensors.py``.
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import Iterable
+from typing import Any, Callable, Iterable, NamedTuple
 
 from .. import ops
 from ..ops.loader_calls import norm_shape, stats_shape
@@ -35,37 +36,52 @@ from .memo import remember as _remember
 from .tensors import NumpyArrays, TorchArrays, arrays_of
 
 
-class CallChecks:
-    """The checks ``ops/calls.py``'s entry-point bodies run through the ``Bundle``
-    (a base class of it: ``target``, ``device``, ``_device_type`` and ``_torch_route``
-    are the bundle's)."""
+class Route(NamedTuple):
+    """How later torch calls of a checked key run (``Bundle.torch_route``)."""
+    kernel: str  # the key of the kernel the calls count under
+    run: Callable  # torch's op or a call of the kernel's runner, on the call's arguments
+    eager: bool  # True: torch's op (the build found torch eager faster)
 
-    def _init_checks(self) -> None:
-        # prepare: call key -> its plan (``_plan``: arrays, signature, normalized shape, route, grad)
-        self._plans: dict[tuple, tuple] = {}
+
+class CallPlan(NamedTuple):
+    """What a call key's first, fully checked, call recorded (``CallChecks.plan_call``)."""
+    arrays: Any  # the array kind (``tensors.TorchArrays`` or ``NumpyArrays``)
+    sig: KernelSignature
+    ns: tuple[int, ...]  # the normalized shape
+    route: Route | None  # torch calls only; None where they take the checked path
+    grad: bool  # whether a tensor of the call requires grad (autograd may record it)
+
+
+class CallChecks:
+    """The argument checks of one bundle's calls, memoized per call key.
+
+    ``device_type``: torch's name for the bundle's memory ("cpu" or "cuda");
+    ``uri`` and ``target``: the bundle's device URI and target name, for the
+    messages; ``torch_route(op, sig, stats)``: the ``Route`` later torch calls
+    of a checked key take, or None (``Bundle.torch_route``)."""
+
+    def __init__(self, device_type: str, uri: str, target: str,
+                 torch_route: Callable[[Any, KernelSignature, tuple | None], Route | None]):
+        self._device_type = device_type
+        self._uri = uri
+        self._target = target
+        self._torch_route = torch_route
+        self._plans: dict[tuple, CallPlan] = {}  # plan_call: call key -> its plan
         # a key's device part: whether a torch tensor is on the bundle's device type, all the
-        # check asks (a bool: hashing a torch.device costs ~0.2 us); numpy arrays: None
-        self._where = "is_cpu" if self._device_type == "cpu" else "is_cuda"
-        # plan_call's key parts of an array, in one C call (~1.5 us less per call than
-        # reading the attributes one by one): a torch tensor's, else (no is_cpu) a numpy
-        # array's. With requires_grad: a key whose tensors need none runs its route
-        # without asking whether autograd records the call (``Bundle.routed``)
+        # check asks (a bool: hashing a torch.device is slower); numpy arrays: None
+        self._where = "is_cpu" if device_type == "cpu" else "is_cuda"
+        # plan_call's key parts of an array, in one C call (cheaper than reading the
+        # attributes one by one): a torch tensor's, else (no is_cpu) a numpy array's.
+        # With requires_grad: a key whose tensors need none runs its route without
+        # asking whether autograd records the call (``Bundle.routed``)
         self._key_parts = operator.attrgetter("dtype", "shape", self._where, "requires_grad")
         self._numpy_parts = operator.attrgetter("dtype", "shape")
         self._checked: dict[tuple, bool] = {}  # check_array / check_stats: keys that passed
-        self._backward_plans: dict[tuple, tuple] = {}  # prepare_backward: call key -> the same
+        self._backward_plans: dict[tuple, CallPlan] = {}  # prepare_backward: call key -> the same
         self._layouts: dict[int, tuple] = {}  # stats_layout: id(kernel signature) -> (it, shape, dtype)
 
-    def _torch_route(self, op, sig: KernelSignature, stats: tuple | None) -> tuple | None:
-        """How later torch calls of a checked key run: (kernel key, torch's op as
-        ``op.eager_route`` decides it, True) where the build found torch eager
-        faster, else (kernel key, a call of the kernel's runner, False); None where
-        neither (the Bundle's: ``Bundle._torch_route``; ``stats``: a backward
-        call's checked statistics)."""
-        return None
-
     def plan_call(self, op: str, mask: int, eps, normalized_shape, input, weight, bias, grad_out=None,
-                  stats: tuple = ()) -> tuple:
+                  stats: tuple = ()) -> tuple[tuple | None, CallPlan | None]:
         """(call key, plan) of an ATen-style call (with ``grad_out``: a backward
         one): the plan its first call's checks recorded (``_plan``), else None;
         the key None for arguments that make none. The entry points look here first (``Bundle.routed``), and hand
@@ -83,9 +99,9 @@ class CallChecks:
 
     def _keyed(self, parts, op, mask, eps, ns, input, weight, bias, grad_out, stats) -> tuple:
         # one flat tuple, two statistics unrolled: nested tuples and a ``+=`` per
-        # array cost ~0.5 us of a backward call
-        key = (op, mask, eps, ns, type(input), parts(input), type(weight),
-               None if weight is None else parts(weight), type(bias), None if bias is None else parts(bias))
+        # array are measurably slower per backward call (docs/cpu-performance.md, "Measurements behind the code")
+        key: tuple = (op, mask, eps, ns, type(input), parts(input), type(weight),
+                      None if weight is None else parts(weight), type(bias), None if bias is None else parts(bias))
         if grad_out is None:
             return key, self._plans.get(key)
         if len(stats) == 2:
@@ -95,11 +111,10 @@ class CallChecks:
             key += (type(grad_out), parts(grad_out), *[(type(t), parts(t)) for t in stats])
         return key, self._backward_plans.get(key)
 
-    def _plan(self, op, arrays, sig: KernelSignature, ns, tensors: tuple, stats: tuple | None = None) -> tuple:
-        """A call key's plan: (arrays, sig, ns, route, whether a tensor of the call
-        requires grad: ``tensors``); the route (torch calls only): ``_torch_route``'s."""
+    def _plan(self, op, arrays, sig: KernelSignature, ns, tensors: tuple, stats: tuple | None = None) -> CallPlan:
+        """A call key's plan; the route (torch calls only): ``torch_route``'s."""
         route = self._torch_route(ops.get(op), sig, stats) if arrays is TorchArrays else None
-        return arrays, sig, ns, route, any([getattr(t, "requires_grad", False) for t in tensors])
+        return CallPlan(arrays, sig, ns, route, any([getattr(t, "requires_grad", False) for t in tensors]))
 
     def check_array(self, name: str, t, dtype: str | None, shape: tuple[int, ...] | None,
                     allowed: Iterable[str] = (), arrays=TorchArrays, first: str = "input"):
@@ -128,8 +143,8 @@ class CallChecks:
                             "pass all torch tensors or all numpy arrays")
         if arrays is TorchArrays and t.device.type != self._device_type:  # numpy: host memory, staged on GPUs
             want = self._device_type
-            raise ValueError(f"{name} is on device {t.device}, but this bundle runs on {self.device.uri} "
-                             f"(target {self.target.name}): move it to a {want} tensor")
+            raise ValueError(f"{name} is on device {t.device}, but this bundle runs on {self._uri} "
+                             f"(target {self._target}): move it to a {want} tensor")
         got = arrays.dtype_name(t)
         if got is None or (dtype is not None and got != dtype) or (allowed and dtype is None and got not in allowed):
             ok = [dtype] if dtype is not None else list(dict.fromkeys(allowed))  # each dtype named once
@@ -149,7 +164,7 @@ class CallChecks:
         but the rest of the call is checked alike."""
         key, plan = known or self.plan_call(op, mask, eps, normalized_shape, input, weight, bias)
         if plan is not None:
-            arrays, sig, ns = plan[:3]
+            arrays, sig, ns = plan.arrays, plan.sig, plan.ns
             if arrays.contiguous3(input, weight, bias):
                 return arrays, sig, ns, input, weight, bias
         found = self._prepare(op, input, normalized_shape, weight, bias, eps, mask)
@@ -189,7 +204,7 @@ class CallChecks:
         key, plan = known or self.plan_call(op.name, mask, eps, normalized_shape, input, weight, bias, grad_out,
                                             stats)
         if plan is not None:
-            arrays, sig, ns = plan[:3]
+            arrays, sig, ns = plan.arrays, plan.sig, plan.ns
             if arrays.contiguous3(input, weight, bias) and arrays.contiguous3(grad_out, *_pad2(stats)):
                 return arrays, sig, ns, grad_out, input, stats, weight, bias
         arrays, sig, ns, x, w, b = self.prepare(op.name, input, normalized_shape, weight, bias, eps, mask)
@@ -234,4 +249,4 @@ def _pad2(stats: tuple) -> tuple:
     return stats if len(stats) == 2 else (stats[0], None) if stats else (None, None)
 
 
-__all__ = ["CallChecks"]
+__all__ = ["CallChecks", "CallPlan", "Route"]

@@ -150,8 +150,7 @@ ASYNC_ALLOCATIONS_ENV = "BOO_CUDA_ASYNC_ALLOCATIONS"
 # IREE's CPU heap allocator zero-fills every buffer it allocates: a kernel's
 # results and the transients of a multi-dispatch kernel, each call. On
 # local-sync that runs on the calling thread, and it can cost more than the
-# kernel (f32 10x32x42x32 layer-norm input gradient, iree-benchmark-module:
-# 1.16 ms, 0.51 ms with a caching allocator). IREE's caching allocator keeps
+# kernel (docs/cpu-performance.md, "Measurements behind the code"). IREE's caching allocator keeps
 # freed buffers and hands one of the same size back, not zeroed again (every
 # kernel writes all of its results). Bounded: it keeps a freed buffer while
 # its pool holds at most 256 MiB besides (and at most 64 free buffers).

@@ -54,11 +54,11 @@ from __future__ import annotations
 import dataclasses
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from ..signature import KernelSignature, SignatureError
 from .errors import BundleFormatError
-from .json_fields import extra_fields, freeze_fields, is_by_rows, is_seconds, as_mapping, plain, typed_value
+from .json_fields import as_mapping, extra_fields, freeze_fields, is_by_rows, is_seconds, plain, typed_value
 
 FORMAT = "boo-bundle"
 FORMAT_VERSION = 1
@@ -87,9 +87,20 @@ class IndexProblem(ValueError):
     """An index that parses but says something impossible; the message says where."""
 
 
-def format_version_for(signatures) -> int:
+def format_version_for(signatures: Iterable[KernelSignature]) -> int:
     """The format version a bundle of these kernel signatures is written as."""
     return DYNAMIC_FORMAT_VERSION if any(s.is_dynamic for s in signatures) else FORMAT_VERSION
+
+
+def first_time(mean_s: float | None, median_s: float | None, min_s: float | None) -> float | None:
+    """The time the selection compares of a record's three (seconds): the first one
+    recorded, mean (of the samples but the slowest), else median (records written
+    before means were), else best sample; None when none is. The build's records
+    (``records.compared_seconds``) and the index's candidates share it."""
+    for v in (mean_s, median_s, min_s):
+        if v is not None:
+            return float(v)
+    return None
 
 
 # ---------------------------------------------------------------------- records
@@ -108,7 +119,7 @@ class ImplRecord:
 
     _KNOWN = ("member", "function", "sha256", "size", "validation", "benchmark")
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         freeze_fields(self, "validation", "benchmark", "extra")
 
     @classmethod
@@ -142,6 +153,9 @@ class CandidateRecord:
     min_s: float | None = None
     mean_s: float | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # of median_s/min_s: not in the JSON read (rather than null), so not written back;
+    # mean_s is written only when set
+    absent: frozenset[str] = frozenset()
 
     _KNOWN = ("status", "reason", "median_s", "min_s", "mean_s")
 
@@ -156,19 +170,21 @@ class CandidateRecord:
                 raise IndexProblem(f"{where}: {f} is not {is_seconds.__doc__}: {d[f]!r}")
         return cls(status=typed_value(d.get("status", ""), str, f"{where} status"), reason=d.get("reason") or "",
                    median_s=d.get("median_s"), min_s=d.get("min_s"), mean_s=d.get("mean_s"),
-                   extra=extra_fields(d, cls._KNOWN))
+                   extra=extra_fields(d, cls._KNOWN),
+                   absent=frozenset(k for k in ("median_s", "min_s") if k not in d))
 
     def to_json(self) -> dict[str, Any]:
-        return {"median_s": self.median_s, "min_s": self.min_s, "status": self.status, "reason": self.reason,
-                **({"mean_s": self.mean_s} if self.mean_s is not None else {}), **plain(self.extra)}
+        out: dict[str, Any] = {k: getattr(self, k) for k in ("median_s", "min_s") if k not in self.absent}
+        out.update(status=self.status, reason=self.reason)
+        if self.mean_s is not None:
+            out["mean_s"] = self.mean_s
+        out.update(plain(self.extra))
+        return out
 
     @property
     def compared_s(self) -> float | None:
-        """The time the selection compares: the mean, else the median, else the best sample."""
-        for v in (self.mean_s, self.median_s, self.min_s):
-            if v is not None:
-                return float(v)
-        return None
+        """The time the selection compares (``first_time``)."""
+        return first_time(self.mean_s, self.median_s, self.min_s)
 
 
 @dataclass(frozen=True)
@@ -266,7 +282,10 @@ class TargetRecord:
     @property
     def selected_impl(self) -> ImplRecord | None:
         """The selected implementation's entry (available targets)."""
-        return self.impls[self.selected] if self.is_available else None
+        if not self.is_available:
+            return None
+        assert self.impls is not None and self.selected is not None  # an available entry has both
+        return self.impls[self.selected]
 
     @classmethod
     def from_json(cls, d: Any, where: str = "target entry") -> "TargetRecord":
@@ -330,7 +349,7 @@ class KernelRecord:
 
     _KNOWN = ("signature", "functions", "targets")
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         freeze_fields(self, "targets", "functions", "extra", "signature_json")
 
     @property
@@ -366,7 +385,7 @@ class TargetSpec:
     flags: tuple[str, ...]
     extra: Mapping[str, Any] = field(default_factory=dict)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "flags", tuple(self.flags))
         freeze_fields(self, "extra")
 
@@ -402,7 +421,7 @@ class BundleIndex:
     _KNOWN = ("format", "format_version", "name", "version", "provenance", "targets", "csv", "kernels",
               RUNTIME_FIELD)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         freeze_fields(self, "targets", "kernels", "provenance", "iree_runtime", "extra")
 
     @classmethod

@@ -25,10 +25,13 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..targets import CPU_DRIVERS, LOCAL_SYNC, LOCAL_TASK
 from .native import runtime as _rt
+
+if TYPE_CHECKING:  # invoke.py imports this module
+    from .invoke import KernelRunner
 
 # One lock for every module load / context creation in the process: executable
 # creation touches process-wide CPU feature data without synchronization.
@@ -85,7 +88,7 @@ def set_cpu_threads(count: int) -> bool:
 
 
 def _worker_threads() -> list[str]:
-    names = []
+    names: list[str] = []
     try:
         tids = os.listdir("/proc/self/task")
     except OSError:
@@ -194,7 +197,7 @@ class _Exit:
     """
 
     def __init__(self):
-        self.runners = weakref.WeakSet()  # every KernelRunner (invoke.py adds each)
+        self.runners: weakref.WeakSet[KernelRunner] = weakref.WeakSet()  # every KernelRunner (invoke.py adds each)
         self.devices: weakref.WeakSet[RuntimeDevice] = weakref.WeakSet()
         self._registered = False
 

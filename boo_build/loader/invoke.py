@@ -4,10 +4,10 @@ Loader world: stdlib, numpy and iree-base-runtime's native module (imported
 lazily, on the first ``open_device``); torch only when handed torch tensors
 (never imported here otherwise).
 
-Call path (measured on iree-base-runtime 3.13, see docs/cpu-performance.md):
+Call path (why each step is the cheapest one: docs/cpu-performance.md, "Measurements behind the code"):
 
-* inputs: ``torch.utils.dlpack.to_dlpack`` (0.3 us; ``Tensor.__dlpack__`` costs
-  3 us) -> ``HalDevice.from_dlpack_capsule``: the HAL buffer view *wraps the
+* inputs: ``torch.utils.dlpack.to_dlpack`` (cheaper than ``Tensor.__dlpack__``)
+  -> ``HalDevice.from_dlpack_capsule``: the HAL buffer view *wraps the
   tensor's memory* (no copy) and keeps the tensor alive until IREE releases it.
   IREE's heap import needs 64-byte aligned host memory: torch's CPU allocator
   aligns to 64, so ordinary tensors go through without a copy; a misaligned
@@ -16,20 +16,19 @@ Call path (measured on iree-base-runtime 3.13, see docs/cpu-performance.md):
 * the synchronous export ``func_name`` is invoked (it runs ``func$async``
   and waits on its own fence; timing both showed no difference worth the
   fence bookkeeping).
-* outputs: ``VmVariantList.get_as_object`` (0.15 us less than
+* outputs: ``VmVariantList.get_as_object`` (cheaper than
   ``get_as_ref(i).deref``) -> ``HalDevice.create_dlpack_capsule`` ->
-  ``torch._C._from_dlpack`` (torch; the public wrapper adds ~1 us of protocol
-  checks) or a mapping of the HAL buffer (numpy): no copy either way.
+  ``torch._C._from_dlpack`` (torch; the public wrapper adds protocol checks)
+  or a mapping of the HAL buffer (numpy): no copy either way.
 * numpy ``ml_dtypes.bfloat16`` (numpy's DLPack refuses it) is imported as
   uint16 and the buffer view retyped; outputs map back to ``ml_dtypes.bfloat16``.
 * GPU devices (hip, cuda; not exercised on the CPU-only build machine):
   device tensors go through DLPack as above; CPU tensors and numpy arrays
   are staged (copied in, results copied out).
 
-Per-call overhead over a bare ``VmContext.invoke`` with pre-imported
-arguments: ~1.5 us per imported input (most of it inside the invoke), ~1.1 us
-per output, ~1.5 us of Python in the runner (CPU time, 2-core EPYC,
-iree-base-runtime 3.13; ``benchmarks/cpu_vs_eager.py`` measures it).
+The per-call overhead over a bare ``VmContext.invoke`` with pre-imported
+arguments is an import per input, a hand-over per output and the runner's
+Python (``benchmarks/cpu_vs_eager.py`` measures it).
 Inputs that recur call after call (a layer's weight and bias: the positions
 ``cache_inputs`` names) keep their imported buffer view while the same memory
 comes again (same data pointer, shape, dtype, contiguous), saving the import.
@@ -59,11 +58,18 @@ import itertools
 import math
 import re
 import sys
+from typing import Any
 
 import numpy as np
 
 from .arrays import (
-    ALIGNMENT, torch_dtype_of, aligned_copy, aligned_empty, element_type, numpy_dtype, numpy_from_torch,
+    ALIGNMENT,
+    aligned_copy,
+    aligned_empty,
+    element_type,
+    numpy_dtype,
+    numpy_from_torch,
+    torch_dtype_of,
     torch_from_numpy,
 )
 from .hal import EXIT, LOAD_LOCK, RuntimeDevice, cpu_threads, open_device, set_cpu_threads
@@ -123,7 +129,7 @@ class KernelRunner:
         self.num_args, self.num_results = _arity(fn)
         self._pool: list = []  # free (context, function) pairs
         self._pool.append(self._new_context())
-        # Bound once: attribute lookups are a measurable part of a 30 us call.
+        # Bound once: attribute lookups are a measurable part of a small kernel's call.
         hal = device.hal_device
         self._from_capsule = hal.from_dlpack_capsule
         self._to_capsule = hal.create_dlpack_capsule
@@ -131,7 +137,8 @@ class KernelRunner:
         self._BufferView = rt.HalBufferView
         self._bf16 = int(rt.HalElementType.BFLOAT_16)
         self._numpy_dtypes: dict[int, np.dtype] = {}
-        self._torch = None  # (torch, Tensor, to_dlpack, from_dlpack), bound on the first torch call
+        # (torch, Tensor, to_dlpack, from_dlpack), bound on the first torch call
+        self._torch: tuple[Any, Any, Any, Any] | None = None
         self._fast = None  # torch.Tensor once bound on a CPU device (the hot path), None after close()
         self._n_out = self.num_results or 4  # result list capacity
         self._no_slots = itertools.repeat(None)  # zip's partner when no input is kept (any length)
@@ -154,7 +161,8 @@ class KernelRunner:
         self._fast = None
         self._pool.clear()
         self._slots = ()  # the kept imports (cache_inputs)
-        self._module = self.device = self._from_capsule = self._to_capsule = None
+        # a call afterwards is refused (_closed) before it reads any of these
+        self._module = self.device = self._from_capsule = self._to_capsule = None  # type: ignore[assignment]
 
     def _new_context(self):
         rt = _rt()
@@ -203,7 +211,7 @@ class KernelRunner:
             return None
         to_dlpack = torch.utils.dlpack.to_dlpack
         # torch.utils.dlpack.from_dlpack is a Python wrapper (protocol checks)
-        # around this; calling it directly saves ~1 us per output.
+        # around this; calling it directly saves them per output.
         from_dlpack = getattr(torch._C, "_from_dlpack", None) or torch.utils.dlpack.from_dlpack
         self._torch = (torch, torch.Tensor, to_dlpack, from_dlpack)
         if self._cpu and not self._closed:
@@ -264,8 +272,9 @@ class KernelRunner:
 
     def _call_torch_cpu(self, args):
         """CPU tensors in place (DLPack both ways): the hot path, kept lean (the
-        context pool and the outputs inline: each call saved is ~0.1 us)."""
-        torch, Tensor, to_dlpack, from_dlpack = self._torch
+        context pool and the outputs inline: each Python call saved shows)."""
+        # bound: _call_torch binds it first, and _fast is set only with it
+        torch, Tensor, to_dlpack, from_dlpack = self._torch  # type: ignore[misc]
         from_capsule = self._from_capsule
         arg_list = self._VariantList(len(args))
         push = arg_list.push_ref
@@ -301,7 +310,7 @@ class KernelRunner:
         to_capsule, BV, code, index = self._to_capsule, self._BufferView, self._dl_code, self._dl_index
         get = rets.get_as_object  # one call instead of get_as_ref(i).deref(BV)
         n = rets.size
-        if n == 3:  # unrolled (the norms' forward and full backward): a loop costs ~0.3 us more
+        if n == 3:  # unrolled (the norms' forward and full backward): a loop costs more
             return (from_dlpack(to_capsule(get(0, BV), code, index)), from_dlpack(to_capsule(get(1, BV), code, index)),
                     from_dlpack(to_capsule(get(2, BV), code, index)))
         out = []
@@ -330,7 +339,8 @@ class KernelRunner:
     def _copy_out(self, views, torch, tdev):
         """Copy each result on the device into a torch tensor (uint8 storage of the
         buffer's byte length, then viewed: a result buffer may be padded)."""
-        hal, to_dlpack = self.device.hal_device, self._torch[2]
+        # bound: only _call_torch's GPU path gets here
+        hal, to_dlpack = self.device.hal_device, self._torch[2]  # type: ignore[index]
         outs, waits = [], []
         for bv in views:
             src = bv.get_buffer()

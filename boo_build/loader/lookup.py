@@ -45,7 +45,8 @@ class BundledKernel:
         if self.by_rows is None:
             return self.prefer_eager
         lead = len(call.input_shape) - len(call.normalized_shape)
-        at = math.log(max(math.prod(call.input_shape[:lead]), 1))
+        # a static call: its dims are ints, which the field's type cannot say
+        at = math.log(max(math.prod(call.input_shape[:lead]), 1))  # type: ignore[arg-type]
         return min(self.by_rows, key=lambda p: abs(p[0] - at))[1]
 
 
@@ -65,6 +66,7 @@ class KernelTable:
                 self.unavailable[key] = f"unavailable on target {target}: {te.reason or ''}"
             else:
                 m = te.selected_impl
+                assert m is not None  # available
                 self.kernels[key] = BundledKernel(k.signature, te.selected, m.member, m.function, m.sha256, te.mode,
                                             te.prefer_eager)
         # Second-chance lookups for what ATen's arguments cannot pin down (see _relaxed_key),
@@ -145,7 +147,7 @@ class KernelTable:
                 o = KernelSignature.parse(other)
                 if o.is_dynamic and family_key(o) == family_key(sig):
                     try:
-                        o.bind(sig.input_shape)
+                        o.bind(sig.input_shape)  # type: ignore[arg-type]  # sig is static: ints
                     except SignatureError:
                         continue
                     reason = f"{why} (as {other})"

@@ -36,8 +36,8 @@ from .. import ops as op_registry
 from ..signature import KernelSignature, SignatureError
 from . import custom_ops
 from .bundle import FALLBACKS, Bundle, open_bundle
-from .lookup import family_key
 from .custom_ops import BUNDLE_ENV, default_bundle, set_default_bundle
+from .lookup import family_key
 
 
 def _resolve(bundle: Any) -> Bundle | None:
@@ -49,8 +49,8 @@ def _resolve(bundle: Any) -> Bundle | None:
 def _direct(x: torch.Tensor) -> bool:
     """Whether to call the bundle's entry point rather than the op: eager
     inference (no autograd to record, no tracer, no autocast running the op in
-    float32), where the op's dispatch would only add its cost (about 40 us of
-    Python a call on the build machine, against a 30 us small kernel call)."""
+    float32), where the op's dispatch would only add its cost (more than a small
+    kernel's whole call; docs/cpu-performance.md)."""
     return (not torch.is_grad_enabled() and type(x) is torch.Tensor and not torch.compiler.is_compiling()
             and not (x.device.type in custom_ops.AUTOCAST_FLOAT32 and torch.is_autocast_enabled(x.device.type)))
 
@@ -89,7 +89,7 @@ class LayerNorm(_BundleAttr, torch.nn.LayerNorm):
                  device=None, dtype=None, *, bundle: Bundle | str | os.PathLike | None = None):
         super().__init__(normalized_shape, eps=eps, elementwise_affine=elementwise_affine, bias=bias,
                          device=device, dtype=dtype)
-        self.bundle = bundle
+        self.bundle = bundle  # type: ignore[assignment]  # the setter takes a path too; mypy checks the getter's type
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         w, b = _like(input, self.weight), _like(input, self.bias)
@@ -108,7 +108,7 @@ class RMSNorm(_BundleAttr, torch.nn.RMSNorm):
                  device=None, dtype=None, *, bundle: Bundle | str | os.PathLike | None = None):
         super().__init__(normalized_shape, eps=eps, elementwise_affine=elementwise_affine,
                          device=device, dtype=dtype)
-        self.bundle = bundle
+        self.bundle = bundle  # type: ignore[assignment]  # the setter takes a path too; mypy checks the getter's type
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # eps None: torch's default (float32's epsilon), resolved by the entry point

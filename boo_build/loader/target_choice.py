@@ -42,8 +42,8 @@ def _available(index: BundleIndex | Mapping[str, Any]) -> dict[str, int]:
             available[tname] += te.is_available
     else:
         for k in index["kernels"].values():
-            for tname, te in k["targets"].items():
-                available[tname] += te["status"] == Status.AVAILABLE
+            for tname, entry in k["targets"].items():
+                available[tname] += entry["status"] == Status.AVAILABLE
     return available
 
 

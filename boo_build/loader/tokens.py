@@ -8,7 +8,7 @@ call (``set_default``, else the ``BOO_BUNDLE`` environment variable).
 
 Below the ``Bundle`` class on purpose (the op modules' custom ops call
 ``bundle_for``, and ``Bundle`` runs the ops): opening ``BOO_BUNDLE``'s path
-is left to the opener ``loader.ops`` installs (``use_opener``), the module
+is left to the opener ``loader.custom_ops`` installs (``use_opener``), the module
 that hands out "" tokens.
 """
 
@@ -67,7 +67,7 @@ def bundle_for(token: str) -> Any:
     if b is None:
         raise LookupError(f"no open bundle has token {token!r} in this process (a graph recorded with a bundle "
                           "that was closed, or in another process): open it and bind the token with "
-                          f"boo_build.loader.ops.bundle_token(open_bundle(path), {token!r})")
+                          f"boo_build.loader.custom_ops.bundle_token(open_bundle(path), {token!r})")
     return b
 
 
@@ -88,6 +88,6 @@ def default_bundle() -> Any:
                     "no bundle: pass bundle= to the module, call boo_build.loader.set_default_bundle(...), "
                     f"or set {BUNDLE_ENV} to a bundle path")
             if _opener is None:
-                raise RuntimeError(f"{BUNDLE_ENV} is set, but nothing can open it: import boo_build.loader.ops")
+                raise RuntimeError(f"{BUNDLE_ENV} is set, but nothing can open it: import boo_build.loader.custom_ops")
             _default = _opener(path)
         return _default

@@ -55,8 +55,10 @@ def check_runtime(index: BundleIndex | Mapping[str, Any], path: str, runtime: st
     req = index.iree_runtime if isinstance(index, BundleIndex) else index.get(RUNTIME_FIELD)
     if req is None:
         return
-    if (not isinstance(req, Mapping) or not all(isinstance(req.get(k), str) for k in ("compiler", "min", "max_tested"))
-            or iree_release(req["min"]) is None or iree_release(req["max_tested"]) is None):
+    oldest = newest = None
+    if isinstance(req, Mapping) and all(isinstance(req.get(k), str) for k in ("compiler", "min", "max_tested")):
+        oldest, newest = iree_release(req["min"]), iree_release(req["max_tested"])
+    if oldest is None or newest is None:
         got = dict(req) if isinstance(req, Mapping) else req  # as JSON has it, not a read-only view
         raise BundleFormatError(f"{path}: malformed {INDEX_NAME}: {RUNTIME_FIELD} must hold version strings "
                                 f"'compiler', 'min' and 'max_tested', got {got!r}")
@@ -64,12 +66,14 @@ def check_runtime(index: BundleIndex | Mapping[str, Any], path: str, runtime: st
         from .native import runtime_version
 
         runtime = runtime_version()
-    have = iree_release(runtime) if runtime else None
+    if not runtime:
+        return
+    have = iree_release(runtime)
     if have is None:
         return
-    if have < iree_release(req["min"]):
+    if have < oldest:
         raise RuntimeTooOld(path, runtime, req["min"], req["max_tested"], req["compiler"])
-    if have > iree_release(req["max_tested"]):
+    if have > newest:
         warnings.warn(
             f"bundle {path}: iree-base-runtime {runtime} is newer than any tested with its modules (built by "
             f"iree-compile {req['compiler']}; tested {req['min']} to {req['max_tested']}); if a kernel fails to "

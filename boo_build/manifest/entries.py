@@ -14,8 +14,15 @@ from typing import Any, Iterable, Sequence
 
 from .. import dtypes, ops
 from ..shapes import (
-    DEFAULT_MAX_ELEMENTS, MAX_DIM, MAX_RANK, SignatureError, as_dims, dynamic_problem, eps_problem,
-    limit_problem, suffix_problem,
+    DEFAULT_MAX_ELEMENTS,
+    MAX_DIM,
+    MAX_RANK,
+    SignatureError,
+    as_dims,
+    dynamic_problem,
+    eps_problem,
+    limit_problem,
+    suffix_problem,
 )
 from ..signature import DEFAULT_EPS, IMPLS, KernelSignature, ModuleId, affine_problem, canonical_dtype, mask_problem
 
@@ -135,7 +142,7 @@ def entry_requests(entry: Any, max_elements: int | None = DEFAULT_MAX_ELEMENTS) 
         op = None
 
     # shapes (None where invalid)
-    shapes: list[tuple[int, ...] | None] = []
+    shapes: list[tuple[int | str, ...] | None] = []
     if "input_shape" in entry and "input_shapes" in entry:
         errors.append("give input_shape or input_shapes, not both")
     elif "input_shape" in entry:
@@ -229,10 +236,12 @@ def entry_requests(entry: Any, max_elements: int | None = DEFAULT_MAX_ELEMENTS) 
 
     reqs = []
     for shape, dtype, mask in itertools.product(shapes, dtype_list, masks):
+        assert shape is not None  # a bad shape is in errors, returned above
         try:  # every field was checked above; this is a backstop
             sig = KernelSignature(
                 op=op, input_shape=shape,
-                normalized_shape=normalized if normalized is not None else shape[-1:],
+                # a name there was reported above (dynamic_problem) and is refused by KernelSignature
+                normalized_shape=normalized if normalized is not None else shape[-1:],  # type: ignore[arg-type]
                 dtype=dtype, mask=mask, eps=eps, affine=affine, bias=bias,
                 stats_dtype=stats_dtype, max_elements=max_elements,
             )

@@ -66,14 +66,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from . import miopen
-from ..errors import ManifestError
 from .. import ops
 from ..bundle_names import name_problem, version_problem
-from .entries import ENTRY_KEYS, KernelRequest, entry_requests, merge_requests
+from ..errors import ManifestError
 from ..shapes import DEFAULT_MAX_ELEMENTS, MAX_DIM, MAX_RANK, SignatureError, max_elements_problem
 from ..signature import KernelSignature, ModuleId
 from ..targets import Target, UnknownTarget, resolve
+from . import miopen
+from .entries import ENTRY_KEYS, KernelRequest, entry_requests, merge_requests
 
 __all__ = [
     "BundleSpec",
@@ -172,7 +172,8 @@ class Manifest:
     # -- dynamic signatures: the sizes they are checked and timed at ------------
     def _static_shapes(self, sig: KernelSignature) -> list[tuple[int, ...]]:
         """Static input shapes of this manifest with ``sig``'s op and normalized shape."""
-        return [s.input_shape for s in self.signatures
+        # static signatures: their dims are ints, which the field's type cannot say
+        return [s.input_shape for s in self.signatures  # type: ignore[misc]
                 if not s.is_dynamic and s.op == sig.op and s.normalized_shape == sig.normalized_shape]
 
     def bench_shapes(self, sig: KernelSignature) -> tuple[tuple[int, ...], ...]:
@@ -193,7 +194,7 @@ class Manifest:
             shapes.append(shape)
         for rows in (1, 64, 4096):
             try:
-                shapes.append(sig.with_rows(rows).input_shape)
+                shapes.append(sig.with_rows(rows).input_shape)  # type: ignore[arg-type]  # static: ints
             except SignatureError:  # above the bounds
                 pass
         return tuple(dict.fromkeys(shapes))
@@ -289,6 +290,7 @@ def _bundle(data: dict, path: str, targets: Sequence[str] | None, version: str |
     errors += override
     if problems or override:
         return None, max_elements
+    assert name is not None  # a missing name is one of the problems
     spec = BundleSpec(
         name=name,
         version=version if version is not None else table["version"],

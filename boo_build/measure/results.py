@@ -42,7 +42,8 @@ class KernelMeasurement:
 
     def speedup(self, baseline: BenchResult) -> float | None:
         b = self.selected
-        return baseline.median_s / b.median_s if b and baseline.ok and b.median_s else None
+        base_s = baseline.median_s if baseline.ok else None
+        return base_s / b.median_s if b and base_s is not None and b.median_s else None
 
     @property
     def problem(self) -> bool:
@@ -65,7 +66,8 @@ class MeasureReport:
 
 
 def _us(b: BenchResult | None) -> str:
-    return f"{b.median_s * 1e6:.1f}" if b is not None and b.ok else "-"
+    s = b.median_s if b is not None and b.ok else None
+    return f"{s * 1e6:.1f}" if s is not None else "-"
 
 
 def summary_line(m: KernelMeasurement) -> str:

@@ -47,19 +47,20 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ..errors import MeasureError
-from ..report.bench_table import COLUMNS, eager_key, table_rows, table_text
-from ..stages.benchmark import COMPILED, EAGER, BenchResult, bench_eager_at, bench_kernel_at
 from ..loader.archive import Archive, read_archive, sha256_hex
-from ..loader.target_choice import bundle_targets
 from ..loader.devices import DeviceInfo, discover, match_target
 from ..loader.errors import BundleFormatError
 from ..loader.format import CSV_NAME, BundleIndex, TargetRecord
-from .results import KernelMeasurement, MeasureReport, summary_line
+from ..loader.target_choice import bundle_targets
+from ..records import BenchStatus
+from ..report.bench_table import COLUMNS, eager_key, table_rows, table_text
+from ..signature import KernelSignature, ModuleId
+from ..stages.benchmark import COMPILED, EAGER, BenchResult, bench_eager_at, bench_kernel_at
 from ..stages.pack import write_bundle
 from ..stages.selection import decide
-from ..signature import KernelSignature, ModuleId
-from ..targets import Target, cuda_capability
 from ..stages.validate import ValidationResult, eager_record, validate_kernel
+from ..targets import Target, cuda_capability
+from .results import KernelMeasurement, MeasureReport, summary_line
 
 EXIT_OK, EXIT_PROBLEM, EXIT_UNUSABLE = 0, 1, 2
 
@@ -137,7 +138,9 @@ def event_clock(torch_device: str) -> Callable[[], float]:
 
 def bytes_moved(sig: KernelSignature) -> int:
     """The least traffic a kernel can have: every input read once, every output written once."""
-    return sum(math.prod(shape) * ITEMSIZE[dt] for _, shape, dt in sig.inputs() + sig.outputs())
+    # a static signature (the caller's bound example): its dims are ints, which the field's type cannot say
+    return sum(math.prod(shape) * ITEMSIZE[dt]  # type: ignore[arg-type, misc]
+               for _, shape, dt in sig.inputs() + sig.outputs())
 
 
 # ------------------------------------------------------------------ measuring
@@ -223,6 +226,7 @@ def measure_bundle(src: str | Path, out: str | Path, *, targets: tuple[str, ...]
         kw = _measure_kw(tdev, max_seconds)
         sig = index.kernels[key].signature
         te = index.kernels[key].targets[name]
+        assert te.impls is not None  # todo holds available entries
         # a dynamic kernel is validated at its validation shapes, timed at its export example
         timed = sig.example()
         shapes = (timed.input_shape,) if sig.is_dynamic else ()
@@ -236,13 +240,13 @@ def measure_bundle(src: str | Path, out: str | Path, *, targets: tuple[str, ...]
                 bens[impl] = bench_kernel_at(vmfb, mid, target, dev, shapes, torch_device=tdev, **kw)
         unreachable = f"not run: torch cannot reach {dev.uri}"
         eager = (bench_eager_at(sig, shapes, target=name, torch_device=tdev, **kw) if tdev else
-                 BenchResult(EAGER, sig.key, name, "not run", unreachable))
+                 BenchResult(EAGER, sig.key, name, BenchStatus.NOT_RUN, unreachable))
         if not compile_baseline:
-            compiled = BenchResult(COMPILED, sig.key, name, "skipped", "skipped: --no-compile")
+            compiled = BenchResult(COMPILED, sig.key, name, BenchStatus.SKIPPED, "skipped: --no-compile")
         elif tdev is None:
-            compiled = BenchResult(COMPILED, sig.key, name, "not run", unreachable)
+            compiled = BenchResult(COMPILED, sig.key, name, BenchStatus.NOT_RUN, unreachable)
         elif compile_spent > compile_budget_s:
-            compiled = BenchResult(COMPILED, sig.key, name, "skipped",
+            compiled = BenchResult(COMPILED, sig.key, name, BenchStatus.SKIPPED,
                                    f"skipped: torch.compile budget of {compile_budget_s:g} s spent")
         else:
             t0 = time.monotonic()
@@ -291,6 +295,7 @@ def _measure_kw(tdev: str | None, max_seconds: float) -> dict[str, Any]:
 
 
 def _check_members(archive: Archive, key: str, target: str, te: TargetRecord) -> None:
+    assert te.impls is not None  # an available entry (measure_bundle's todo)
     for impl, m in te.impls.items():
         actual = sha256_hex(archive.members[m.member])
         if actual != m.sha256:
@@ -302,6 +307,7 @@ def _update_entry(index: BundleIndex, members: dict[str, bytes], m: KernelMeasur
                   dev: DeviceInfo) -> BundleIndex:
     """``index`` with ``m`` written in (and the members of failed implementations dropped)."""
     te = index.kernels[m.key].targets[m.target]
+    assert te.impls is not None  # an available entry (measure_bundle's todo)
     rejected = dict(te.rejected or {})
     kept = {}
     for impl, rec in te.impls.items():
@@ -341,10 +347,10 @@ def _merged_csv(archive: Archive, measured: list[KernelMeasurement]) -> bytes:
             bens[(ModuleId(KernelSignature.parse(m.key), impl).key, m.target)] = b
         bens[eager_key(m.key, m.target)] = m.eager
         decisions[(m.key, m.target)] = m.decision
-    new = {}
+    new: dict[tuple[str | None, str | None], dict[str, str]] = {}
     for m in measured:
         for row in table_rows([KernelSignature.parse(m.key)], [m.target], vals, bens, decisions):
             new[(m.key, m.target)] = row
-    rows = [new.pop((r.get("key"), r.get("target")), None) or {c: r.get(c, "") for c in COLUMNS} for r in old]
+    rows = [new.pop((r.get("key"), r.get("target")), {}) or {c: r.get(c, "") for c in COLUMNS} for r in old]
     rows += [new[k] for k in sorted(new)]
     return table_text(rows).encode()

@@ -13,9 +13,9 @@ Adding an op: see "Adding an op" in docs/ARCHITECTURE.md.
 from __future__ import annotations
 
 import threading
-from ..errors import UnknownOp
 from typing import Callable
 
+from ..errors import UnknownOp
 from .base import Op
 from .layer_norm import LAYER_NORM
 from .rms_norm import RMS_NORM

@@ -40,7 +40,7 @@ def lanes_apply(sig) -> bool:
 def stats_as(torch, t, sig):
     """Statistics ``t`` of a torch op in the kernel's dtype and layout; as they
     are where they already match (the loader's eager route runs this per call,
-    and a no-op ``to``/``reshape`` costs 1-2 us each)."""
+    and a no-op ``to``/``reshape`` still costs)."""
     sd = getattr(torch, sig.stats_dtype)
     if t.dtype != sd:
         t = t.to(sd)
@@ -108,7 +108,7 @@ class Op:
     # -- torch (imported inside) ----------------------------------------------
     def implementation(self, impl: str) -> Callable:
         """``forward(m, *args)`` of ``impl``: the body of the torch.nn.Module
-        ``modules.make_module`` exports (``m``: that module, with ``sig`` and
+        ``stages.torch_modules.make_module`` exports (``m``: that module, with ``sig`` and
         its dtypes), in the calling convention above."""
         raise NotImplementedError(f"{self.name} defines no implementation {impl!r}")
 

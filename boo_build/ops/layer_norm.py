@@ -58,7 +58,8 @@ class LayerNorm(Op):
         y, mean, rstd = torch.ops.aten.native_layer_norm(x, list(sig.normalized_shape), w, b, sig.eps)
         return y, stats_as(torch, mean, sig), stats_as(torch, rstd, sig)
 
-    def eager_backward(self, ns, mask, gy, x, mean, rstd, w, b):
+    # the base takes ``*rest``: each op names its own statistics, weight and bias
+    def eager_backward(self, ns, mask, gy, x, mean, rstd, w, b):  # type: ignore[override]
         import torch
 
         want = [bool(mask & bit) for bit in self.grads]
@@ -77,9 +78,9 @@ class LayerNorm(Op):
         return tuple(o.to(dt) for o, wanted in zip(outs, want) if wanted)
 
     def eager_route(self, sig, stats=None):
-        """ATen's ops with everything but the tensors decided here: about 1 us of
-        Python per call over calling them directly (``eager_forward``/``eager_backward``
-        take 4-5 us)."""
+        """ATen's ops with everything but the tensors decided here, so that a routed
+        call costs little over calling them directly (``eager_forward``/``eager_backward``,
+        which decide per call, cost several times more)."""
         import torch
 
         aten, ns, eps = torch.ops.aten, list(sig.normalized_shape), sig.eps
@@ -94,7 +95,7 @@ class LayerNorm(Op):
                     return forward(x, ns, w.float(), None if b is None else b.float(), eps)
                 return run_mixed
 
-            if sd is torch.float32:  # Tensor.float() costs ~0.7 us less than .to(torch.float32)
+            if sd is torch.float32:  # Tensor.float() is cheaper than .to(torch.float32)
                 def run_f32(x, w, b):
                     y, mean, rstd = forward(x, ns, w, b, eps)
                     return (y, mean, rstd) if mean.dtype is sd else (y, mean.float(), rstd.float())
@@ -235,8 +236,6 @@ def _implementations() -> dict[str, Callable]:
         c = m.compute
         if s.is_forward and m.variant == LANES:
             y, mean, rstd = lanes_forward(m, *split_affine(args, s))
-            if m.planted:
-                y = y * 1.01
             return y.to(m.dtype), nan_if_inf(mean).to(m.stats_dtype), rstd.to(m.stats_dtype)
         if s.is_forward:
             x, w, b = split_affine(args, s)
@@ -250,8 +249,6 @@ def _implementations() -> dict[str, Callable]:
                 y = y * w.to(c)
             if b is not None:
                 y = y + b.to(c)
-            if m.planted:
-                y = y * 1.01
             return y.to(m.dtype), nan_if_inf(mean).to(m.stats_dtype), rstd.to(m.stats_dtype)
         gy, x, mean, rstd, *rest = args
         w = rest[0] if rest else None

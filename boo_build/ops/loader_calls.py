@@ -1,8 +1,8 @@
 """The body every op's ATen-style loader entry point shares (pure Python).
 
 An entry point (``Bundle.native_layer_norm`` & co.) checks a call's arrays
-through the ``Bundle`` it is bound to (``prepare``, ``check_array``,
-``check_stats``), builds the call's ``KernelSignature``, and runs the kernel
+through the checks of the ``Bundle`` it is bound to (``bundle.checks``:
+``loader/call_checks.py``), builds the call's ``KernelSignature``, and runs the kernel
 (``dispatch``) or, opened with ``fallback="eager"``, the op's torch fallback.
 torch tensors or numpy arrays go in, the same kind comes out; neither
 library is imported here. A call that autograd records (grad mode on, a
@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import sys
 
-from .base import DEFAULT_EPS, FORWARD, INPUT_GRAD, WEIGHT_GRAD, BIAS_GRAD
-
+from .base import BIAS_GRAD, DEFAULT_EPS, FORWARD, INPUT_GRAD, WEIGHT_GRAD
 
 # What ``forward``/``backward`` return for a call autograd records (a sentinel).
 AUTOGRAD = object()
@@ -51,7 +50,7 @@ def norm_shape(normalized_shape) -> tuple[int, ...]:
 def as_stats(arrays, t, sig, layout: tuple | None = None):
     """Statistics in the kernel's layout and dtype (``layout``: its (shape, dtype),
     ``Bundle.stats_layout``), a reshape or cast only where it differs (a torch
-    reshape costs ~1.5 us even to the same shape); ``t`` is contiguous (checked)."""
+    reshape costs even to the same shape); ``t`` is contiguous (checked)."""
     shape, dtype = layout or (sig.stats_shape, sig.stats_dtype)
     if t.shape != shape:
         t = arrays.contiguous(t.reshape(shape))
@@ -105,13 +104,14 @@ def zero_size_grads(arrays, x, ns: tuple[int, ...], mask: int, bits) -> tuple:
 def forward(bundle, op, input, normalized_shape, weight, bias, eps, autograd: bool = False):
     """A forward call -> (y, *stats); with ``autograd``, ``AUTOGRAD`` where autograd
     records it (``wants_grad``: the entry point calls the op's custom op)."""
-    known = bundle.plan_call(op.name, FORWARD, eps, normalized_shape, input, weight, bias)
+    known = bundle.checks.plan_call(op.name, FORWARD, eps, normalized_shape, input, weight, bias)
     route = bundle.routed(known[1])
     if route is not None:  # a key checked before: torch eager (as the build found faster) or the kernel
         return route(input, weight, bias)
     if autograd and wants_grad(input, weight, bias):
         return AUTOGRAD
-    arrays, sig, ns, x, w, b = bundle.prepare(op.name, input, normalized_shape, weight, bias, eps, FORWARD, known)
+    arrays, sig, ns, x, w, b = bundle.checks.prepare(op.name, input, normalized_shape, weight, bias, eps, FORWARD,
+                                                     known)
     if sig is None:
         return zero_size_forward(op, arrays, x, ns)
     # prepare gives a bias only with a weight (a stand-in of ones where none was given)
@@ -130,7 +130,7 @@ def backward(bundle, op, output_mask, grad_out, input, normalized_shape, stats: 
     # the key holds the output mask as given (with which parameters are given, it
     # decides the kernel's mask): a checked key runs without working the mask out again
     om = output_mask if type(output_mask) is tuple else tuple(output_mask)
-    known = bundle.plan_call(op.name, om, eps, normalized_shape, input, weight, bias, grad_out, stats)
+    known = bundle.checks.plan_call(op.name, om, eps, normalized_shape, input, weight, bias, grad_out, stats)
     route = bundle.routed(known[1])
     if route is not None:  # a key checked before: torch eager (as the build found faster) or the kernel
         return route(grad_out, input, stats, weight, bias)
@@ -139,13 +139,13 @@ def backward(bundle, op, output_mask, grad_out, input, normalized_shape, stats: 
         return no_grads(op)
     if autograd and wants_grad(grad_out, input, *stats, weight, bias):
         return AUTOGRAD
-    arrays, sig, ns, gy, x, stats, w, b = bundle.prepare_backward(
+    arrays, sig, ns, gy, x, stats, w, b = bundle.checks.prepare_backward(
         op, mask, grad_out, input, normalized_shape, stats, weight, bias, eps, known)
     if sig is None:
         return zero_size_grads(arrays, x, ns, mask, op.grads)
 
     def args(ks):
-        layout = bundle.stats_layout(ks)
+        layout = bundle.checks.stats_layout(ks)
         out = [gy, x]
         for t in stats:
             out.append(as_stats(arrays, t, ks, layout))

@@ -5,13 +5,13 @@ torch code. The forms are shaped for IREE's CPU code generation (measured in
 docs/cpu-performance.md); every form computes the same values:
 
 * squares are written ``t.pow(2)``, not ``t * t``: an elementwise op reading
-  one operand twice vectorizes 1.3-2.4x worse once fused into the reduction;
+  one operand twice vectorizes worse once fused into the reduction;
 * backward row sums with the weight are matrix-vector products
   (``(gy * xm) @ w``, ``row_dot``), which IREE's CPU codegen handles better
   than a broadcast-multiply-reduce;
 * sums over the batch rows (weight and bias gradients) never use a reduction
   over the outer dimension, which IREE's CPU codegen vectorizes with gathers
-  (4x slower than a row reduction): ``col_sum`` adds contiguous row blocks
+  (several times slower than a row reduction): ``col_sum`` adds contiguous row blocks
   elementwise instead (pairwise, so also more accurate). Its block structure
   depends on the row count, so a dynamic signature (rows unknown at export)
   uses ``col_sum_dynamic``.
@@ -33,8 +33,8 @@ def row_sum(a: torch.Tensor) -> torch.Tensor:
     ``a.sum(-1)`` makes llvm-cpu reduce every loaded vector to a scalar and add
     it to a scalar accumulator (a serial chain of horizontal adds); summing
     ``[R, W / 8, 8]`` over the middle dim accumulates whole vectors, then one
-    small [R, 8] reduction: f32 1024x768 layer-norm forward, one thread,
-    175 us vs 307 us (torch eager 242 us). The order differs (8 partial sums),
+    small [R, 8] reduction (faster than torch eager per core for a 768-wide
+    forward; ``docs/cpu-performance.md``). The order differs (8 partial sums),
     the accuracy is as good."""
     w = a.shape[-1]
     return a.reshape(-1, w // LANE_WIDTH, LANE_WIDTH).sum(dim=1).sum(dim=-1, keepdim=True)
@@ -96,9 +96,8 @@ def col_sum(a: torch.Tensor) -> torch.Tensor:
 
 def col_sum_dynamic(a: torch.Tensor) -> torch.Tensor:
     """``col_sum`` for a symbolic row count: a row reduction of the transpose,
-    which IREE's CPU codegen handles 2.3x faster than ``a.sum(0)`` (f32
-    1024x768 weight+bias gradients, one thread: 801 us vs 1847 us; static
-    ``col_sum`` 695 us)."""
+    which IREE's CPU codegen handles about twice as fast as ``a.sum(0)``, and
+    nearly as fast as the static ``col_sum`` (docs/cpu-performance.md)."""
     return a.t().sum(dim=-1)
 
 

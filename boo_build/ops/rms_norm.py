@@ -62,7 +62,8 @@ class RMSNorm(Op):
         y, rstd = torch.ops.aten._fused_rms_norm(x, list(sig.normalized_shape), w, sig.eps)
         return y, stats_as(torch, rstd, sig)
 
-    def eager_backward(self, ns, mask, gy, x, rstd, w, b=None):
+    # the base takes ``*rest``: each op names its own statistics, weight and bias
+    def eager_backward(self, ns, mask, gy, x, rstd, w, b=None):  # type: ignore[override]
         want = [bool(mask & bit) for bit in self.grads]
         outs = _fused_rms_norm_backward(gy, x, list(ns), rstd, w, want, also=RuntimeError)
         return tuple(o.to(x.dtype) for o, wanted in zip(outs, want) if wanted)
@@ -183,8 +184,6 @@ def _implementations() -> dict[str, Callable]:
         if s.is_forward and m.variant == LANES:
             x, w, _ = split_affine(args, s)
             y, _, rstd = lanes_forward(m, x, w, None, bias_free=True)
-            if m.planted:
-                y = y * 1.01
             return y.to(m.dtype), rstd.to(m.stats_dtype)
         if s.is_forward:
             x, w, _ = split_affine(args, s)
@@ -193,8 +192,6 @@ def _implementations() -> dict[str, Callable]:
             y = xc * rstd
             if w is not None:
                 y = y * w.to(c)
-            if m.planted:
-                y = y * 1.01
             return y.to(m.dtype), rstd.to(m.stats_dtype)
         gy, x, rstd, *rest = args
         w = rest[0] if rest else None

@@ -24,7 +24,7 @@ COLUMNS = ("key", "op", "shape", "dtype", "mask", "target", "aten_median_us", "m
            "eager_median_us", "speedup_vs_eager", "aten_max_err", "manual_max_err", "validation", "selected")
 # Written only when some row tried candidates (a build that explores nothing
 # writes the table it always did): each candidate's time (mean per call), speed-up over
-# eager's, and status ("manual+nosd@local-sync 15.2 us 2.10x selected; ..."),
+# eager's, and status (e.g. "manual+nosd@local-sync 15.2 us 2.10x selected; ..."),
 # as the selection compares them, fastest first. The
 # row's ``selected`` is then the winning candidate, its speed-up the winner's.
 CANDIDATE_COLUMN = "candidates"

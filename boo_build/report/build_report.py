@@ -13,18 +13,18 @@ from pathlib import Path
 from typing import Any
 
 from ..build import not_run
-from ..candidates import EXPORT_VARIANTS, candidates, explores, module_file
 from ..build.layout import bench_subject, eager_subject
-from ..records import CompileStatus, ValidationStatus, stable_record
+from ..candidates import EXPORT_VARIANTS, candidates, explores, module_file
 from ..files import read_json
+from ..records import CompileStatus, ValidationStatus, stable_record
 from ..signature import ModuleId
 
 
 def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict[str, Any]]:
     """(report, run statistics) for one plan, from the records on disk."""
-    from .bench_table import eager_key, table_rows
     from ..records import BenchResult, ValidationResult
     from ..stages.selection import compared_time, decide
+    from .bench_table import eager_key, table_rows
 
     lay = plan.layout
     run = config.run_id
@@ -32,7 +32,10 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
     per_target: dict[str, Counter] = {t.name: Counter() for t in plan.targets}
     # failures: implementations of kernels that ship none (FAILED); dropped:
     # failed implementations of kernels that ship another one
-    kernels, missing, failures, dropped = [], [], [], []
+    kernels: list[dict[str, Any]] = []
+    missing: list[str] = []
+    failures: list[str] = []
+    dropped: list[str] = []
     validations: dict = {}
     benches: dict = {}
     decisions: dict = {}  # (signature key, target) -> selection.Decision
@@ -119,10 +122,12 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
             rejected = decision.rejected
             if decision.candidates is not None:
                 for module in impls:  # its benchmark in the chosen mode, or its best one
-                    own = [c.key for c in cands if c.module == module and bens.get(c.key) is not None
-                           and bens[c.key].ok]
-                    pick = sel.impl if module == decision.module else min(
-                        own, key=lambda n: compared_time(bens[n]), default=module)
+                    own = [c.key for c in cands if c.module == module and (cb := bens.get(c.key)) is not None
+                           and cb.ok]
+                    # own's benchmarks ran (ok): their compared times are floats
+                    pick = sel.impl if sel.impl is not None and module == decision.module else min(
+                        own, key=lambda n: compared_time(bens[n]),  # type: ignore[arg-type, return-value]
+                        default=module)
                     impls[module]["bench"] = stable_record(benrecs.get(pick))
             if sel.impl is None:
                 failures.extend(impl_failures)

@@ -40,16 +40,32 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
-from ..errors import ReportError
 from ..build.layout import Layout
-from .page_data import (
-    BYTES_MOVED, DEVICE_NAME, DIGEST_META, PEAK_BANDWIDTH, ROW_TIMINGS, Cell, Compile, Kernel, Measurement,
-    PageData, bundle_info, has_extra_fields, parse_csv, cell_state, kernels_from_entries, kernels_from_index, speedups,
-    target_order, worst_ratio,
-)
-from .page_html import render
+from ..errors import ReportError
 from ..files import read_json, write_atomic
 from ..signature import KernelSignature, ModuleId
+from .page_data import (
+    BYTES_MOVED,
+    DEVICE_NAME,
+    DIGEST_META,
+    PEAK_BANDWIDTH,
+    ROW_TIMINGS,
+    Cell,
+    Compile,
+    Kernel,
+    Measurement,
+    PageData,
+    bundle_info,
+    cell_state,
+    has_extra_fields,
+    kernels_from_entries,
+    kernels_from_index,
+    parse_csv,
+    speedups,
+    target_order,
+    worst_ratio,
+)
+from .page_html import render
 
 PAGE_NAME = "report.html"
 AUTO = "auto"  # from_build(bundle=AUTO): use the bundle file beside the folder if it was packed from it

@@ -8,19 +8,22 @@ from __future__ import annotations
 import io
 import math
 import re
-from typing import Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from .page_data import ROW_TIMINGS, Measurement, PageData, number, cell_state
 from ..signature import IMPLS
+from .page_data import ROW_TIMINGS, Measurement, PageData, cell_state, number
 
+if TYPE_CHECKING:  # only drawing a page imports matplotlib
+    from matplotlib.typing import RcKeyType
 
 # ------------------------------------------------------------------ charts
 COLORS = {"aten": "#4c72b0", "manual": "#dd8452", "eager": "#555555"}
 STATE_COLORS = {"passed": "#9fd99b", "near": "#fdd49e", "failed": "#ef8a8a", "not run": "#e3e3e3",
                 "not built": "#fdae6b", "unavailable": "#cfcfcf"}
-RC = {"svg.fonttype": "none", "svg.hashsalt": "boo-build", "font.family": "DejaVu Sans", "font.size": 10,
-      "axes.spines.top": False, "axes.spines.right": False, "axes.titlesize": 10, "legend.fontsize": 8,
-      "legend.frameon": False}
+RC: dict[RcKeyType, Any] = {
+    "svg.fonttype": "none", "svg.hashsalt": "boo-build", "font.family": "DejaVu Sans", "font.size": 10,
+    "axes.spines.top": False, "axes.spines.right": False, "axes.titlesize": 10, "legend.fontsize": 8,
+    "legend.frameon": False}
 
 
 def _figure(w: float, h: float):
@@ -145,8 +148,10 @@ def chart_compiles(data: PageData, prefix: str) -> str:
     targets = list(data.targets)
     fig = _figure(10.5, 1.2 + 0.42 * len(targets))
     left, right = fig.subplots(1, 2, sharey=True, width_ratios=[1, 1.6])
-    by_t = {t: [c for c in data.compiles or () if c.target == t and c.seconds is not None] for t in targets}
-    totals = [sum(c.seconds for c in by_t[t]) for t in targets]
+    # (seconds, status) of each timed compile per target
+    by_t = {t: [(c.seconds, c.status) for c in data.compiles or () if c.target == t and c.seconds is not None]
+            for t in targets}
+    totals = [sum(s for s, _ in by_t[t]) for t in targets]
     left.barh(range(len(targets)), totals, color="#4c72b0")
     for y, (t, tot) in enumerate(zip(targets, totals)):
         left.text(tot, y, f" {tot:.1f} s ({len(by_t[t])})", va="center", fontsize=8)
@@ -155,8 +160,8 @@ def chart_compiles(data: PageData, prefix: str) -> str:
     left.set_ylim(len(targets) - 0.5, -0.5)
     left.set_xlabel("total compile time per target, s (compiles)")
     for y, t in enumerate(targets):
-        ok = [c.seconds for c in by_t[t] if c.status == "ok"]
-        bad = [c.seconds for c in by_t[t] if c.status != "ok"]
+        ok = [s for s, status in by_t[t] if status == "ok"]
+        bad = [s for s, status in by_t[t] if status != "ok"]
         jitter = [((i * 0.618) % 1 - 0.5) * 0.5 for i in range(len(ok))]
         right.scatter([max(s, 1e-3) for s in ok], [y + j for j in jitter], s=14, color="#4c72b0", alpha=0.7, lw=0)
         if bad:

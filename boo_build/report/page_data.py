@@ -5,7 +5,7 @@ target, speed-ups over torch eager, bandwidth rows). Stdlib,
 build stage.
 
 Where the records come from (a build folder or a bundle file) is
-``report_page``; charts are ``page_charts``, the HTML ``page_html``.
+``report.page``; charts are ``page_charts``, the HTML ``page_html``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, TypeGuard
 
 from ..signature import IMPLS, KernelSignature
 
@@ -108,7 +108,7 @@ def _cell(status: str, selected: str | None, reason: str, rejected: Mapping[str,
                 else "")
 
 
-def has_extra_fields(rec: Mapping[str, Any] | None) -> bool:
+def has_extra_fields(rec: Mapping[str, Any] | None) -> TypeGuard[Mapping[str, Any]]:
     return isinstance(rec, Mapping) and (bool(rec.get(ROW_TIMINGS)) or
                                          (rec.get(BYTES_MOVED) is not None and rec.get(PEAK_BANDWIDTH) is not None))
 
@@ -124,8 +124,9 @@ def _measured(bench: Mapping[str, Any] | None, measured: Any, peak_gbs: Any) -> 
         rec.setdefault(BYTES_MOVED, measured["bytes"])
         if measured.get("device"):
             rec.setdefault(DEVICE_NAME, measured["device"])
-        if number(peak_gbs):
-            rec.setdefault(PEAK_BANDWIDTH, number(peak_gbs) * 1e9)
+        peak = number(peak_gbs)
+        if peak:
+            rec.setdefault(PEAK_BANDWIDTH, peak * 1e9)
     return rec
 
 
@@ -200,8 +201,8 @@ def number(x: Any) -> float | None:
 def worst_ratio(validation: Mapping[str, Any] | None) -> float | None:
     """Worst error as a share of its tolerance over every output and case."""
     ratios = [number(o.get("ratio")) for o in (validation or {}).get("outputs") or ()]
-    ratios = [r for r in ratios if r is not None]
-    return max(ratios) if ratios else None
+    found = [r for r in ratios if r is not None]
+    return max(found) if found else None
 
 
 def _failure(reason: str) -> bool:
@@ -248,7 +249,7 @@ def cell_state(cell: Cell) -> CellState:
 
 def _f(s: str | None) -> float | None:
     try:
-        return float(s) if s not in (None, "") else None
+        return float(s) if s is not None and s != "" else None
     except ValueError:
         return None
 

@@ -10,12 +10,23 @@ import threading
 from collections import Counter
 from typing import Any, Mapping, Sequence
 
+from ..signature import ModuleId
 from .page_charts import RC, chart_bandwidth, chart_compiles, chart_rows, chart_speedup, chart_validation
 from .page_data import (
-    BYTES_MOVED, DIGEST_META, NOT_RUN_PREFIX, PEAK_BANDWIDTH, ROW_TIMINGS, Measurement, PageData,
-    bandwidth_rows, why_not_measured, cell_state, impl_failures, speedups, target_order,
+    BYTES_MOVED,
+    DIGEST_META,
+    NOT_RUN_PREFIX,
+    PEAK_BANDWIDTH,
+    ROW_TIMINGS,
+    Measurement,
+    PageData,
+    bandwidth_rows,
+    cell_state,
+    impl_failures,
+    speedups,
+    target_order,
+    why_not_measured,
 )
-from ..signature import ModuleId
 
 
 # -------------------------------------------------------------------- html
@@ -23,7 +34,7 @@ def _e(x: Any) -> str:
     return html.escape(str(x), quote=True)
 
 
-def _size(n: int | None) -> str:
+def _size(n: float | None) -> str:
     if n is None:
         return "not recorded"
     for unit in ("B", "KiB", "MiB", "GiB"):
@@ -140,7 +151,8 @@ def _section_speedup(data: PageData) -> list[str]:
         rows = speedups(data, t)
         out.append(f"<h3>{_e(t)}</h3>")
         if rows:
-            below = sum(1 for _, d, sel in rows if d.get(sel, max(d.values())) < 1)
+            # a selected None is no key: get gives the default, which the stub's key type cannot say
+            below = sum(1 for _, d, sel in rows if d.get(sel, max(d.values())) < 1)  # type: ignore[arg-type, misc]
             out.append(_figure_html(f"chart-speedup-{_slug(t)}", chart_speedup(rows, f"su-{_slug(t)}"),
                                     f"{_e(t)}: {len(rows)} kernels measured; "
                                     f"{below} where the shipped implementation is slower than eager."))
@@ -191,13 +203,13 @@ def _section_build(data: PageData, states) -> list[str]:
                    "run <code>boo-build report</code> on the build's output folder).</p>")
     else:
         timed = [c for c in data.compiles if c.seconds is not None]
-        total = sum(c.seconds for c in timed)
+        total = sum(c.seconds for c in timed)  # type: ignore[misc]  # timed: each has seconds
         out.append(f"<p>{len(data.compiles)} compiles ({len(timed)} timed), {total:.1f} s of compiler time "
                    "in all (times of the run that last compiled each module).</p>")
         if timed:
             out.append(_figure_html("chart-compile", chart_compiles(data, "cc"),
                                     "Compile time per target: the total, and each compile."))
-            slow = sorted(timed, key=lambda c: -c.seconds)[:10]
+            slow = sorted(timed, key=lambda c: -c.seconds)[:10]  # type: ignore[operator]  # timed: each has seconds
             out.append("<h3>Slowest compiles</h3>" + _table(
                 ("seconds", "module", "target", "status"),
                 [(f"{c.seconds:.2f}", f"<code>{_e(c.module)}</code>", _e(c.target),
@@ -221,7 +233,7 @@ def _section_build(data: PageData, states) -> list[str]:
 
 def _section_bundle(data: PageData) -> list[str]:
     prov = data.provenance or {}
-    versions = prov.get("versions") if isinstance(prov.get("versions"), Mapping) else {}
+    versions = found if isinstance(found := prov.get("versions"), Mapping) else {}
     b = data.bundle
     facts = [("name", _e(data.name)), ("version", _e(data.version))]
     if b:
@@ -249,20 +261,20 @@ def _section_bundle(data: PageData) -> list[str]:
     krows = []
     for k in data.kernels:
         s = k.signature
-        cells = []
+        shipped = []
         for t in targets:
             c = k.cells.get(t)
             if c is None:
-                cells.append("&mdash;")
+                shipped.append("&mdash;")
             elif c.status == "available":
                 default = c.reason.startswith(NOT_RUN_PREFIX)  # chosen without measuring
-                cells.append(_e(c.selected) + (' <span class="note">(default)</span>' if default else "")
-                             + (f' <span class="note">(torch tensors: {_e(c.torch_calls)})</span>'
-                                if c.torch_calls else ""))
+                shipped.append(_e(c.selected) + (' <span class="note">(default)</span>' if default else "")
+                               + (f' <span class="note">(torch tensors: {_e(c.torch_calls)})</span>'
+                                  if c.torch_calls else ""))
             else:
-                cells.append('<span class="bad">unavailable</span>')
+                shipped.append('<span class="bad">unavailable</span>')
         krows.append((f"<code>{_e(k.key)}</code>", _e(s.op), _e(s.dtype), _e("x".join(map(str, s.input_shape))),
-                      _e(s.mask), *cells))
+                      _e(s.mask), *shipped))
     out.append("<h3>Kernels (implementation shipped per target; where the build found torch eager faster, "
                "the loader sends torch tensors there)</h3>"
                + _table(("kernel", "op", "dtype", "shape", "mask", *targets), krows, "kernels"))

@@ -4,9 +4,8 @@ One spawned child process, one call at a time, on its main thread: as in an
 application, one thread runs torch, with one OpenMP team. In the build's own
 process doit's pool threads ran validation's torch work, and each such thread
 keeps an idle OpenMP team; libgomp then stops spinning and wakes workers per
-parallel region. Measured: eager f32 layer-norm backward 10x32x42x32 (mask
-10) 177 us in a clean process, 534 us after two pool threads had run torch
-once (the build had eager 2x slow and kept kernels eager beats). A dedicated
+parallel region, and eager timed there ran 2-3x slow, so the build kept
+kernels eager beats (docs/cpu-performance.md, "Measurements behind the code"). A dedicated
 thread was not enough: the other threads' teams are still there.
 
 Stdlib only; the functions it runs come by reference (``benchmark``'s). A

@@ -141,7 +141,7 @@ def bench_kernel(vmfb: bytes, mid: ModuleId, target: Target, device, *, seed: in
     through the loader's call path, with inputs prepared once (on a GPU: torch
     tensors on ``torch_device`` when given, else host arrays, staged)."""
     sig = mid.signature
-    base = dict(subject=mid.key, signature=sig.key, target=target.name)
+    base: dict[str, Any] = dict(subject=mid.key, signature=sig.key, target=target.name)
     if device is None:
         from ..loader.devices import no_device_reason
 
@@ -174,9 +174,8 @@ def bench_kernel(vmfb: bytes, mid: ModuleId, target: Target, device, *, seed: in
 # A CPU kernel is timed with torch eager's call of its signature before each call
 # (``measure``'s companion), as an application calls a norm between torch ops,
 # whose OpenMP threads are awake then. Timed alone, a ``local-task`` kernel looked
-# 2-3x faster than in such a loop (f32 10x32x42x32 forward: 154 us best sample in
-# the build; 250-510 us mean per call alternating with eager, where ``local-sync``
-# takes 313 us): its worker hand-offs stall now and then for milliseconds.
+# several times faster than in such a loop: its worker hand-offs stall now and then
+# for milliseconds (docs/cpu-performance.md, "Measurements behind the code").
 @contextlib.contextmanager
 def _torch_for(sig: KernelSignature, threads: int | None = None, compiled: bool = False, cpu: bool = True):
     """torch as the benchmarks run it for ``sig``: on the CPU with ``threads``
@@ -220,9 +219,8 @@ def bench_eager_at(sig: KernelSignature, shapes=(), passes: int = 2, **kw) -> Be
     in reverse order), each size keeping its pass with the lower median.
 
     Why: a disturbed timing of the baseline hands torch calls to a kernel slower
-    than eager. One build timed eager bf16 layer norm at 64 x 768 in 557 us (best
-    sample) and at 1024 rows in 1007 us; the same calls take 15 us and 173-250 us
-    (the static 8x128x768 twin, timed seconds before: 249 us)."""
+    than eager; one disturbed pass has timed eager tens of times slow
+    (docs/cpu-performance.md, "Measurements behind the code")."""
     if not sig.is_dynamic:
         runs = [bench_eager(sig, **kw) for _ in range(max(1, passes))]
         return min(runs, key=_median_or_inf)
@@ -295,7 +293,7 @@ def bench_eager(sig: KernelSignature, threads: int | None = None, *, target: str
     import torch
 
     subject = COMPILED if compiled else EAGER
-    base = dict(subject=subject, signature=sig.key, target=target)
+    base: dict[str, Any] = dict(subject=subject, signature=sig.key, target=target)
     cpu = torch.device(torch_device).type == "cpu"
     try:
         with _torch_for(sig, threads, compiled, cpu) as used:

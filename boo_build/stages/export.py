@@ -15,8 +15,8 @@ import torch
 
 from .. import ops
 from ..candidates import SINGLE_DISPATCH, single_dispatch  # one definition (pure Python)
-from .torch_modules import make_module, sample_args
 from ..signature import KernelSignature, ModuleId
+from .torch_modules import make_module, sample_args
 
 
 def _decompose() -> list:
@@ -62,9 +62,9 @@ def export_mlir(mid: ModuleId, variant: str = "") -> str:
     """MLIR text of the module (of its export ``variant``, ``candidates.EXPORT_VARIANTS``);
     raises on failure. Deterministic for a given id. A dynamic signature
     exports with symbolic dims (``dynamic_shapes``)."""
+    from iree.compiler.ir import Attribute
     from iree.turbine import aot
     from iree.turbine.aot import extend_aot_decompositions
-    from iree.compiler.ir import Attribute
 
     module = make_module(mid, variant)
     args = sample_args(mid.signature)

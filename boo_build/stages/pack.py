@@ -31,15 +31,25 @@ from typing import Any, Mapping
 
 import zstandard
 
+from ..bundle_names import name_problem, version_problem
+from ..candidates import Candidate, module_file
 from ..errors import PackError
+from ..files import write_atomic
 from ..loader.archive import Archive, read_archive, sha256_hex
 from ..loader.format import (  # one definition of the format, shared with the loader
-    CSV_NAME, FORMAT, FORMAT_VERSION, INDEX_NAME, READABLE_VERSIONS, BundleIndex, ImplRecord, KernelRecord, TargetRecord, TargetSpec, format_version_for,
+    CSV_NAME,
+    FORMAT,
+    FORMAT_VERSION,
+    INDEX_NAME,
+    READABLE_VERSIONS,
+    BundleIndex,
+    ImplRecord,
+    KernelRecord,
+    TargetRecord,
+    TargetSpec,
+    format_version_for,
 )
 from ..loader.versions import iree_release
-from ..candidates import Candidate, module_file
-from ..bundle_names import name_problem, version_problem
-from ..files import write_atomic
 from ..signature import IMPLS, KernelSignature, ModuleId
 from ..targets import Target
 
@@ -48,16 +58,10 @@ SUFFIX = ".tar.zst"
 
 # iree-base-runtime releases known to load the modules of an iree-compile
 # release: (major, minor) -> (oldest, newest tested). The one place this is
-# written down; the bundle carries it and open_bundle checks it. Found by
-# building a bundle of every op/dtype/mask kind with the pinned compiler and
-# loading and running it in each runtime from PyPI (pip install --target,
-# results in docs/runtime-versions.md; tests/test_runtime_versions.py keeps
-# the oldest and the one below it checked): compiler 3.13.0's modules run
-# bit-identically in runtime 3.12.0 and 3.13.0; 3.11.0 fails creating a
-# context ("required module 'hal' version mismatch; have 6 but require 7"),
-# 3.10.0 and 3.9.0 loading a module ("required module features [Ch] are not
-# available"). 3.13.0 is the newest release. A compiler not listed: its own
-# release only.
+# written down; the bundle carries it and open_bundle checks it. How each
+# release was tested and what the others do: docs/supported-versions.md
+# (tests/test_runtime_versions.py keeps the oldest and the one below it
+# checked). A compiler not listed: its own release only.
 RUNTIME_RANGE = {(3, 13): ("3.12.0", "3.13.0")}
 _COMPILER_VERSION = re.compile(r"IREE compiler version (\S+)")
 
@@ -87,7 +91,7 @@ def _known_module(sig: KernelSignature, name: str, where: str) -> tuple[ModuleId
                         "+<variant> allowed)") from None
 
 
-def bundle_filename(name: str, version: str) -> str:
+def bundle_filename(name: str | None, version: str | None) -> str:
     return f"{name}-{version}{SUFFIX}"
 
 
@@ -293,7 +297,8 @@ def entries_from_report(report: Mapping[str, Any], root: Path
         targets.append(Target(name=name, driver=t.get("driver") or (base.driver if base else "local-task"),
                               flags=tuple(t.get("flags") or (base.flags if base else ())),
                               arch=base.arch if base else name))
-    kernels, vmfbs = [], {}
+    kernels: list[KernelRecord] = []
+    vmfbs: dict[str, bytes] = {}
     for k in report["kernels"]:
         sig = KernelSignature.from_json(k["signature"])
         tentries: dict[str, TargetRecord] = {}

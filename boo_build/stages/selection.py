@@ -130,7 +130,7 @@ def select(sig: KernelSignature, target_name: str, compiled_impls: Sequence[str]
             rejected[impl] = f"not validated ({why or 'not run'})"
         for impl in unchecked:
             rejected[impl] = "not validated (no validation record)"
-        timed = [(compared_time(benches[i]), i) for i in validated if compared_time(benches.get(i)) is not None]
+        timed = [(t, i) for i in validated if (t := compared_time(benches.get(i))) is not None]
         if timed:
             order = {impl: n for n, impl in enumerate(DEFAULT_PREFERENCE)}
             timed.sort(key=lambda p: (p[0], order.get(p[1], len(order))))
@@ -157,6 +157,7 @@ def select(sig: KernelSignature, target_name: str, compiled_impls: Sequence[str]
                     rejected[impl] = f"not benchmarked ({why.rstrip(': ')})"
             return Selection(best, True, reason, rejected)
         chosen = default_impl([i for i in validated if Candidate.parse(i).is_baseline] or validated)
+        assert chosen is not None  # validated is not empty
         b = benches.get(chosen)
         why = f"benchmark {b.status}" + (f": {b.reason}" if b.reason else "") if b is not None else "not benchmarked"
         return Selection(chosen, False, f"default among validated ({why})", rejected)
@@ -192,14 +193,14 @@ def candidate_records(sel: Selection, names: Sequence[str],
     out = {}
     for name in sorted(names):
         b = benches.get(name)
-        ran = b is not None and b.ok
+        ran = b if b is not None and b.ok else None  # its times, where it ran
         if name == sel.impl:
             status, reason = "selected", ""
         else:
             reason = sel.rejected.get(name, "not selected")
             status = candidate_status(reason)
-        out[name] = CandidateRecord(status=status, reason=reason, median_s=b.median_s if ran else None,
-                                    min_s=b.min_s if ran else None, mean_s=b.mean_s if ran else None)
+        out[name] = CandidateRecord(status=status, reason=reason, median_s=ran.median_s if ran else None,
+                                    min_s=ran.min_s if ran else None, mean_s=ran.mean_s if ran else None)
     return out
 
 

@@ -4,8 +4,7 @@ convention documented in ``boo_build.signature``, and sample arguments.
 The math of each implementation is its op's (``Op.implementation``,
 ``boo_build/ops/``); ``OpModule`` holds what every implementation reads: the
 signature, the normalized dims, the dtypes, the opmath type (float32: half
-precision is computed in float32 and rounded once) and the planted-error
-switch. Shapes come from the tensors, never from the signature, so that a
+precision is computed in float32 and rounded once). Shapes come from the tensors, never from the signature, so that a
 dynamic signature (``KernelSignature.is_dynamic``) exports with symbolic dims.
 """
 
@@ -18,9 +17,11 @@ import torch
 from .. import dtypes, ops
 from ..signature import BIAS_GRAD, INPUT_GRAD, WEIGHT_GRAD, KernelSignature, ModuleId
 
-# Test-only switch: plants an error in the manual implementation so that tests
-# can prove validation catches a wrong kernel. Read at module construction.
+# Test-only switch: "1" plants an error (output times 1.01) in the manual
+# implementation's forward, so that tests can prove validation catches a wrong
+# kernel. Read when a module is made (``make_module``); the op math never sees it.
 PLANT_ERROR_ENV = "BOO_BUILD_TEST_PLANT_ERROR"
+PLANTED_IMPL = "manual"
 
 
 def torch_dtype(name: str) -> torch.dtype:
@@ -38,9 +39,9 @@ class OpModule(torch.nn.Module):
         self.norm_dims = list(range(nd - len(sig.normalized_shape), nd))
         self.batch_dims = list(range(nd - len(sig.normalized_shape)))
         self.dtype = torch_dtype(sig.dtype)
+        assert sig.stats_dtype is not None  # KernelSignature fills in the default
         self.stats_dtype = torch_dtype(sig.stats_dtype)
         self.compute = torch.float32  # ATen's opmath type for all three dtypes
-        self.planted = os.environ.get(PLANT_ERROR_ENV) == "1"
         self._forward = forward
         self._grads = ops.get(sig.op).grads
 
@@ -55,7 +56,17 @@ class OpModule(torch.nn.Module):
 
 def make_module(mid: ModuleId, variant: str = "") -> torch.nn.Module:
     forward = ops.get(mid.signature.op).implementation(mid.impl)
+    if mid.impl == PLANTED_IMPL and mid.signature.is_forward and os.environ.get(PLANT_ERROR_ENV) == "1":
+        forward = _planted(forward)
     return OpModule(mid.signature, forward, variant).eval()
+
+
+def _planted(forward):
+    """``forward`` with its output (the first result) 1% off (``PLANT_ERROR_ENV``)."""
+    def wrong(m, *args):
+        y, *rest = forward(m, *args)
+        return ((y.to(m.compute) * 1.01).to(m.dtype), *rest)
+    return wrong
 
 
 def sample_args(sig: KernelSignature, seed: int = 0, offset: float = 0.0) -> tuple[torch.Tensor, ...]:
@@ -76,5 +87,6 @@ def sample_args(sig: KernelSignature, seed: int = 0, offset: float = 0.0) -> tup
     gy = torch.randn(sig.input_shape, generator=g, dtype=torch.float64).to(dt)
     from .reference import statistics
 
+    assert sig.stats_dtype is not None  # KernelSignature fills in the default
     stats = tuple(s.to(torch_dtype(sig.stats_dtype)) for s in statistics(sig, x))
     return (gy, x) + stats + ((weight,) if sig.takes_weight else ())

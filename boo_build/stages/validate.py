@@ -26,14 +26,12 @@ reference of the static signature it runs as there.
 from __future__ import annotations
 
 import math
-
 from typing import Any
 
 from ..records import EagerValidation, OutputCheck, ValidationResult, ValidationStatus, sort_ratio
 from ..signature import KernelSignature, ModuleId, SignatureError, shape_text
 from ..targets import Target
 from .tolerances import Tolerance, error_scale, tolerance
-
 
 # Mean offset of the stress case, per input dtype. float32: 100 sigma, where a
 # float32 E[x^2]-E[x]^2 is off by ~0.5 % of the variance (far past the
@@ -108,15 +106,15 @@ def validation_shapes(sig: KernelSignature, more_than_rows: int = 0) -> tuple[tu
     spread = static * (3 if len(names) > 1 else 1)
     large[names[-1]] = _next_prime(-(-rows // spread))
     wanted.append(large)
-    shapes = []
+    shapes: list[tuple[int, ...]] = []
     for sizes in wanted:
         sizes = {n: min(v, bounds[n]) for n, v in sizes.items()}
         while True:  # several names at their bounds can still pass max_elements together
             try:
-                shapes.append(sig.sized(sizes).input_shape)
+                shapes.append(sig.sized(sizes).input_shape)  # type: ignore[arg-type]  # static: ints
                 break
             except SignatureError:
-                top = max(sizes, key=sizes.get)
+                top = max(sizes, key=sizes.__getitem__)
                 if sizes[top] == 1:
                     break
                 sizes[top] = max(1, sizes[top] // 2)
@@ -183,7 +181,7 @@ def validate_kernel(vmfb: bytes, mid: ModuleId, target: Target, device, *, seeds
     ``validation_shapes(sig)``)."""
     sig = mid.signature
     tol_rec = tolerance_record(sig)
-    base = dict(module=mid.key, target=target.name, tolerance=tol_rec)
+    base: dict[str, Any] = dict(module=mid.key, target=target.name, tolerance=tol_rec)
     if device is None:
         from ..loader.devices import discover, match_target, no_device_reason
 
@@ -278,14 +276,14 @@ def _checked(sig, run, base: dict, seeds, offset_case: bool, shapes, what: str) 
                 status=ValidationStatus.FAILED, outputs=tuple(checks),
                 reason=f"{case}: {what} returned {len(got)} outputs, the signature has {len(outputs_spec)}", **base)
         expected = reference(csig, args)
-        for (name, shape, dtype), g, e in zip(outputs_spec, got, expected):
+        for (name, shape, dtype), g, ref in zip(outputs_spec, got, expected):
             g = _to_torch(g)
             if tuple(g.shape) != tuple(shape) or _dtype_name(g) != dtype:
                 return ValidationResult(
                     status=ValidationStatus.FAILED, outputs=tuple(checks),
                     reason=f"{case}: {name} is {_dtype_name(g)}{list(g.shape)}, expected {dtype}{list(shape)}",
                     **base)
-            checks.append(compare(name, case, g, e, tolerance(dtype), dtype))
+            checks.append(compare(name, case, g, ref, tolerance(dtype), dtype))
     bad = [c for c in checks if not c.ok]
     if bad:
         worst = max(bad, key=lambda c: sort_ratio(c.ratio))
