@@ -3,7 +3,7 @@
     boo-build build [MANIFEST ...] [--targets T1,T2] [--out DIR] [-j N] ...
     boo-build bench MANIFEST ...          validate + benchmark, no bundle
     boo-build list|clean|forget [MANIFEST ...]
-    boo-build info|verify BUNDLE, boo-build diff OLD NEW
+    boo-build info|verify BUNDLE, boo-build diff OLD NEW   [--max-size SIZE: 512MiB, 2GiB, bytes]
     boo-build report BUNDLE_OR_OUTPUT_DIR [--out FILE]   the HTML report page
     boo-build measure BUNDLE --out NEW    validate, time, select on this machine's devices
     boo-build --version                   boo-build <version>
@@ -14,7 +14,8 @@ and ``report`` never import the build side, ``info`` not even torch). A
 ``BooBuildError`` (and the loader's ``BundleError``, for a bundle that cannot
 be read) is printed as ``boo-build: <message>`` with exit status 2; a
 command's own statuses are documented in its module (``diff`` and ``verify``
-1 on a difference or mismatch, ``measure`` 1 on a failure).
+1 on a difference or mismatch, ``measure`` 1 on a failure). A bad option
+value (``--max-size 12XB``) is argparse's usage error, exit status 2 too.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ COMMANDS = {
     "clean": ("graph", "remove built files"),
     "forget": ("graph", "forget up-to-date state"),
     "info": ("info", "describe a bundle"),
-    "verify": ("verify", "check every checksum in a bundle"),
+    "verify": ("verify", "check every checksum in a bundle, and its iree-base-runtime range"),
     "diff": ("diff", "compare two bundles"),
     "report": ("report", "write the HTML report page of a bundle or a build's output folder"),
     "measure": ("measure", "validate, time and select a bundle's kernels on this machine's devices "

@@ -1,7 +1,8 @@
 """``boo-build diff OLD NEW``: kernels, selections, benchmarks and members that differ between two bundles.
 
 Light: imports only the loader's archive reader and typed index (stdlib and
-zstandard), never torch, iree or doit. Exit status 0 the same, 1 different (as diff(1)); an unreadable bundle raises ``BundleFormatError`` (exit 2).
+zstandard), never torch, iree or doit. Exit status 0 the same, 1 different (as diff(1)); an unreadable bundle,
+or one over ``--max-size``, raises ``BundleFormatError`` (exit 2).
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, TextIO
 
-from ..loader.archive import Archive, read_archive, sha256_hex
+from ..loader.archive import DEFAULT_MAX_SIZE, Archive, sha256_hex
 from ..loader.format import INDEX_NAME, BundleIndex
-from .text import bench_value, short, size_text
+from .text import add_max_size, bench_value, read_bundle, short, size_text
 
 __all__ = ["add_arguments", "cmd_diff", "diff_indexes", "diff_members", "run"]
 EXIT_OK, EXIT_PROBLEM = 0, 1
@@ -22,10 +23,11 @@ EXIT_OK, EXIT_PROBLEM = 0, 1
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("old", type=Path)
     p.add_argument("new", type=Path)
+    add_max_size(p)
 
 
 def run(ns: argparse.Namespace) -> int:
-    return cmd_diff(ns.old, ns.new)
+    return cmd_diff(ns.old, ns.new, max_size=ns.max_size)
 
 
 def _typed(index: BundleIndex | Mapping[str, Any]) -> BundleIndex:
@@ -129,13 +131,13 @@ def diff_members(old: Archive, new: Archive, index_differs: bool) -> list[str]:
 
 
 def cmd_diff(old, new, *, out: TextIO | None = None,
-             bench_threshold: float = 0.05) -> int:
+             bench_threshold: float = 0.05, max_size: int = DEFAULT_MAX_SIZE) -> int:
     """Kernels added, removed, changed (sha256, status or selection), benchmark
     changes of at least ``bench_threshold``, members added, removed or changed
     (``diff_members``) and, failing all these, whether the archive files differ
-    at all; exit 0 same, 1 different, 2 unreadable."""
+    at all; exit 0 same, 1 different, 2 unreadable (or over ``max_size``, each)."""
     out = out or sys.stdout
-    a, b = read_archive(Path(old)), read_archive(Path(new))  # BundleFormatError: exit 2 (cli.app)
+    a, b = read_bundle(old, max_size), read_bundle(new, max_size)  # BundleFormatError: exit 2 (cli.app)
     d = diff_indexes(a.bundle_index, b.bundle_index, bench_threshold)
     p = out.write
     p(f"--- {a.path} ({a.bundle_index.name} {a.bundle_index.version})\n")

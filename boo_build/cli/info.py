@@ -1,7 +1,11 @@
 """``boo-build info BUNDLE``: what a bundle holds: targets, kernels, selections, candidates, provenance.
 
 Light: imports only the loader's archive reader and typed index (stdlib and
-zstandard), never torch, iree or doit. Exit status 0; an unreadable bundle raises ``BundleFormatError`` (exit 2).
+zstandard), never torch, iree or doit (the iree-base-runtime version is read
+from its package's version file, the runtime is not loaded). Exit status 0,
+also for a malformed ``iree_runtime`` field, which it shows (``verify`` fails
+on it); an unreadable bundle, or one over ``--max-size``, raises
+``BundleFormatError`` (exit 2).
 """
 
 from __future__ import annotations
@@ -13,10 +17,10 @@ import sys
 from pathlib import Path
 from typing import Mapping, TextIO
 
-from ..loader.archive import Archive, read_archive
+from ..loader.archive import DEFAULT_MAX_SIZE, Archive
 from ..loader.format import CandidateRecord
 from ..stages.selection import Decision
-from .text import bench_value, provenance_versions, short, size_text
+from .text import add_max_size, bench_value, provenance_versions, read_bundle, runtime_fit, short, size_text
 
 __all__ = ["add_arguments", "candidate_lines", "cmd_info", "run"]
 EXIT_OK = 0
@@ -24,15 +28,16 @@ EXIT_OK = 0
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("bundle", type=Path)
+    add_max_size(p)
 
 
 def run(ns: argparse.Namespace) -> int:
-    return cmd_info(ns.bundle)
+    return cmd_info(ns.bundle, max_size=ns.max_size)
 
 
-def cmd_info(path, *, out: TextIO | None = None) -> int:
+def cmd_info(path, *, out: TextIO | None = None, max_size: int = DEFAULT_MAX_SIZE) -> int:
     out = out or sys.stdout
-    a = read_archive(Path(path))  # BundleFormatError: exit 2 (cli.app)
+    a = read_bundle(path, max_size)  # BundleFormatError: exit 2 (cli.app)
     ix = a.bundle_index
     p = out.write
     p(f"{ix.name} {ix.version}  ({a.path})\n")
@@ -41,6 +46,7 @@ def cmd_info(path, *, out: TextIO | None = None) -> int:
     versions = provenance_versions(ix.provenance)
     if versions:
         p("  provenance: " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items())) + "\n")
+    p(f"  iree_runtime: {runtime_fit(ix, a.path).text()}\n")
     counts = ix.counts()
     p("  targets:\n")
     for t, d in sorted(ix.targets.items()):

@@ -44,6 +44,17 @@ _READ_CHUNK = 1 << 20  # most decompressed bytes per read: how far past max_size
 _RAISE_LIMIT = "open_bundle(..., max_size=...) or read_archive(..., max_size=...) raises it"
 
 
+class BundleTooLarge(BundleFormatError):
+    """A bundle refused by the ``max_size`` bound (its file, its declared or
+    streamed decompressed size, or a member): ``problem`` says what passed
+    ``max_size``, without the hint on how to raise it (``boo-build``'s
+    commands name their ``--max-size`` instead)."""
+
+    def __init__(self, problem: str, max_size: int, hint: str = _RAISE_LIMIT):
+        self.problem, self.max_size = problem, max_size
+        super().__init__(f"{problem} ({hint})" if hint else problem)
+
+
 class _BoundedStream:
     """A bundle file's decompressed bytes, read forward a chunk at a time,
     counted and refused as soon as they pass ``max_size``: a frame that
@@ -59,8 +70,7 @@ class _BoundedStream:
         except zstandard.ZstdError as e:
             raise BundleFormatError(f"{path} is truncated or corrupt: unreadable zstd frame header ({e})") from None
         if declared > max_size:
-            raise BundleFormatError(f"{path} decompresses to {declared} bytes, over the limit of {max_size} "
-                                    f"({_RAISE_LIMIT})")
+            raise BundleTooLarge(f"{path} decompresses to {declared} bytes, over the limit of {max_size}", max_size)
         f.seek(0)
         self._f, self.path, self.max_size, self.declared = f, path, max_size, declared
         self.size = 0  # decompressed bytes taken from zstd so far
@@ -83,8 +93,8 @@ class _BoundedStream:
         self.size += len(chunk)
         if self.size > self.max_size:
             self.failed = True
-            raise BundleFormatError(f"{self.path} decompresses to more than {self.max_size} bytes, over the limit "
-                                    f"(a damaged or hostile file, or a larger bundle: {_RAISE_LIMIT})")
+            raise BundleTooLarge(f"{self.path} decompresses to more than {self.max_size} bytes, over the limit",
+                                 self.max_size, f"a damaged or hostile file, or a larger bundle: {_RAISE_LIMIT}")
         if 0 <= self.declared < self.size:
             self.failed = True
             raise BundleFormatError(f"{self.path} is corrupt: it decompresses to more than the {self.declared} "
@@ -155,7 +165,7 @@ def read_archive(path: str | os.PathLike, max_size: int = DEFAULT_MAX_SIZE) -> A
         with open(path, "rb") as f:
             st = os.fstat(f.fileno())
             if st.st_size > max_size:
-                raise BundleFormatError(f"{path_s} is {st.st_size} bytes, over the limit of {max_size}")
+                raise BundleTooLarge(f"{path_s} is {st.st_size} bytes, over the limit of {max_size}", max_size, "")
             src = _BoundedStream(f, max_size, path_s)
             problem = None
             try:
@@ -205,8 +215,8 @@ def _read_members(src: _BoundedStream, path: str) -> tuple[dict[str, bytes], str
             if ti.name in members:
                 raise BundleFormatError(f"{path}: member {ti.name!r} appears twice")
             if ti.offset_data + ti.size > src.max_size:  # refuse before reading it
-                raise BundleFormatError(f"{path}: member {ti.name!r} has {ti.size} bytes, past the limit of "
-                                        f"{src.max_size} decompressed bytes ({_RAISE_LIMIT})")
+                raise BundleTooLarge(f"{path}: member {ti.name!r} has {ti.size} bytes, past the limit of "
+                                     f"{src.max_size} decompressed bytes", src.max_size)
             # Chunks into a BytesIO, which grows in place and hands over its
             # buffer: a large member is not held twice.
             f, out, left = tf.extractfile(ti), io.BytesIO(), ti.size
@@ -236,4 +246,4 @@ def verify_members(archive: Archive) -> list[tuple[str, str, str]]:
     return sorted(set(bad))
 
 
-__all__ = ["Archive", "DEFAULT_MAX_SIZE", "read_archive", "sha256_hex", "verify_members"]
+__all__ = ["Archive", "BundleTooLarge", "DEFAULT_MAX_SIZE", "read_archive", "sha256_hex", "verify_members"]

@@ -165,8 +165,10 @@ class Bundle:
         """Calls per signature key: {"hits": ran a bundle kernel, "misses": fell back to
         eager (no kernel), "eager": ran torch's op where the build found it faster}.
         A hit counts under the kernel that ran: a dynamic kernel's key (names in
-        capitals) for every call it served. ``totals=True``: {"static_hits",
-        "dynamic_hits", "misses", "eager"} over all keys."""
+        capitals) for every call it served. A call no signature describes (an eps or
+        a dtype no kernel takes, ``unserved``) misses under ``"{op}:{reason}={value}"``:
+        ``layer_norm:eps=-0.5``, ``rms_norm:dtype=float64``. ``totals=True``:
+        {"static_hits", "dynamic_hits", "misses", "eager"} over all keys."""
         with self._stats_lock:
             self._fold_hits()
             per_key = {k: dict(v) for k, v in sorted(self._stats.items())}
@@ -404,6 +406,25 @@ class Bundle:
             return arrays.eager(eager, eager_args(), f"no kernel {sig.key} for target {self.target.name}")
         raise self._table.not_found(sig.key)
 
+    def unserved(self, call: loader_calls.Unserved, eager, eager_args):
+        """A call no kernel can serve that torch's op may take
+        (``loader_calls.Unserved``: an eps the signatures refuse, a dtype no kernel
+        takes). With ``fallback="eager"``, torch's ``eager(*eager_args())``, counted
+        in ``stats()`` as a miss under ``call.key`` (``"{op}:{reason}={value}"``),
+        unless another check refused the call (``call.refusal``, raised) or torch's
+        op refuses it (the loader's error, naming torch's reason too). Without the
+        fallback, the loader's error (``call.error``)."""
+        if self.fallback != "eager":
+            raise call.error from None
+        if call.refusal is not None:
+            raise call.refusal from None
+        try:
+            out = call.arrays.eager(eager, eager_args(), str(call.error))
+        except (RuntimeError, TypeError, ValueError) as e:
+            raise type(call.error)(f"{call.error}; torch's op refuses the call too: {e}") from e
+        self._count(call.key, "misses")
+        return out
+
     # -- the ops' ATen-style entry points (``boo_build.ops``), as methods: the
     # built-in ops' here (pure Python: torch is imported by their first torch call);
     # an op registered later is found in the registry (``__getattr__``)
@@ -446,8 +467,9 @@ def open_bundle(path: str | os.PathLike, device: Any = None, fallback: str | Non
     ``device``: None (a HIP GPU with a gfx arch the bundle holds, else the CPU
     at a level it supports), a device URI ("local-task", "hip://0", ...) or a
     ``devices.DeviceInfo``. ``fallback``: None (a missing kernel raises
-    ``KernelNotFound``) or "eager" (run torch's op instead, counted in
-    ``stats()`` as a miss). ``max_size`` bounds the decompressed size.
+    ``KernelNotFound``; an eps or dtype no kernel takes, the argument error) or
+    "eager" (run torch's op instead, counted in ``stats()`` as a miss).
+    ``max_size`` bounds the decompressed size.
     ``prefer_eager``: whether torch tensors go to torch's op for kernels the
     build found slower than torch eager (``Bundle``); False runs the kernels.
 

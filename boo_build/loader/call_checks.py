@@ -20,18 +20,25 @@ the kernel's runner with every view and cast the key decides worked out once
 (``Bundle.torch_route``; the runner copies a tensor that is not contiguous
 or aligned). The key pins everything the checks depend on but memory layout.
 
+A call torch's op takes but no kernel can serve (an eps the signatures
+refuse, a dtype no kernel takes) raises ``ops.loader_calls.Unserved`` once
+its other checks are done (``Bundle.unserved`` decides what runs); like a
+refused call, it is never recorded.
+
 Stdlib only; the array kinds come from ``tensors.py``.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 import operator
 from typing import Any, Callable, Iterable, NamedTuple
 
 from .. import ops
-from ..ops.loader_calls import norm_shape, stats_shape
-from ..signature import KernelSignature, SignatureError
+from ..dtypes import CODES as _KERNEL_DTYPES
+from ..ops.loader_calls import EagerCall, Unserved, norm_shape, stats_shape
+from ..signature import DEFAULT_EPS, KernelSignature, SignatureError, eps_problem
 from .memo import remember as _remember
 from .tensors import NumpyArrays, TorchArrays, arrays_of
 
@@ -146,6 +153,8 @@ class CallChecks:
             raise ValueError(f"{name} is on device {t.device}, but this bundle runs on {self._uri} "
                              f"(target {self._target}): move it to a {want} tensor")
         got = arrays.dtype_name(t)
+        if got is None and any(d is not None and d not in _KERNEL_DTYPES for d in (dtype, *allowed)):
+            got = arrays.dtype_text(t)  # a call of a dtype no kernel takes (``Unserved``): the input's is asked
         if got is None or (dtype is not None and got != dtype) or (allowed and dtype is None and got not in allowed):
             ok = [dtype] if dtype is not None else list(dict.fromkeys(allowed))  # each dtype named once
             if ok:
@@ -176,23 +185,50 @@ class CallChecks:
     def _prepare(self, op, input, normalized_shape, weight, bias, eps, mask):
         ns = norm_shape(normalized_shape)
         arrays = arrays_of("input", input)
-        x = self._check_array("input", input, None, None, (), arrays, "input")
-        dt = arrays.dtype_name(x)
+        try:
+            x = self._check_array("input", input, None, None, (), arrays, "input")
+        except TypeError as e:  # (its kind and device checked) a dtype no kernel takes: torch's op may
+            dt = arrays.dtype_text(input)
+            try:  # the rest is checked alike (the weight and bias in the input's dtype): raises Unserved
+                return self._rest(op, arrays, arrays.contiguous(input), dt, ns, weight, bias, eps, mask, e)
+            except (TypeError, ValueError) as other:  # the dtype's error without the fallback, this one with it
+                raise Unserved(e, f"{op}:dtype={dt}", arrays, refusal=other) from None
+        return self._rest(op, arrays, x, arrays.dtype_name(x), ns, weight, bias, eps, mask, None)
+
+    def _rest(self, op, arrays, x, dt: str, ns, weight, bias, eps, mask, refused: Exception | None):
+        """``_prepare`` after the input's own checks (``refused``: the error of a
+        dtype no kernel takes, else None), raising ``Unserved`` for a call torch's
+        op takes but no kernel can serve, once every other check has passed."""
         shape = tuple(x.shape)
         if len(ns) > len(shape) or shape[len(shape) - len(ns):] != ns:
             raise ValueError(f"normalized_shape {list(ns)} is not a suffix of the input's shape {list(shape)}")
         w = None if weight is None else self._check_array("weight", weight, dt, ns, (), arrays, "input")
         b = None if bias is None else self._check_array("bias", bias, dt, ns, (), arrays, "input")
+        given = w
         if b is not None and w is None:
             # ATen allows a bias without a weight; a weight of ones is the same norm.
             w = arrays.full(ns, 1, dt, x)
         empty = 0 in shape
         stand_in = (lambda dims: tuple(d or 1 for d in dims)) if empty else (lambda dims: dims)
+        reason = None if refused is None else f"dtype={dt}"
+        sdt = dt if refused is None else "float32"  # a dtype no kernel takes: float32's, to check the rest
         try:
-            sig = KernelSignature(op=op, input_shape=stand_in(shape), normalized_shape=stand_in(ns), dtype=dt,
+            sig = KernelSignature(op=op, input_shape=stand_in(shape), normalized_shape=stand_in(ns), dtype=sdt,
                                   mask=mask, eps=eps, affine=w is not None, bias=b is not None)
         except SignatureError as e:
-            raise ValueError(str(e)) from None
+            if not (isinstance(eps, numbers.Real) and eps_problem(eps)):  # not eps's, or eps not a number
+                raise ValueError(str(e)) from None  # (torch refuses a string too): refused whatever the fallback
+            try:  # a number torch takes (<= 0, inf, nan, a bool) that the kernels do not: is the rest fine?
+                sig = KernelSignature(op=op, input_shape=stand_in(shape), normalized_shape=stand_in(ns), dtype=sdt,
+                                      mask=mask, eps=DEFAULT_EPS, affine=w is not None, bias=b is not None)
+            except SignatureError as other:
+                raise ValueError(str(other)) from None
+            if refused is None:
+                refused, reason = ValueError(str(e)), f"eps={eps}"
+        if refused is not None:  # every check passed, but no kernel takes its dtype or eps
+            call = EagerCall(op, shape, ns, dt, mask, eps, given is not None, b is not None,
+                             ops.get(op).default_stats_dtype(dt), stats_shape(shape, ns))
+            raise Unserved(refused, f"{op}:{reason}", arrays, call, x, given, b)
         return arrays, (None if empty else sig), ns, x, w, b
 
     def prepare_backward(self, op, mask, grad_out, input, normalized_shape, stats: tuple, weight, bias, eps,
@@ -207,7 +243,17 @@ class CallChecks:
             arrays, sig, ns = plan.arrays, plan.sig, plan.ns
             if arrays.contiguous3(input, weight, bias) and arrays.contiguous3(grad_out, *_pad2(stats)):
                 return arrays, sig, ns, grad_out, input, stats, weight, bias
-        arrays, sig, ns, x, w, b = self.prepare(op.name, input, normalized_shape, weight, bias, eps, mask)
+        try:
+            arrays, sig, ns, x, w, b = self.prepare(op.name, input, normalized_shape, weight, bias, eps, mask)
+        except Unserved as u:  # the rest of the call is checked alike, then handed on
+            if u.refusal is None:
+                try:
+                    u.gy = self.check_array("grad_out", grad_out, u.call.dtype, tuple(u.x.shape), arrays=u.arrays)
+                    u.stats = tuple([self.check_stats(name, t, u.arrays, u.x, u.call.normalized_shape)
+                                     for name, t in zip(op.stats, stats)])
+                except (TypeError, ValueError) as other:  # raised with the fallback (``Unserved.refusal``)
+                    u.refusal = other
+            raise
         gy = self.check_array("grad_out", grad_out, arrays.dtype_name(x), tuple(x.shape), arrays=arrays)
         stats = tuple([self.check_stats(name, t, arrays, x, ns) for name, t in zip(op.stats, stats)])
         if key is not None and sig is not None and w is weight and len(stats) <= 2:  # not a stand-in weight
@@ -235,7 +281,8 @@ class CallChecks:
                 return arrays.contiguous(t)
         except (AttributeError, TypeError):
             key = None
-        t = self._check_array(name, t, None, None, ["float32", arrays.dtype_name(x)], arrays, "input")
+        t = self._check_array(name, t, None, None, ["float32", arrays.dtype_name(x) or arrays.dtype_text(x)], arrays,
+                              "input")
         want = stats_shape(tuple(x.shape), ns)
         if math.prod(t.shape) != math.prod(want):
             raise ValueError(f"{name} has shape {list(t.shape)}, expected {list(want)}")

@@ -41,6 +41,16 @@ def _dtype_name(t) -> str | None:
         return name_of(dt)
 
 
+def _torch_dtype_text(t) -> str:
+    """A torch tensor's dtype name, whether kernels take it or not (``float64``)."""
+    return str(t.dtype).removeprefix("torch.")
+
+
+def _numpy_dtype_text(t) -> str:
+    """A numpy array's dtype name, whether kernels take it or not (``float64``)."""
+    return str(t.dtype.name)
+
+
 # The entry points take torch tensors or numpy arrays (the loader runs without
 # torch), and give back what they were given. What they do to their arguments,
 # per kind; neither library is imported to tell the kinds apart: an argument
@@ -54,6 +64,7 @@ class TorchArrays:
         return torch is not None and isinstance(t, torch.Tensor)
 
     dtype_name = staticmethod(_dtype_name)
+    dtype_text = staticmethod(_torch_dtype_text)  # any dtype's name (a call no kernel takes: the eager fallback's)
 
     @staticmethod
     def contiguous(t):
@@ -89,6 +100,7 @@ class NumpyArrays:
         return np is not None and isinstance(t, np.ndarray)
 
     dtype_name = staticmethod(_dtype_name)  # ml_dtypes.bfloat16's name is "bfloat16"
+    dtype_text = staticmethod(_numpy_dtype_text)
 
     @staticmethod
     def contiguous(t):

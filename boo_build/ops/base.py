@@ -20,6 +20,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..dtypes import NAMES as KERNEL_DTYPES
+
 # Mask bits (MIOpen's -F): forward, and one per gradient.
 FORWARD, INPUT_GRAD, WEIGHT_GRAD, BIAS_GRAD = 1, 2, 4, 8
 GRAD_NAMES = {INPUT_GRAD: "input", WEIGHT_GRAD: "weight", BIAS_GRAD: "bias"}
@@ -65,9 +67,11 @@ class Op:
     # -- rules (pure Python) ------------------------------------------------
     def default_stats_dtype(self, dtype: str) -> str:
         """ATen's dtype for the saved statistics: its accumulation type, float32
-        for all three dtypes (as native_layer_norm on GPUs and _fused_rms_norm
-        everywhere; bf16 statistics lose the mean of an offset input)."""
-        return "float32"
+        for all three kernel dtypes (as native_layer_norm on GPUs and in its meta
+        function, and _fused_rms_norm everywhere; bf16 statistics lose the mean of
+        an offset input). Another dtype (only torch's op runs it: the eager
+        fallback) keeps its own, as ATen's float64 statistics are float64."""
+        return "float32" if dtype in KERNEL_DTYPES else dtype
 
     def affine_problem(self, affine: bool, bias: bool) -> str | None:
         if bias and not self.has_bias:
@@ -118,7 +122,10 @@ class Op:
         raise NotImplementedError(f"{self.name} defines no reference")
 
     def eager_forward(self, sig, x, w, b) -> tuple:
-        """torch's op for a forward kernel: (y, *stats) in the kernel's dtypes and layout."""
+        """torch's op for a forward kernel: (y, *stats) in the kernel's dtypes and layout.
+        ``sig``: the call's ``KernelSignature``, or for a call no signature describes
+        (an eps or dtype no kernel takes: the loader's eager fallback) a
+        ``loader_calls.EagerCall`` of the same fields, eps and dtype as given."""
         raise NotImplementedError(f"{self.name} has no eager fallback")
 
     def eager_backward(self, normalized_shape, mask: int, gy, x, *rest) -> tuple:

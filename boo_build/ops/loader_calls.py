@@ -13,6 +13,7 @@ torch argument requiring grad) goes to the op's custom ops instead
 from __future__ import annotations
 
 import sys
+from typing import Any, NamedTuple
 
 from .base import BIAS_GRAD, DEFAULT_EPS, FORWARD, INPUT_GRAD, WEIGHT_GRAD
 
@@ -86,7 +87,13 @@ def backward_mask(op, output_mask, params: dict) -> int:
 # zero elements (there are rows when a normalized dim is 0) are the op's
 # (``zero_size_stat``: mean 0, rstd NaN), in the stats dtype non-empty calls
 # return; weight and bias gradients, sums over no rows, are zeros of the
-# weight's shape.
+# weight's shape. ATen's shapes and dtypes throughout (torch 2.13, float32,
+# float16, bfloat16, both ops, forward and backward) but one: a half-precision
+# layer norm's mean and rstd are float32, where ATen's CPU kernel gives the
+# input's dtype. float32 is what the loader returns for a non-empty call, what
+# the custom ops' fake implementations promise, and what ATen's meta function
+# (torch.compile's) and its GPU kernels give: a batch's statistics do not
+# change dtype with its size (docs/loader.md, "Arrays, autograd, edge inputs").
 def zero_size_forward(op, arrays, x, ns: tuple[int, ...]) -> tuple:
     shape, dt = tuple(x.shape), arrays.dtype_name(x)
     sd, st = op.default_stats_dtype(dt), stats_shape(shape, ns)
@@ -100,6 +107,52 @@ def zero_size_grads(arrays, x, ns: tuple[int, ...], mask: int, bits) -> tuple:
                  for bit in bits)
 
 
+# ------------------------------------------------------- calls no kernel serves
+class EagerCall(NamedTuple):
+    """What an op's ``eager_forward`` reads of a ``KernelSignature``, for a call
+    no signature describes (``Unserved``): the same field names, the call's
+    values as given (``eps`` as the caller passed it, ``dtype`` any dtype's name)."""
+    op: str
+    input_shape: tuple[int, ...]
+    normalized_shape: tuple[int, ...]
+    dtype: str
+    mask: int
+    eps: Any
+    affine: bool
+    bias: bool
+    stats_dtype: str  # the op's ``default_stats_dtype`` of ``dtype``
+    stats_shape: tuple[int, ...]
+
+    @property
+    def is_forward(self) -> bool:
+        return self.mask == FORWARD
+
+
+class Unserved(Exception):
+    """A call no kernel can serve that torch's op may take: an eps the signatures
+    refuse (not positive, not finite, a bool) or a dtype no kernel takes (float64,
+    ...). Raised by ``CallChecks.prepare``/``prepare_backward`` once the call's
+    other checks are done, and handed to ``Bundle.unserved``: ``error`` (the
+    loader's message, as without a fallback) unless ``fallback="eager"``; with it
+    ``refusal`` where another check refused the call (torch refuses it too: a
+    weight of another dtype or shape, mixed kinds...), else torch's op.
+
+    ``key``: what ``stats()`` counts the call under, ``"{op}:{reason}={value}"``
+    (``layer_norm:dtype=float64``, ``rms_norm:eps=-0.5``; no signature key has a
+    ``:``). Without a ``refusal``, the checked arrays: ``x``, ``w`` and ``b`` as
+    given (a bias without a weight gets no stand-in weight), contiguous; a
+    backward call's ``gy`` and ``stats`` too (``prepare_backward``)."""
+
+    def __init__(self, error: Exception, key: str, arrays, call: EagerCall | None = None, x=None, w=None, b=None,
+                 refusal: Exception | None = None):
+        super().__init__(str(error))
+        self.error, self.key, self.arrays, self.refusal = error, key, arrays, refusal
+        self.call: Any = call
+        self.x, self.w, self.b = x, w, b
+        self.gy: Any = None
+        self.stats: tuple = ()
+
+
 # ---------------------------------------------------------------- the bodies
 def forward(bundle, op, input, normalized_shape, weight, bias, eps, autograd: bool = False):
     """A forward call -> (y, *stats); with ``autograd``, ``AUTOGRAD`` where autograd
@@ -110,8 +163,11 @@ def forward(bundle, op, input, normalized_shape, weight, bias, eps, autograd: bo
         return route(input, weight, bias)
     if autograd and wants_grad(input, weight, bias):
         return AUTOGRAD
-    arrays, sig, ns, x, w, b = bundle.checks.prepare(op.name, input, normalized_shape, weight, bias, eps, FORWARD,
-                                                     known)
+    try:
+        arrays, sig, ns, x, w, b = bundle.checks.prepare(op.name, input, normalized_shape, weight, bias, eps,
+                                                         FORWARD, known)
+    except Unserved as e:  # no kernel takes its eps or dtype: torch's op (fallback="eager"), else the error
+        return unserved_forward(bundle, op, e)
     if sig is None:
         return zero_size_forward(op, arrays, x, ns)
     # prepare gives a bias only with a weight (a stand-in of ones where none was given)
@@ -139,8 +195,11 @@ def backward(bundle, op, output_mask, grad_out, input, normalized_shape, stats: 
         return no_grads(op)
     if autograd and wants_grad(grad_out, input, *stats, weight, bias):
         return AUTOGRAD
-    arrays, sig, ns, gy, x, stats, w, b = bundle.checks.prepare_backward(
-        op, mask, grad_out, input, normalized_shape, stats, weight, bias, eps, known)
+    try:
+        arrays, sig, ns, gy, x, stats, w, b = bundle.checks.prepare_backward(
+            op, mask, grad_out, input, normalized_shape, stats, weight, bias, eps, known)
+    except Unserved as e:  # as forward's
+        return unserved_backward(bundle, op, mask, e)
     if sig is None:
         return zero_size_grads(arrays, x, ns, mask, op.grads)
 
@@ -156,6 +215,20 @@ def backward(bundle, op, output_mask, grad_out, input, normalized_shape, stats: 
     outs = bundle.dispatch(sig, arrays, args, op.eager_backward, lambda: (
         ns, sig.mask, gy, x, *(as_stats(arrays, t, sig) for t in stats), w, b))
     return spread(sig.mask, outs, op.grads)
+
+
+def unserved_forward(bundle, op, u: Unserved) -> tuple:
+    """A forward call no kernel serves (``Unserved``): ``Bundle.unserved`` on the op's eager forward."""
+    return bundle.unserved(u, op.eager_forward, lambda: (u.call, u.x, u.w, u.b))
+
+
+def unserved_backward(bundle, op, mask: int, u: Unserved) -> tuple:
+    """A backward call no kernel serves: the gradients ``mask`` asks for (``spread``),
+    the statistics in ATen's layout."""
+    def args():
+        return (u.call.normalized_shape, mask, u.gy, u.x, *[t.reshape(u.call.stats_shape) for t in u.stats], u.w,
+                u.b)
+    return spread(mask, bundle.unserved(u, op.eager_backward, args), op.grads)
 
 
 # ------------------------------------------------------- the compiled routes

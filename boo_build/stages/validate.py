@@ -25,8 +25,9 @@ reference of the static signature it runs as there.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from typing import Any
+from typing import Any, Iterator
 
 from ..records import EagerValidation, OutputCheck, ValidationResult, ValidationStatus, sort_ratio
 from ..signature import KernelSignature, ModuleId, SignatureError, shape_text
@@ -258,9 +259,38 @@ def eager_record(sig: KernelSignature, target: str = "cpu", bench_shapes=(), *,
     return EagerValidation(v.status, v.reason, tuple((r, ok[r]) for r in sorted(ok)))
 
 
+@contextlib.contextmanager
+def one_torch_thread() -> Iterator[None]:
+    """torch's CPU ops on one intra-op thread in the calling thread while it lasts.
+
+    Why: a float reduction torch splits over threads adds in an order that depends
+    on the thread count, so the drawn inputs' statistics, the float64 reference
+    and the error scale, and with them the recorded figures and the bundle's
+    bytes, would differ between a 2-core and a 16-core machine, and between a
+    local and a Dask build. The thread count is per thread under OpenMP (the
+    build's other threads keep theirs); the shapes validated are small."""
+    import torch
+
+    before = torch.get_num_threads()
+    if before == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def _checked(sig, run, base: dict, seeds, offset_case: bool, shapes, what: str) -> ValidationResult:
     """Every case of ``sig`` run by ``run(static sig, seed, offset) -> (outputs,
-    the arguments it ran on)`` and compared with the float64 reference."""
+    the arguments it ran on)`` and compared with the float64 reference, torch on
+    one thread (``one_torch_thread``)."""
+    with one_torch_thread():
+        return _checked_cases(sig, run, base, seeds, offset_case, shapes, what)
+
+
+def _checked_cases(sig, run, base: dict, seeds, offset_case: bool, shapes, what: str) -> ValidationResult:
     from .reference import reference
 
     checks: list[OutputCheck] = []
