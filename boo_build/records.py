@@ -22,9 +22,8 @@ the bundle index's (candidates, the eager preference) in ``loader.format``,
 which the loader reads without the build side.
 
 Status values are ``str`` enums: they compare equal to, and are written to
-JSON as, the plain strings. Pure Python (stdlib, ``signature`` and the bundle
-format's ``first_time``, the one rule for which time is compared): the graph
-imports it at load time.
+JSON as, the plain strings. Pure Python (stdlib only): the graph imports it at
+load time, and the bundle format's candidates compare times by its ``first_time``.
 """
 
 from __future__ import annotations
@@ -33,8 +32,6 @@ import math
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Mapping, TypeVar
-
-from .loader.format import first_time
 
 __all__ = [
     "BenchResult", "BenchStatus", "COMPILED", "EAGER", "CompileRecord", "CompileStatus", "EagerValidation", "ExportRecord",
@@ -91,6 +88,14 @@ def compared_seconds(rec: Mapping[str, Any]) -> float | None:
     before means were), else its best sample; None when it has none.
     docs/validation-and-selection.md says where which statistic is used and why."""
     return first_time(rec.get("mean_s"), rec.get("median_s"), rec.get("min_s"))
+
+
+def first_time(mean_s: float | None, median_s: float | None, min_s: float | None) -> float | None:
+    """``compared_seconds`` of a record's three times: the first one recorded."""
+    for v in (mean_s, median_s, min_s):
+        if v is not None:
+            return float(v)
+    return None
 
 
 

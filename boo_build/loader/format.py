@@ -92,17 +92,6 @@ def format_version_for(signatures: Iterable[KernelSignature]) -> int:
     return DYNAMIC_FORMAT_VERSION if any(s.is_dynamic for s in signatures) else FORMAT_VERSION
 
 
-def first_time(mean_s: float | None, median_s: float | None, min_s: float | None) -> float | None:
-    """The time the selection compares of a record's three (seconds): the first one
-    recorded, mean (of the samples but the slowest), else median (records written
-    before means were), else best sample; None when none is. The build's records
-    (``records.compared_seconds``) and the index's candidates share it."""
-    for v in (mean_s, median_s, min_s):
-        if v is not None:
-            return float(v)
-    return None
-
-
 # ---------------------------------------------------------------------- records
 @dataclass(frozen=True)
 class ImplRecord:
@@ -183,7 +172,10 @@ class CandidateRecord:
 
     @property
     def compared_s(self) -> float | None:
-        """The time the selection compares (``first_time``)."""
+        """The time the selection compares (``records.first_time``: the one rule;
+        imported here, not at the loader's import, which never needs it)."""
+        from ..records import first_time
+
         return first_time(self.mean_s, self.median_s, self.min_s)
 
 
