@@ -104,32 +104,67 @@ def concrete(bundle, sig):
     return None, None, None
 
 
-def loader_call(bundle, sig, seed: int = 0):
-    """A no-argument callable: the loader's entry point for ``sig`` (static) on
-    prepared torch tensors, as an application calls it."""
+def call_args(sig, seed: int = 0) -> dict:
+    """The torch tensors of a call of ``sig`` (static): x, weight, bias, and for a
+    backward grad_out, the statistics as eager's forward saves them and the mask."""
     import torch
 
     from boo_build import ops
     from boo_build.stages.torch_modules import sample_args
 
-    op = ops.get(sig.op)
-    fwd = sample_args(sig.replace(mask=1), seed)
-    x, w = fwd[0], (fwd[1] if sig.affine else None)
-    b = fwd[2] if sig.bias else None
-    ns = tuple(sig.normalized_shape)
     if sig.op not in ("layer_norm", "rms_norm"):
         raise NotImplementedError(f"no entry-point call for op {sig.op}")
+    fwd = sample_args(sig.replace(mask=1), seed)
+    x, w = fwd[0], (fwd[1] if sig.affine else None)
+    a = {"x": x, "w": w, "b": fwd[2] if sig.bias else None, "ns": tuple(sig.normalized_shape)}
+    if not sig.is_forward:
+        a["gy"] = torch.randn(sig.input_shape, generator=torch.Generator().manual_seed(seed + 1)).to(x.dtype)
+        a["mask"] = tuple(bool(sig.mask & bit) for bit in ops.get(sig.op).grads)
+        if sig.op == "layer_norm":
+            a["stats"] = tuple(torch.ops.aten.native_layer_norm(x, list(a["ns"]), a["w"], a["b"], sig.eps)[1:])
+        else:
+            a["stats"] = (torch.ops.aten._fused_rms_norm(x, list(a["ns"]), w, sig.eps)[1],)
+    return a
+
+
+def loader_call(bundle, sig, seed: int = 0, args: dict | None = None):
+    """A no-argument callable: the loader's entry point for ``sig`` (static) on
+    prepared torch tensors (``call_args``), as an application calls it."""
+    a = args or call_args(sig, seed)
+    x, w, b, ns = a["x"], a["w"], a["b"], a["ns"]
     if sig.is_forward:
         if sig.op == "layer_norm":
             return lambda: bundle.native_layer_norm(x, ns, w, b, sig.eps)
         return lambda: bundle.fused_rms_norm(x, ns, w, sig.eps)
-    gy = torch.randn(sig.input_shape, generator=torch.Generator().manual_seed(seed + 1)).to(x.dtype)
-    mask = tuple(bool(sig.mask & bit) for bit in op.grads)
+    gy, mask, stats = a["gy"], a["mask"], a["stats"]
     if sig.op == "layer_norm":
-        _, mean, rstd = torch.ops.aten.native_layer_norm(x, list(ns), w, b, sig.eps)  # as eager's forward saves them
+        mean, rstd = stats
         return lambda: bundle.native_layer_norm_backward(gy, x, ns, mean, rstd, w, b, mask, eps=sig.eps)
-    _, rstd = torch.ops.aten._fused_rms_norm(x, list(ns), w, sig.eps)
+    (rstd,) = stats
     return lambda: bundle.fused_rms_norm_backward(gy, x, ns, rstd, w, mask, eps=sig.eps)
+
+
+def direct_call(sig, args: dict):
+    """torch's op called directly on the same tensors, the baseline of a routed call:
+    ATen's ``.default`` overloads (``native_layer_norm``, ``native_layer_norm_backward``
+    with the mask, ``_fused_rms_norm``); for the RMS backward, which has no ATen CPU
+    kernel, the torch function the loader's route itself calls (``Op.eager_route``)."""
+    import torch
+
+    from boo_build import ops
+
+    aten, a = torch.ops.aten, args
+    x, w, b, ns = a["x"], a["w"], a["b"], list(a["ns"])
+    if sig.op == "layer_norm":
+        if sig.is_forward:
+            return lambda: aten.native_layer_norm.default(x, ns, w, b, sig.eps)
+        gy, (mean, rstd), mask = a["gy"], a["stats"], list(a["mask"])
+        return lambda: aten.native_layer_norm_backward.default(gy, x, ns, mean, rstd, w, b, mask)
+    if sig.is_forward:
+        return lambda: aten._fused_rms_norm.default(x, ns, w, sig.eps)
+    gy, stats = a["gy"], a["stats"]
+    run = ops.get(sig.op).eager_route(sig, stats)
+    return lambda: run(gy, x, stats, w, None)
 
 
 def bare_call(bundle, k, ks, seed: int = 0):
@@ -253,6 +288,26 @@ def overhead(bundle, key: str, pairs: int, min_batch_s: float) -> dict:
         return {**row, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
 
 
+def routed_overhead(shipped, key: str, pairs: int, min_batch_s: float) -> dict | None:
+    """A torch call the shipped bundle routes to torch eager, at the kernel's smallest
+    shape: the entry point against torch's op called directly (``direct_call``) on the
+    same tensors, ``paired`` (the median per-pair difference is the loader's cost of
+    routing: key, lookup, count). None where that call is not routed."""
+    k0 = shipped._kernels[key]
+    call, _, _ = smallest(shipped, k0.sig)
+    if call is None or not k0.eager_for(call):
+        return None
+    row = {"key": key, "kind": "forward" if k0.sig.is_forward else "backward", "dtype": k0.sig.dtype,
+           "shape": list(call.input_shape), "dynamic": k0.sig.is_dynamic}
+    try:
+        args = call_args(call)
+        got = paired(loader_call(shipped, call, args=args), direct_call(call, args), pairs, min_batch_s)
+    except Exception as e:  # noqa: BLE001 - one kernel's failure is reported, the rest still run
+        return {**row, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+    return {**row, "cpu_us": got["cpu_us"], "wall_us": got["wall_us"], "direct_us": got["bare_us"],
+            "batch": got["batch"]}
+
+
 def geomean(xs) -> float | None:
     xs = [x for x in xs if x and x > 0]
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
@@ -280,7 +335,7 @@ def measure(bundle_path, samples: int = 40, min_batch_s: float = CPU_ROUND_S, ke
     workers = cpu_threads()
     previous = torch.get_num_threads()
     torch.set_num_threads(workers or previous)
-    rows, over = [], []
+    rows, over, routes = [], [], []
     pairs = overhead_samples or max(20, 10 * samples)
     keys = keys or bundle.keys()
     for key in keys:
@@ -327,6 +382,13 @@ def measure(bundle_path, samples: int = 40, min_batch_s: float = CPU_ROUND_S, ke
             if log and "error" not in o:
                 log(f"{key} at {'x'.join(map(str, o['shape']))} on {o['device']}: overhead {o['cpu_us']:.1f} us "
                     f"CPU, {o['wall_us']:.1f} us wall (bare {o['bare_us']:.1f} us)")
+        for key in keys:  # routed torch calls against torch's op called directly
+            r = routed_overhead(shipped, key, pairs, min_batch_s)
+            if r is not None:
+                routes.append(r)
+                if log and "error" not in r:
+                    log(f"{key} at {'x'.join(map(str, r['shape']))}, routed: {r['cpu_us']:.2f} us CPU over torch's op "
+                        f"({r['direct_us']:.1f} us)")
         # The small kernels shipped on local-task, on local-sync too: there the loader's own
         # cost is what differs from the bare call (on local-task both pay the hand-off to
         # the workers, which moves by tens of us), and the number compares across builds.
@@ -339,10 +401,10 @@ def measure(bundle_path, samples: int = 40, min_batch_s: float = CPU_ROUND_S, ke
         torch.set_num_threads(previous)
     return {"bundle": str(bundle.path), "target": bundle.target.name, "samples": samples,
             "overhead_samples": pairs, "min_batch_s": min_batch_s, "machine": host, "kernels": rows,
-            "overhead": over, "summary": summary(rows, over)}
+            "overhead": over, "routed": routes, "summary": summary(rows, over, routes)}
 
 
-def summary(rows, over=()) -> dict:
+def summary(rows, over=(), routes=()) -> dict:
     ok = [r for r in rows if "speedup" in r]
     out = {}
     for op in sorted({r["op"] for r in rows}):
@@ -366,7 +428,13 @@ def summary(rows, over=()) -> dict:
         out["overhead_us"][dev] = dict(_spread(mine), basis=basis, kinds={
             kind: _spread([o for o in mine if o["kind"] == kind]) for kind in ("forward", "backward")
             if any(o["kind"] == kind for o in mine)})
-    out["errors"] = [r["key"] for r in rows if "error" in r] + [o["key"] for o in over if "error" in o]
+    # routed calls: float32 (the route calls ATen's op as the direct call does; a half-precision
+    # route also casts the weight and statistics to float32, ``LayerNorm.eager_route``)
+    done = [r for r in routes if "cpu_us" in r and r["dtype"] == "float32" and math.prod(r["shape"]) <= SMALL]
+    out["routed_us"] = {kind: _spread([r for r in done if r["kind"] == kind]) for kind in ("forward", "backward")
+                        if any(r["kind"] == kind for r in done)}
+    out["errors"] = ([r["key"] for r in rows if "error" in r] + [o["key"] for o in over if "error" in o]
+                     + [r["key"] for r in routes if "error" in r])
     return out
 
 
@@ -418,9 +486,19 @@ def markdown(rec: dict) -> str:
         static = "" if o["dynamic"] else " (static)"
         lines.append(f"| {o['key']} | {shape}{static} | {o['device']} | {o['kind']} | {o['bare_us']:.1f} | "
                      f"{o['cpu_us']:.1f} | {o['wall_us']:.1f} |")
+    lines += ["", f"## Routed calls (torch tensors the bundle sends to torch eager; smallest shapes, {rec['overhead_samples']} "
+              "pairs with torch's op called directly)", "",
+              "| kernel | shape | kind | torch's op us | routed overhead us (CPU) | (wall) |", "|---|---|---|---:|---:|---:|"]
+    for r in rec.get("routed", []):
+        shape = "x".join(map(str, r["shape"]))
+        if "error" in r:
+            lines.append(f"| {r['key']} | {shape} | {r['kind']} | {r['error']} |||")
+            continue
+        lines.append(f"| {r['key']} | {shape} | {r['kind']} | {r['direct_us']:.1f} | {r['cpu_us']:.2f} | "
+                     f"{r['wall_us']:.2f} |")
     lines.append("")
     for op, g in s.items():
-        if op in ("overhead_us", "errors"):
+        if op in ("overhead_us", "routed_us", "errors"):
             continue
         gm = "n/a" if g["geomean_speedup"] is None else f"{g['geomean_speedup']:.2f}x"
         km = "n/a" if g["kernel_geomean_speedup"] is None else f"{g['kernel_geomean_speedup']:.2f}x"
@@ -435,6 +513,10 @@ def markdown(rec: dict) -> str:
                      f"kernel, smallest shape, CPU time of the calling thread) on {dev}, over {o['basis']} kernels: "
                      f"median **{o['median']:.1f} us**, max {o['max']:.1f} us ({o['max_kernel']}); wall median "
                      f"{o['median_wall']:.1f} us; {kinds}")
+    for kind, o in s.get("routed_us", {}).items():
+        lines.append(f"* a routed float32 {kind} call (at most {SMALL} elements, {o['kernels']} kernels) costs "
+                     f"**{o['median']:.2f} us** (median; max {o['max']:.2f} us, {o['max_kernel']}) of the calling "
+                     f"thread's CPU time more than torch's op called directly; wall median {o['median_wall']:.2f} us")
     if s["errors"]:
         lines.append(f"* not measured: {', '.join(s['errors'])}")
     return "\n".join(lines) + "\n"

@@ -296,3 +296,13 @@ def test_checker_finds_planted_long_module(planted):
 def test_checker_finds_planted_private_names(planted):
     assert private_imports(planted) == ["pkg/priv.py:1 pkg.a._hidden", "pkg/priv.py:4 pkg.short._x",
                                         "pkg/priv.py:4 pkg.short._y"]
+
+
+def test_ops_never_import_the_loader():
+    """The op registry is the lowest layer: the loader imports the ops, never the
+    reverse (the loader hands the ops what they need: ``Bundle.token``, ``by_token``)."""
+    graph = import_graph(PACKAGE)
+    up = sorted(f"{mod} imports {dep} (line {line})" for mod, deps in graph.items()
+                if mod == "boo_build.ops" or mod.startswith("boo_build.ops.")
+                for dep, line in deps.items() if dep == "boo_build.loader" or dep.startswith("boo_build.loader."))
+    assert up == []

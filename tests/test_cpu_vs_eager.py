@@ -53,7 +53,13 @@ def test_report_lists_every_kernel_with_loader_eager_and_overhead(built, tmp_pat
     assert all(o["max"] >= o["median"] for o in s["overhead_us"].values())
     assert rec["machine"]["torch_threads"] == rec["machine"]["iree_local_task_workers"] or \
         rec["machine"]["iree_local_task_workers"] == 0
+    # the routed key: its call against torch's op called directly (float32: in the summary)
+    (routed,) = rec["routed"]
+    assert routed["key"] == _ln(14).key and routed["kind"] == "backward" and "error" not in routed, routed
+    assert routed["direct_us"] > 0 and isinstance(routed["cpu_us"], float)
+    assert set(s["routed_us"]) == {"backward"} and s["routed_us"]["backward"]["kernels"] == 1
     md = proc.stdout
+    assert "## Routed calls" in md and "more than torch's op called directly" in md
     assert all(k in md for k in keys) and "layer_norm: geomean speed-up over eager" in md
     assert "rms_norm: geomean speed-up over eager" in md and "per-call overhead" in md
     assert "(1 routed to torch eager)" in md and "the compiled kernels alone" in md

@@ -365,13 +365,27 @@ def test_entry_points_are_methods_of_the_bundle_class():
     from boo_build.loader import Bundle
 
     entries = {name: fn for op in ("layer_norm", "rms_norm") for name, fn in ops.get(op).entry_points().items()}
-    assert entries and all(Bundle.__dict__.get(name) is fn for name, fn in entries.items()), sorted(entries)
+    assert entries and all(getattr(Bundle, name) is fn for name, fn in entries.items()), sorted(entries)
+    # once read, the function itself is on the class (the lazy stand-in gone): calls bind it as any method
+    assert all(Bundle.__dict__.get(name) is fn for name, fn in entries.items())
     code = ("import sys, pydoc, boo_build.loader as L\n"
             "text = pydoc.render_doc(L.Bundle, renderer=pydoc.plaintext)\n"
             f"print(all(('  ' + n + '(') in text for n in {sorted(entries)!r}), 'torch' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["True", "False"]
+
+
+def test_import_loader_is_light():
+    """``import boo_build.loader`` imports no numpy, torch, op module (the ops'
+    code is imported by the first call that needs it) nor the build side."""
+    code = ("import sys, boo_build.loader\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'torch', 'iree', 'doit', 'ml_dtypes')"
+            " or m in ('boo_build.ops.layer_norm', 'boo_build.ops.rms_norm', 'boo_build.ops.norm_math')"
+            " or m.startswith(('boo_build.stages', 'boo_build.build', 'boo_build.manifest'))))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
 
 
 def test_first_call_skips_ml_dtypes(built, tmp_path):

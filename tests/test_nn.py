@@ -91,6 +91,27 @@ def test_training_matches_torch(built):
     assert all(v == {"hits": 4, "misses": 0, "eager": 0} for v in s.values())
 
 
+def test_fx_symbolic_trace_of_swapped_norms(built):
+    """``torch.fx.symbolic_trace`` traces a model whose norms are the drop-ins (the
+    parameter cast is a leaf of the graph, the norm the custom op): the traced
+    module gives the model's results, from the bundle's kernels, and trains alike."""
+    b = open_bundle(built.path, device="local-task")
+    ref, boo = _pair(b)
+    gm = torch.fx.symbolic_trace(boo)
+    targets = [n.target for n in gm.graph.nodes if n.op == "call_function"]
+    assert torch.ops.boo.layer_norm in targets and torch.ops.boo.rms_norm in targets
+    x = torch.randn(4, 6, 10)
+    with torch.no_grad():
+        assert torch.equal(gm(x), boo(x))
+    b.reset_stats()
+    _train(gm, steps=2)
+    s = b.stats()
+    assert set(s) == {_ln(1).key, _ln(14).key, _rms32(1).key, _rms32(6).key}
+    assert all(v == {"hits": 2, "misses": 0, "eager": 0} for v in s.values())
+    _train(ref, steps=2)
+    _assert_same(ref, gm)
+
+
 def test_frozen_norm_weights_use_the_input_gradient_kernel(built):
     b = open_bundle(built.path, device="local-task")
     ref, boo = _pair(b)

@@ -34,21 +34,20 @@ its arguments, ``tensors.py`` handles a call's torch tensors or numpy arrays.
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import types
 from collections import Counter, defaultdict
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from .. import ops
-from ..ops import layer_norm, loader_calls, rms_norm
+from ..ops import loader_calls
 from ..signature import KernelSignature, SignatureError
 from ..targets import CPU_DRIVERS, Target
 
 # The format, archive, errors, device choice and runtime check live in their
 # own modules; their public names are re-exported here (and by the package).
 from .archive import DEFAULT_MAX_SIZE, Archive, read_archive, sha256_hex, verify_members
-from .call_checks import CallChecks, CallPlan, Route
+from .call_checks import CallChecks, Route
 from .errors import BundleError, BundleFormatError, BundleIntegrityError, KernelNotFound, NoCompatibleDevice
 from .format import (
     DYNAMIC_FORMAT_VERSION,
@@ -64,6 +63,7 @@ from .memo import MEMO_LIMIT, remember
 from .nearest import nearest_keys
 from .target_choice import select_target as _select_target
 from .tensors import TorchArrays, arrays_of
+from .tokens import bundle_for, bundle_token
 from .versions import RuntimeTooOld, UntestedRuntimeWarning, check_runtime, iree_release
 
 FALLBACKS = (None, "eager")
@@ -76,6 +76,26 @@ class KernelRoute(NamedTuple):
     found: tuple | None  # (the kernel, the signature it runs as), or None: no kernel
     views: tuple | None  # the views a dynamic kernel of another rank needs (``_views_of``)
     to_eager: bool  # whether torch tensors go to torch's op (the build found it faster)
+
+
+class _EntryPoint:
+    """A built-in op's entry point on ``Bundle``'s class body, its op module imported
+    when first read (``import boo_build.loader`` imports no op module). The first
+    read puts the op's function itself on the class in its place (a cache: later
+    calls bind it as any method, at no extra cost)."""
+
+    def __init__(self, op: str):
+        self.op = op
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        owner = owner or type(obj)
+        fn = ops.get(self.op).entry_points()[self.name]
+        setattr(owner, self.name, fn)
+        return fn if obj is None else types.MethodType(fn, obj)
 
 
 # -------------------------------------------------------------------- bundle
@@ -328,29 +348,26 @@ class Bundle:
         self._pending(self._hits, k.key)
         return tuple(out)
 
+    def _counter(self, hits: list, key: str) -> Callable[[], None]:
+        """``_pending(hits, key)`` as one closure, for a route's every call."""
+        append, fold = hits.append, self._fold_pending
+
+        def count() -> None:
+            append(key)
+            if len(hits) > MEMO_LIMIT:
+                fold()
+        return count
+
+    def _fold_pending(self) -> None:
+        with self._stats_lock:
+            self._fold_hits()
+
     def _pending(self, hits: list, key: str) -> None:
         """Count a call under ``key`` in ``hits`` (``_hits`` or ``_eager_hits``), folded
         into ``_stats`` once that many are pending."""
         hits.append(key)
         if len(hits) > MEMO_LIMIT:
-            with self._stats_lock:
-                self._fold_hits()
-
-    def routed(self, plan: CallPlan | None):
-        """What runs a call from its ``plan_call`` plan alone, else None: torch's op
-        (counted here as "eager"; the build found torch eager faster), or the
-        kernel's runner (``torch_route``; counted as a hit once it returns).
-        None too where autograd records the call (grad mode on and a tensor that
-        requires grad, as the key says): the op's autograd path takes it."""
-        # (a plan whose tensors require grad was made from torch tensors: torch is imported)
-        if plan is None:
-            return None
-        route = plan.route
-        if route is None or (plan.grad and sys.modules["torch"].is_grad_enabled()):
-            return None
-        if route.eager:
-            self._pending(self._eager_hits, route.kernel)
-        return route.run
+            self._fold_pending()
 
     def torch_route(self, op, sig: KernelSignature, stats: tuple | None) -> Route | None:
         """How later torch calls of a key the checks passed run: torch's op as
@@ -365,9 +382,8 @@ class Bundle:
             return None  # a backward call's own plan (prepare_backward's) carries its route
         k, ks = found
         if to_eager:
-            return Route(k.key, op.eager_route(sig, stats), True)
-        run, pending, hits, key = self._runner(k), self._pending, self._hits, k.key
-        count = lambda: pending(hits, key)  # noqa: E731
+            return Route(k.key, _counted(op.eager_route(sig, stats), self._eager_hits, k.key, self._fold_pending), True)
+        run, count, key = self._runner(k), self._counter(self._hits, k.key), k.key
         if stats is None:
             return Route(key, loader_calls.kernel_forward(run, count, views), False)
         shape, dtype = self.checks.stats_layout(ks)
@@ -426,12 +442,21 @@ class Bundle:
         return out
 
     # -- the ops' ATen-style entry points (``boo_build.ops``), as methods: the
-    # built-in ops' here (pure Python: torch is imported by their first torch call);
-    # an op registered later is found in the registry (``__getattr__``)
-    native_layer_norm = layer_norm.native_layer_norm
-    native_layer_norm_backward = layer_norm.native_layer_norm_backward
-    fused_rms_norm = rms_norm.fused_rms_norm
-    fused_rms_norm_backward = rms_norm.fused_rms_norm_backward
+    # built-in ops' here, their op modules imported on first use (``_EntryPoint``;
+    # torch by their first torch call); an op registered later is found in the
+    # registry (``__getattr__``)
+    native_layer_norm = _EntryPoint("layer_norm")
+    native_layer_norm_backward = _EntryPoint("layer_norm")
+    fused_rms_norm = _EntryPoint("rms_norm")
+    fused_rms_norm_backward = _EntryPoint("rms_norm")
+
+    # -- torch custom ops take a bundle as a token (``tokens.py``): the ops' modules
+    # reach the registry through these, never by importing the loader
+    def token(self) -> str:
+        """The token naming this bundle in the ``boo::`` custom ops (``custom_ops.bundle_token``)."""
+        return bundle_token(self)
+
+    by_token = staticmethod(bundle_for)  # the open bundle a token names ("": the default bundle)
 
     def __getattr__(self, name: str):
         fn = None if name.startswith("_") else ops.entry_point(name)
@@ -442,6 +467,20 @@ class Bundle:
 
     def __dir__(self):
         return sorted(set(super().__dir__()) | set(ops.entry_points()))
+
+
+def _counted(run: Callable, hits: list, key: str, fold: Callable[[], None]) -> Callable:
+    """``run`` counting each call that returns under ``key`` in ``hits`` (as
+    ``Bundle._pending``, written out: torch's op on a routed key costs little)."""
+    append = hits.append
+
+    def counted(*args):
+        out = run(*args)
+        append(key)
+        if len(hits) > MEMO_LIMIT:
+            fold()
+        return out
+    return counted
 
 
 def _views_of(sig: KernelSignature, ks: KernelSignature) -> tuple | None:

@@ -91,31 +91,42 @@ class CallChecks:
                   stats: tuple = ()) -> tuple[tuple | None, CallPlan | None]:
         """(call key, plan) of an ATen-style call (with ``grad_out``: a backward
         one): the plan its first call's checks recorded (``_plan``), else None;
-        the key None for arguments that make none. The entry points look here first (``Bundle.routed``), and hand
-        both to ``prepare``/``prepare_backward``."""
+        the key None for arguments that make none. The entry points look here first (a plan's
+        ``route`` runs the call), and hand both to ``prepare``/``prepare_backward``."""
         ns = tuple(normalized_shape) if type(normalized_shape) is list else normalized_shape
+        parts = self._key_parts
         try:
-            return self._keyed(self._key_parts, op, mask, eps, ns, input, weight, bias, grad_out, stats)
+            # a torch call's key, written out (this runs on every call): the input's type, then
+            # each array's parts; reading them all proves the others torch tensors too (a numpy
+            # array has no ``is_cpu``), so their types are left out (each costs on every call)
+            if grad_out is None:
+                key: tuple = (op, mask, eps, ns, type(input), parts(input), None if weight is None else parts(weight),
+                              None if bias is None else parts(bias))
+                return key, self._plans.get(key)
+            if len(stats) == 2:
+                s, t = stats
+                key = (op, mask, eps, ns, type(input), parts(input), None if weight is None else parts(weight),
+                       None if bias is None else parts(bias), parts(grad_out), parts(s), parts(t))
+            else:
+                key = (op, mask, eps, ns, type(input), parts(input), None if weight is None else parts(weight),
+                       None if bias is None else parts(bias), parts(grad_out), *[parts(t) for t in stats])
+            return key, self._backward_plans.get(key)
         except AttributeError:  # a numpy array (no is_cpu: its own parts), not an array (refused later)
             try:
-                return self._keyed(self._numpy_parts, op, mask, eps, ns, input, weight, bias, grad_out, stats)
+                return self._numpy_keyed(op, mask, eps, ns, input, weight, bias, grad_out, stats)
             except (AttributeError, TypeError):
                 return None, None
         except TypeError:  # unhashable arguments
             return None, None
 
-    def _keyed(self, parts, op, mask, eps, ns, input, weight, bias, grad_out, stats) -> tuple:
-        # one flat tuple, two statistics unrolled: nested tuples and a ``+=`` per
-        # array are measurably slower per backward call (docs/cpu-performance.md, "Measurements behind the code")
+    def _numpy_keyed(self, op, mask, eps, ns, input, weight, bias, grad_out, stats) -> tuple:
+        """``plan_call`` of a numpy call: each array's type and (dtype, shape)."""
+        parts = self._numpy_parts
         key: tuple = (op, mask, eps, ns, type(input), parts(input), type(weight),
                       None if weight is None else parts(weight), type(bias), None if bias is None else parts(bias))
         if grad_out is None:
             return key, self._plans.get(key)
-        if len(stats) == 2:
-            s, t = stats
-            key += (type(grad_out), parts(grad_out), type(s), parts(s), type(t), parts(t))
-        else:
-            key += (type(grad_out), parts(grad_out), *[(type(t), parts(t)) for t in stats])
+        key += (type(grad_out), parts(grad_out), *[(type(t), parts(t)) for t in stats])
         return key, self._backward_plans.get(key)
 
     def _plan(self, op, arrays, sig: KernelSignature, ns, tensors: tuple, stats: tuple | None = None) -> CallPlan:

@@ -68,8 +68,8 @@ import os
 import torch
 
 from .. import ops
+from ..ops.autograd import autocast_devices
 from . import tokens
-from .autograd import autocast_devices
 from .bundle import Bundle, open_bundle
 
 BUNDLE_ENV = tokens.BUNDLE_ENV
@@ -96,7 +96,7 @@ def default_bundle() -> Bundle:
 
 tokens.use_opener(open_bundle)
 for _name in ops.names():
-    ops.get(_name).torch_library()
+    ops.get(_name).torch_library(Bundle.by_token)
 
 # Where torch runs its norms in float32 under autocast (CUDA, which ROCm
 # shares), and so the ops do: the nn modules leave parameter casts to it there.

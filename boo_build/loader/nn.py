@@ -64,6 +64,11 @@ def _like(x: torch.Tensor, p: torch.Tensor | None) -> torch.Tensor | None:
     return p.to(x.dtype)
 
 
+# A leaf of ``torch.fx.symbolic_trace``: its dtype test cannot run on the tracer's
+# proxies, so a traced graph calls it (then the op), deciding at run time as eager does.
+torch.fx.wrap("_like")
+
+
 class _BundleAttr:
     """``bundle``: the module's Bundle (None: the default), and the token the
     op names it by (``custom_ops.bundle_token``), kept together."""

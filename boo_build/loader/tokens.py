@@ -6,10 +6,10 @@ A torch custom op cannot take a ``Bundle`` object: it takes a token,
 it, and its token, valid), or "" for the default bundle at the time of the
 call (``set_default``, else the ``BOO_BUNDLE`` environment variable).
 
-Below the ``Bundle`` class on purpose (the op modules' custom ops call
-``bundle_for``, and ``Bundle`` runs the ops): opening ``BOO_BUNDLE``'s path
-is left to the opener ``loader.custom_ops`` installs (``use_opener``), the module
-that hands out "" tokens.
+Below the ``Bundle`` class on purpose: ``Bundle.token`` and ``Bundle.by_token``
+hand these to the op modules' custom ops (which never import the loader), and
+opening ``BOO_BUNDLE``'s path is left to the opener ``loader.custom_ops``
+installs (``use_opener``), the module that hands out "" tokens.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def default_bundle() -> Any:
             if not path:
                 raise RuntimeError(
                     "no bundle: pass bundle= to the module, call boo_build.loader.set_default_bundle(...), "
-                    f"or set {BUNDLE_ENV} to a bundle path")
+                    f"or set {BUNDLE_ENV} to a bundle path or a lock file (docs/store.md)")
             if _opener is None:
                 raise RuntimeError(f"{BUNDLE_ENV} is set, but nothing can open it: import boo_build.loader.custom_ops")
             _default = _opener(path)

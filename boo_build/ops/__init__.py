@@ -12,20 +12,54 @@ Adding an op: see "Adding an op" in docs/ARCHITECTURE.md.
 
 from __future__ import annotations
 
+import importlib
 import threading
 from typing import Callable
 
 from ..errors import UnknownOp
 from .base import Op
-from .layer_norm import LAYER_NORM
-from .rms_norm import RMS_NORM
 
 __all__ = ["Op", "UnknownOp", "entry_point", "entry_points", "get", "names", "register", "unregister"]
+
+# The built-in ops: name -> (module, attribute), imported by the first ``get`` of
+# the name (``import boo_build.loader`` pays for no op module: docs/loader.md, start-up).
+BUILTIN: dict[str, tuple[str, str]] = {
+    "layer_norm": (".layer_norm", "LAYER_NORM"),
+    "rms_norm": (".rms_norm", "RMS_NORM"),
+}
 
 _REGISTRY: dict[str, Op] = {}
 _ENTRIES: dict[str, Callable] = {}  # every op's entry points by name (ops are immutable: kept, not rebuilt)
 _lock = threading.Lock()
 
+
+def _load(name: str) -> Op | None:
+    """The built-in op ``name``, its module imported and the op registered on first
+    use (a cache: the registry holds it from then on); None for any other name."""
+    where = BUILTIN.get(name)
+    if where is None:
+        return None
+    op = getattr(importlib.import_module(where[0], __name__), where[1])
+    with _lock:
+        if name not in _REGISTRY:  # not replaced meanwhile (``register(..., replace=True)``)
+            _add(op)
+        return _REGISTRY[name]
+
+
+def _load_all() -> None:
+    for name in BUILTIN:
+        if name not in _REGISTRY:
+            _load(name)
+
+
+def _add(op: Op) -> None:
+    """Put ``op`` in the registry (under ``_lock``)."""
+    have = _REGISTRY.get(op.name)
+    if have is not None:
+        for entry in have.entry_points():
+            _ENTRIES.pop(entry, None)
+    _REGISTRY[op.name] = op
+    _ENTRIES.update(op.entry_points())
 
 
 def register(op: Op, *, replace: bool = False) -> Op:
@@ -33,6 +67,7 @@ def register(op: Op, *, replace: bool = False) -> Op:
     refused unless it is the same (or ``replace``). Returns ``op``."""
     if not isinstance(op, Op):
         raise TypeError(f"op must be a boo_build.ops.Op, got {type(op).__name__}")
+    _load_all()  # the built-in ops' names and entry points are taken
     with _lock:
         have = _REGISTRY.get(op.name)
         if have is not None and have != op and not replace:
@@ -41,20 +76,17 @@ def register(op: Op, *, replace: bool = False) -> Op:
         clash = sorted(set(op.entry_points()) & set(taken))
         if clash:
             raise ValueError(f"op {op.name!r}: entry point {clash[0]!r} already belongs to {taken[clash[0]]!r}")
-        if have is not None:
-            for name in have.entry_points():
-                _ENTRIES.pop(name, None)
-        _REGISTRY[op.name] = op
-        _ENTRIES.update(op.entry_points())
+        _add(op)
     return op
 
 
 def unregister(name: str) -> Op:
     """Remove the op ``name`` (a test's own op, after the test); returns it."""
+    _load_all()
     with _lock:
         op = _REGISTRY.pop(name, None)
         if op is None:
-            raise UnknownOp(f"unknown op {name!r}: use one of {', '.join(_REGISTRY)}")
+            raise UnknownOp(f"unknown op {name!r}: use one of {', '.join(names())}")
         for entry in op.entry_points():
             _ENTRIES.pop(entry, None)
     return op
@@ -64,22 +96,26 @@ def get(name: str) -> Op:
     try:
         return _REGISTRY[name]
     except (KeyError, TypeError):
-        raise UnknownOp(f"unknown op {name!r}: use one of {', '.join(names())}") from None
+        op = _load(name) if isinstance(name, str) else None
+        if op is None:
+            raise UnknownOp(f"unknown op {name!r}: use one of {', '.join(names())}") from None
+        return op
 
 
 def names() -> tuple[str, ...]:
-    """Registered op names, in registration order (the built-in ones first)."""
-    return tuple(_REGISTRY)
+    """Registered op names, in registration order (the built-in ones first, loaded or not)."""
+    return tuple(dict.fromkeys([*BUILTIN, *_REGISTRY]))
 
 
 def entry_points() -> dict[str, Callable]:
     """Every op's loader entry points by name (``Bundle`` methods)."""
+    _load_all()
     return dict(_ENTRIES)
 
 
 def entry_point(name: str) -> Callable | None:
-    return _ENTRIES.get(name)
-
-
-register(LAYER_NORM)
-register(RMS_NORM)
+    fn = _ENTRIES.get(name)
+    if fn is None:
+        _load_all()
+        fn = _ENTRIES.get(name)
+    return fn

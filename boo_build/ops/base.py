@@ -172,6 +172,9 @@ class Op:
         """ATen-style functions ``f(bundle, *args)`` the ``Bundle`` offers as methods."""
         return {}
 
-    def torch_library(self) -> None:
-        """Register this op's torch custom ops (``boo::...``), once; none by default."""
+    def torch_library(self, by_token: Callable[[str], Any]) -> None:
+        """Register this op's torch custom ops (``boo::...``), once; none by default.
+        ``by_token``: the loader's lookup of an open bundle by the token the custom
+        ops take in its place (``Bundle.by_token``; ``bundle.token()`` gives one):
+        the loader hands it over, so that no op module imports the loader."""
         return None

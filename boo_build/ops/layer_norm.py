@@ -147,8 +147,8 @@ class LayerNorm(Op):
     def entry_points(self):
         return {"native_layer_norm": native_layer_norm, "native_layer_norm_backward": native_layer_norm_backward}
 
-    def torch_library(self):
-        _library()
+    def torch_library(self, by_token):
+        _library(by_token)
 
 
 LAYER_NORM = LayerNorm()
@@ -171,11 +171,9 @@ def native_layer_norm(bundle, input, normalized_shape, weight=None, bias=None, e
     out = loader_calls.forward(bundle, LAYER_NORM, input, normalized_shape, weight, bias, eps, autograd=True)
     if out is not loader_calls.AUTOGRAD:
         return out
-    torch = _library()
-    from ..loader.tokens import bundle_token
-
+    torch = _library(bundle.by_token)
     return torch.ops.boo.layer_norm(input, loader_calls.norm_shape(normalized_shape), weight, bias, float(eps),
-                                    bundle_token(bundle))
+                                    bundle.token())
 
 
 def native_layer_norm_backward(bundle, grad_out, input, normalized_shape, mean, rstd, weight=None, bias=None,
@@ -189,14 +187,13 @@ def native_layer_norm_backward(bundle, grad_out, input, normalized_shape, mean, 
                          eps, autograd=True)
     if out is not loader_calls.AUTOGRAD:
         return out
-    torch = _library()
-    from ..loader import autograd as ag
-    from ..loader.tokens import bundle_token
+    torch = _library(bundle.by_token)
+    from . import autograd as ag
 
     m = [bool(v) for v in output_mask]
     return ag.spread(ag.asked(m, weight, bias), torch.ops.boo.layer_norm_backward(
         grad_out, input, loader_calls.norm_shape(normalized_shape), mean, rstd, weight, bias, m,
-        None if eps is None else float(eps), bundle_token(bundle)))
+        None if eps is None else float(eps), bundle.token()))
 
 
 # ------------------------------------------------------ torch implementations
@@ -276,15 +273,15 @@ def _implementations() -> dict[str, Callable]:
 
 # ------------------------------------------------- torch custom ops (autograd)
 @functools.cache
-def _library():
+def _library(by_token):
     """Register ``boo::layer_norm`` and ``boo::layer_norm_backward`` (once) ->
-    torch. Their bodies call the entry points above with autograd handled:
+    torch. ``by_token``: the loader's lookup of an open bundle by the token the
+    ops take (``Bundle.by_token``). Their bodies call the entry points above with autograd handled:
     custom ops run below the autograd key. Fake implementations compute
     results from shapes and dtypes only, so symbolic sizes trace."""
     import torch
 
-    from ..loader import autograd as ag
-    from ..loader.tokens import bundle_for
+    from . import autograd as ag
 
     op = LAYER_NORM
 
@@ -292,7 +289,7 @@ def _library():
         "(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps, str bundle)"
         " -> (Tensor, Tensor, Tensor)"))
     def layer_norm(input, normalized_shape, weight, bias, eps, bundle):
-        out, mean, rstd = native_layer_norm(bundle_for(bundle), input, normalized_shape, weight, bias, eps)
+        out, mean, rstd = native_layer_norm(by_token(bundle), input, normalized_shape, weight, bias, eps)
         return out, ag.stats_like(op, input, mean), ag.stats_like(op, input, rstd)
 
     @layer_norm.register_fake
@@ -324,7 +321,7 @@ def _library():
         "(Tensor grad_out, Tensor input, SymInt[] normalized_shape, Tensor mean, Tensor rstd, Tensor? weight,"
         " Tensor? bias, bool[] output_mask, float? eps, str bundle) -> Tensor[]"))
     def layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask, eps, bundle):
-        grads = native_layer_norm_backward(bundle_for(bundle), grad_out, input, normalized_shape, mean, rstd,
+        grads = native_layer_norm_backward(by_token(bundle), grad_out, input, normalized_shape, mean, rstd,
                                            weight, bias, output_mask, eps=eps)
         return [g for g in grads if g is not None]
 

@@ -158,9 +158,11 @@ def forward(bundle, op, input, normalized_shape, weight, bias, eps, autograd: bo
     """A forward call -> (y, *stats); with ``autograd``, ``AUTOGRAD`` where autograd
     records it (``wants_grad``: the entry point calls the op's custom op)."""
     known = bundle.checks.plan_call(op.name, FORWARD, eps, normalized_shape, input, weight, bias)
-    route = bundle.routed(known[1])
-    if route is not None:  # a key checked before: torch eager (as the build found faster) or the kernel
-        return route(input, weight, bias)
+    plan = known[1]
+    if plan is not None:  # a key checked before: torch eager (as the build found faster) or the kernel
+        route = plan.route
+        if route is not None and not (plan.grad and sys.modules["torch"].is_grad_enabled()):
+            return route.run(input, weight, bias)
     if autograd and wants_grad(input, weight, bias):
         return AUTOGRAD
     try:
@@ -187,9 +189,11 @@ def backward(bundle, op, output_mask, grad_out, input, normalized_shape, stats: 
     # decides the kernel's mask): a checked key runs without working the mask out again
     om = output_mask if type(output_mask) is tuple else tuple(output_mask)
     known = bundle.checks.plan_call(op.name, om, eps, normalized_shape, input, weight, bias, grad_out, stats)
-    route = bundle.routed(known[1])
-    if route is not None:  # a key checked before: torch eager (as the build found faster) or the kernel
-        return route(grad_out, input, stats, weight, bias)
+    plan = known[1]
+    if plan is not None:  # as forward's
+        route = plan.route
+        if route is not None and not (plan.grad and sys.modules["torch"].is_grad_enabled()):
+            return route.run(grad_out, input, stats, weight, bias)
     mask = backward_mask(op, om, params_of(weight, bias))
     if mask == 0:
         return no_grads(op)
@@ -233,7 +237,8 @@ def unserved_backward(bundle, op, mask: int, u: Unserved) -> tuple:
 
 # ------------------------------------------------------- the compiled routes
 # A torch call whose key was checked once runs, on later calls, straight from
-# the key (``Bundle.routed``): the kernel's runner on the arguments in its
+# the key (its ``CallPlan``'s ``Route``; a call autograd records takes the op's
+# custom ops instead): the kernel's runner on the arguments in its
 # calling convention, every view and cast the key decides worked out here
 # once. The runner makes contiguous (and aligned) copies where needed, as the
 # checked path's ``contiguous`` does; the key pins the rest.

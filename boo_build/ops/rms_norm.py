@@ -102,8 +102,8 @@ class RMSNorm(Op):
     def entry_points(self):
         return {"fused_rms_norm": fused_rms_norm, "fused_rms_norm_backward": fused_rms_norm_backward}
 
-    def torch_library(self):
-        _library()
+    def torch_library(self, by_token):
+        _library(by_token)
 
 
 RMS_NORM = RMSNorm()
@@ -131,11 +131,9 @@ def fused_rms_norm(bundle, input, normalized_shape, weight=None, eps: float | No
     out = loader_calls.forward(bundle, RMS_NORM, input, normalized_shape, weight, None, eps, autograd=True)
     if out is not loader_calls.AUTOGRAD:
         return out
-    torch = _library()
-    from ..loader.tokens import bundle_token
-
+    torch = _library(bundle.by_token)
     return torch.ops.boo.rms_norm(input, loader_calls.norm_shape(normalized_shape), weight, float(eps),
-                                  bundle_token(bundle))
+                                  bundle.token())
 
 
 def fused_rms_norm_backward(bundle, grad_out, input, normalized_shape, rstd, weight=None,
@@ -146,14 +144,13 @@ def fused_rms_norm_backward(bundle, grad_out, input, normalized_shape, rstd, wei
                          autograd=True)
     if out is not loader_calls.AUTOGRAD:
         return out
-    torch = _library()
-    from ..loader import autograd as ag
-    from ..loader.tokens import bundle_token
+    torch = _library(bundle.by_token)
+    from . import autograd as ag
 
     m = [bool(v) for v in output_mask]
     return ag.spread(ag.asked(m, weight), torch.ops.boo.rms_norm_backward(
         grad_out, input, loader_calls.norm_shape(normalized_shape), rstd, weight, m,
-        None if eps is None else float(eps), bundle_token(bundle)))
+        None if eps is None else float(eps), bundle.token()))
 
 
 # ------------------------------------------------------ torch implementations
@@ -214,22 +211,21 @@ def _implementations() -> dict[str, Callable]:
 
 # ------------------------------------------------- torch custom ops (autograd)
 @functools.cache
-def _library():
+def _library(by_token):
     """Register ``boo::rms_norm`` and ``boo::rms_norm_backward`` (once) -> torch
     (as ``layer_norm._library``). rstd is differentiable: its gradient reaches
     the input as ``-grad_rstd * rstd**3 * x / N`` (torch ops; the kernels take
     grad_out only)."""
     import torch
 
-    from ..loader import autograd as ag
-    from ..loader.tokens import bundle_for
+    from . import autograd as ag
 
     op = RMS_NORM
 
     @torch.library.custom_op("boo::rms_norm", mutates_args=(), schema=(
         "(Tensor input, SymInt[] normalized_shape, Tensor? weight, float? eps, str bundle) -> (Tensor, Tensor)"))
     def rms_norm(input, normalized_shape, weight, eps, bundle):
-        out, rstd = fused_rms_norm(bundle_for(bundle), input, normalized_shape, weight, eps)
+        out, rstd = fused_rms_norm(by_token(bundle), input, normalized_shape, weight, eps)
         return out, ag.stats_like(op, input, rstd)
 
     @rms_norm.register_fake
@@ -265,7 +261,7 @@ def _library():
         "(Tensor grad_out, Tensor input, SymInt[] normalized_shape, Tensor rstd, Tensor? weight,"
         " bool[] output_mask, float? eps, str bundle) -> Tensor[]"))
     def rms_norm_backward(grad_out, input, normalized_shape, rstd, weight, output_mask, eps, bundle):
-        grads = fused_rms_norm_backward(bundle_for(bundle), grad_out, input, normalized_shape, rstd, weight,
+        grads = fused_rms_norm_backward(by_token(bundle), grad_out, input, normalized_shape, rstd, weight,
                                         output_mask, eps=eps)
         return [g for g in grads if g is not None]
 
