@@ -6,6 +6,10 @@
     boo-build info|verify BUNDLE, boo-build diff OLD NEW   [--max-size SIZE: 512MiB, 2GiB, bytes]
     boo-build report BUNDLE_OR_OUTPUT_DIR [--out FILE]   the HTML report page
     boo-build measure BUNDLE --out NEW    validate, time, select on this machine's devices
+    boo-build publish BUNDLE STORE_DIR    add a bundle to a store (docs/store.md)
+    boo-build lock NAME[==VERSION]... --store URL_OR_DIR [-o boo.lock]
+    boo-build fetch LOCK_FILE             download locked bundles into the cache
+    boo-build cache list|clean            the loader's cache of downloads
     boo-build --version                   boo-build <version>
 
 Each subcommand is a module of this package with ``add_arguments(parser)``
@@ -47,6 +51,10 @@ COMMANDS = {
     "report": ("report", "write the HTML report page of a bundle or a build's output folder"),
     "measure": ("measure", "validate, time and select a bundle's kernels on this machine's devices "
                            "and write a new bundle (needs torch, not the build side)"),
+    "publish": ("publish", "copy a bundle into a store folder and list it in the store's index.json"),
+    "lock": ("lock", "pin bundles of a store (newest or NAME==VERSION) in a lock file"),
+    "fetch": ("fetch", "download the bundles a lock file pins into the local cache"),
+    "cache": ("cache", "list or clean the local cache of downloaded bundles"),
 }
 
 

@@ -500,7 +500,8 @@ def _views_of(sig: KernelSignature, ks: KernelSignature) -> tuple | None:
 
 # ------------------------------------------------------------------- opening
 def open_bundle(path: str | os.PathLike, device: Any = None, fallback: str | None = None, *,
-                max_size: int = DEFAULT_MAX_SIZE, prefer_eager: bool = True) -> Bundle:
+                max_size: int = DEFAULT_MAX_SIZE, prefer_eager: bool = True, sha256: str | None = None,
+                name: str | None = None) -> Bundle:
     """Open a bundle for the best device present, or for ``device``.
 
     ``device``: None (a HIP GPU with a gfx arch the bundle holds, else the CPU
@@ -512,11 +513,27 @@ def open_bundle(path: str | os.PathLike, device: Any = None, fallback: str | Non
     ``prefer_eager``: whether torch tensors go to torch's op for kernels the
     build found slower than torch eager (``Bundle``); False runs the kernels.
 
+    ``path`` may also be a lock file (``name`` picks one of its bundles), an
+    ``http(s)://`` URL pinned by ``sha256``, or a ``file://`` URL: a locked or
+    downloaded bundle comes from the verified cache (``remote.py``, docs/store.md).
+    ``sha256`` with a plain path checks the file against it.
+
     Raises ``RuntimeTooOld`` if this process's iree-base-runtime is older
     than the oldest known to load the bundle's modules (``check_runtime``).
     """
     if fallback not in FALLBACKS:
         raise ValueError(f"fallback must be one of {FALLBACKS}, got {fallback!r}")
+    # A lock file, a URL or a pin becomes a verified local file first; a plain
+    # bundle file (zstd's magic number first) never imports remote.py.
+    try:
+        with open(path, "rb") as f:
+            plain = f.read(4) == b"\x28\xb5\x2f\xfd"
+    except (OSError, TypeError, ValueError):
+        plain = False
+    if not plain or sha256 is not None or name is not None:
+        from .remote import resolve
+
+        path = resolve(path, sha256=sha256, name=name, max_size=max_size)
     archive = read_archive(path, max_size=max_size)
     check_runtime(archive.bundle_index, archive.path)
     target, dev = _select_target(archive.bundle_index, device, archive.path)
