@@ -50,6 +50,7 @@ from ..signature import KernelSignature
 from ..stages.compile import DEFAULT_TIMEOUT_S  # stdlib only: cheap at graph load
 from ..targets import Target, catalogue, dynamic_flags, resolve
 from .actions import bench_action, compile_action, export_action, pack_action, report_action, validate_action
+from .durations import expected as expected_seconds
 from .layout import Layout, bench_subject, eager_subject
 from .not_run import VALIDATION_DISABLED
 from .toolchain import Toolchain
@@ -388,13 +389,38 @@ def _modes(t: Target, config: BuildConfig, devices: dict) -> tuple[str, ...]:
 
 
 def _all_names(p: Plan, devices: dict, config: BuildConfig) -> list[str]:
+    """The barrier's dependencies: every export, compile and validation of ``p``,
+    the longest expected first (``durations``). doit starts tasks in the order
+    this list reaches them, dependencies permitting, so the few compiles that
+    take minutes start early instead of last, where they would hold up the
+    benchmarks. The order changes when tasks run, not what they do or write."""
     b = p.manifest.bundle.name
-    mods = {t.name: [module_file(m.key, v) for m, v in _modules(p, t, config, devices)] for t in p.targets}
-    names = [f"export:{b}/{m.key}" for m in p.manifest.module_ids]
-    names += [f"export:{b}/{module_file(m.key, v)}" for m, v in _export_variants(p, config, devices)]
-    names += [f"compile:{b}/{t}/{m}" for t, ms in mods.items() for m in ms]
-    names += [f"validate:{b}/{t}/{m}" for t, ms in mods.items() if devices.get(t, (None,))[0] for m in ms]
-    return names
+    exports = [f"export:{b}/{m.key}" for m in p.manifest.module_ids]
+    exports += [f"export:{b}/{module_file(m.key, v)}" for m, v in _export_variants(p, config, devices)]
+    chain = {e: _expected(e) for e in exports}  # an export and the longest of what waits for it
+    compiles: list[tuple[float, str]] = []
+    validates: list[tuple[float, str]] = []
+    for t in p.targets:
+        runs = bool(devices.get(t.name, (None,))[0])
+        for mid, v in _modules(p, t, config, devices):
+            stem = module_file(mid.key, v)
+            comp, val = f"compile:{b}/{t.name}/{stem}", f"validate:{b}/{t.name}/{stem}"
+            after = _expected(comp) + (_expected(val) if runs else 0.0)
+            compiles.append((after, comp))
+            if runs:
+                validates.append((_expected(val), val))
+            export = f"export:{b}/{module_file(mid.key, v if v in EXPORT_VARIANTS else '')}"
+            chain[export] = max(chain[export], _expected(export) + after)
+    return _longest_first((s, e) for e, s in chain.items()) + _longest_first(compiles) + _longest_first(validates)
+
+
+def _expected(name: str) -> float:
+    return expected_seconds(name) or 0.0
+
+
+def _longest_first(pairs) -> list[str]:
+    """Names by expected seconds, longest first; ties keep their order (a stable sort)."""
+    return [name for _, name in sorted(pairs, key=lambda pair: -pair[0])]
 
 
 def _bench_names(p: Plan, devices: dict, config: BuildConfig) -> list[str]:
