@@ -35,8 +35,8 @@ from typing import Any, Mapping, TypeVar
 
 __all__ = [
     "BenchResult", "BenchStatus", "COMPILED", "EAGER", "CompileRecord", "CompileStatus", "EagerValidation", "ExportRecord",
-    "ExportStatus", "OutputCheck", "SizeTiming", "VOLATILE_FIELDS", "ValidationResult", "ValidationStatus",
-    "compared_seconds", "stable_record",
+    "ExportStatus", "OutputCheck", "SizeTiming", "VOLATILE_FIELDS", "ValidationFloor", "ValidationResult",
+    "ValidationStatus", "compared_seconds", "stable_record",
 ]
 
 Json = dict[str, Any]
@@ -59,6 +59,13 @@ class ValidationStatus(StrEnum):
     FAILED = "failed"
     NOT_RUN = "not run"
     ERROR = "error"
+
+
+class ValidationFloor(StrEnum):
+    """Which floor of the tolerance rule decided an output's check (``stages.tolerances``)."""
+
+    SCALE = "scale"  # atol * rms(ref)
+    CONDITIONING = "conditioning"  # a factor times the float32 formula's own error
 
 
 class BenchStatus(StrEnum):
@@ -210,7 +217,12 @@ def sort_ratio(x: float) -> float:
 
 @dataclass(frozen=True)
 class OutputCheck:
-    """One output of one validation case against the float64 reference."""
+    """One output of one validation case against the float64 reference, under
+    the rule of ``stages.tolerances``: ``bound`` names the floor of the bound
+    that decided (``ValidationFloor``; ``"scale"``: atol * rms(ref); ``"conditioning"``: a factor
+    times ``formula_error``, the reference formula's own error in float32
+    arithmetic, computed only where the scale floor was not met), and
+    ``ratio`` is relative to that bound."""
 
     name: str  # output name from the signature (output, mean, rstd, grad_input, ...)
     case: str  # "seed0", "seed0+offset100" (a dynamic kernel's end in "@<shape>")
@@ -222,27 +234,38 @@ class OutputCheck:
     ok: bool
     ratio: float = 0.0  # error / allowed error at the worst element (<= 1 passes)
     dtype: str = ""
+    bound: ValidationFloor = ValidationFloor.SCALE  # which floor decided
+    formula_error: float | None = None  # the float32 formula's largest error on this output, where computed
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "bound", checked_status(ValidationFloor, self.bound, "validation floor"))
 
     def to_json(self) -> Json:
         return {
             "name": self.name, "case": self.case, "max_abs": _num(self.max_abs), "max_rel": _num(self.max_rel),
             "worst_index": list(self.worst_index), "got": _num(self.got), "expected": _num(self.expected),
-            "ok": self.ok, "ratio": _num(self.ratio), "dtype": self.dtype,
+            "ok": self.ok, "ratio": _num(self.ratio), "dtype": self.dtype, "bound": self.bound,
+            **({"formula_error": _num(self.formula_error)} if self.formula_error is not None else {}),
         }
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "OutputCheck":
+        fe = d.get("formula_error")
         return cls(
             name=d["name"], case=d["case"], max_abs=float(d["max_abs"]), max_rel=float(d["max_rel"]),
             worst_index=tuple(d.get("worst_index", ())), got=float(d["got"]), expected=float(d["expected"]),
             ok=bool(d["ok"]), ratio=float(d.get("ratio", 0.0)), dtype=d.get("dtype", ""),
+            bound=d.get("bound", ValidationFloor.SCALE), formula_error=None if fe is None else float(fe),
         )
 
     def describe(self) -> str:
         idx = ",".join(map(str, self.worst_index))
+        why = ""
+        if self.formula_error is not None:
+            why = f"; {self.bound} floor, float32's own error {self.formula_error:.3g}"
         return (f"{self.name} ({self.case}): max abs error {self.max_abs:.3g}, max rel {self.max_rel:.3g}; "
                 f"worst at [{idx}]: got {self.got:.6g}, expected {self.expected:.6g} "
-                f"({self.ratio:.3g}x the tolerance)")
+                f"({self.ratio:.3g}x the tolerance{why})")
 
 
 @dataclass(frozen=True)

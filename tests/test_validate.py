@@ -16,6 +16,7 @@ from helpers import CPU_TARGET, GOOD, PLANTED, kernel_set, ln, rms
 
 from boo_build.loader.devices import DeviceInfo, discover
 from boo_build.signature import ModuleId
+from boo_build.stages import tolerances
 from boo_build.stages import torch_modules as modules
 from boo_build.stages.reference import reference
 from boo_build.stages.tolerances import error_scale, tolerance
@@ -157,13 +158,19 @@ def test_validation_result_json_round_trip():
     checks = (
         OutputCheck("output", "seed0", 1e-3, 2e-3, (1, 2, 3), 0.5, 0.499, False, 3.5, "float32"),
         OutputCheck("rstd", "seed0", float("nan"), float("inf"), (0,), float("nan"), 1.0, False, float("inf")),
+        OutputCheck("grad_input", "seed0+offset100", 4e-6, 1.1, (0, 1), 7.7e-6, 3.7e-6, True, 0.2, "float32",
+                    bound="conditioning", formula_error=5e-6),
     )
     res = ValidationResult("k-manual", "cpu", "failed", "why", checks, {"rule": "r"})
     text = json.dumps(res.to_json(), allow_nan=False)  # strict JSON
     back = ValidationResult.from_json(json.loads(text))
     assert back.module == "k-manual" and back.status == "failed" and back.tolerance == {"rule": "r"}
-    assert back.outputs[0] == checks[0]
+    assert back.outputs[0] == checks[0] and back.outputs[2] == checks[2]
     assert math.isnan(back.outputs[1].max_abs) and back.outputs[1].max_rel == math.inf
+    # which floor decided is always written; the formula error where it was computed
+    assert [c.get("bound") for c in res.to_json()["outputs"]] == ["scale", "scale", "conditioning"]
+    assert [c.get("formula_error") for c in res.to_json()["outputs"]] == [None, None, 5e-6]
+    assert "conditioning floor, float32's own error 5e-06" in checks[2].describe()
     with pytest.raises(ValueError):
         ValidationResult("k", "cpu", "ok")
     # records the build writes for targets without a device
@@ -195,6 +202,9 @@ def test_torch_eager_is_validated_as_the_loader_routes_it():
     assert ok.passed and ok.module == "layer_norm-f32-4096x64-n64-wb-m14-eager" and ok.outputs
     bad = validate_eager(KernelSignature.parse("layer_norm-bf16-4096x64-n64-wb-m12"))
     assert bad.status == "failed" and bad.reason.startswith(("grad_weight", "grad_bias"))
+    # worse than both floors: float32's own error on those sums is far smaller
+    worst = bad.worst()
+    assert worst.formula_error is not None and worst.bound == "scale" and worst.ratio > 2
     assert validate_eager(KernelSignature.parse("layer_norm-bf16-37x768-n768-wb-m1")).passed
     dyn = validate_eager(KernelSignature.parse("rms_norm-f32-BATCHxSEQx64-n64-w-eps1em06-m6"))
     assert dyn.passed and any("@" in c.case for c in dyn.outputs)  # at its validation shapes
@@ -213,3 +223,68 @@ def test_torch_eagers_record_says_per_size_where_it_passed():
     assert sorted(rows) == [1, 37, 64, 4101] and rows[1] and not rows[4101]
     static = eager_record(KernelSignature.parse("layer_norm-f32-64x64-n64-wb-m14"))
     assert static.to_json() == {"status": "passed", "reason": ""}
+
+
+# ------------------------------------------------------------ ill-conditioned widths
+def _narrow_kernels() -> dict[ModuleId, bytes]:
+    """Layer norm of width 2 (``[1, 2]``) and RMS norm of width 1 (``[1]``), every
+    dtype and mask, one implementation each (both are covered, alternating),
+    exported and compiled for cpu two at a time: 36 small compiles."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from boo_build.signature import KernelSignature
+    from boo_build.stages.compile import compile_mlir
+    from boo_build.stages.export import export_mlir
+
+    sigs = []
+    for dtype in ("float32", "float16", "bfloat16"):
+        sigs += [KernelSignature("layer_norm", (1, 2), (2,), dtype, m) for m in (1, 2, 4, 6, 8, 10, 12, 14)]
+        sigs += [rms(dtype, m, (1,), (1,)) for m in (1, 2, 4, 6)]
+    # ATen's half-precision forward rounds the float32 statistics to the input
+    # dtype (the default manifest drops it for that too): the manual forward
+    mids = [ModuleId(s, "manual" if s.is_forward or i % 2 else "aten") for i, s in enumerate(sigs)]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {mid: pool.submit(compile_mlir, export_mlir(mid), CPU_TARGET.flags) for mid in mids}
+        out = {}
+        for mid, fut in futures.items():
+            res = fut.result()
+            assert res.ok, f"{mid.key}: {res.error}"
+            out[mid] = res.vmfb
+    return out
+
+
+def test_width_1_and_2_kernels_validate(cpu):
+    """Ill-conditioned widths: at width 2 a layer norm's output is about +-1
+    whatever the input, so its input gradient is tiny next to the rounding of
+    ``x - mean`` at a mean offset; RMS norm of width 1 likewise. The scale
+    floor alone refuses every implementation there (they are as accurate as
+    torch's own op); under the conditioning floor they pass, and the record
+    says which floor decided and float32's own error. The figures do not
+    depend on the torch thread count."""
+    kernels = _narrow_kernels()
+    decided = set()
+    for mid, vmfb in kernels.items():
+        res = validate_kernel(vmfb, mid, CPU_TARGET, cpu)
+        assert res.passed, f"{mid.key}: {res.reason}"
+        assert res.tolerance["conditioning"]["factor"] == tolerances.FACTOR
+        for c in res.outputs:
+            # the conditioning floor is computed only where the scale floor was missed
+            assert c.bound == tolerances.SCALE or (c.formula_error or 0) > 0
+            if c.bound == tolerances.CONDITIONING:
+                decided.add((mid.signature.op, mid.signature.dtype, c.name))
+    # it decided for the input gradients, in float32 for both ops
+    assert {("layer_norm", "float32", "grad_input"), ("rms_norm", "float32", "grad_input")} <= decided, decided
+    assert {name for _, _, name in decided} == {"grad_input"}
+    # the same record with torch on two threads as on one
+    mid = next(m for m in kernels if m.signature.op == "layer_norm" and m.signature.mask == 14
+               and m.signature.dtype == "float32")
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        two = validate_kernel(kernels[mid], mid, CPU_TARGET, cpu).to_json()
+        torch.set_num_threads(1)
+        one = validate_kernel(kernels[mid], mid, CPU_TARGET, cpu).to_json()
+    finally:
+        torch.set_num_threads(before)
+    assert one == two
+    assert any(c["bound"] == "conditioning" for c in one["outputs"])

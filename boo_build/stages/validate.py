@@ -10,9 +10,12 @@ shifted input stays representable with a few bits of its deviation left (see
 
 Each output is checked with the tolerance of *its own* dtype: the data outputs
 with the signature's dtype, the saved statistics (float32 by default) with
-theirs. The worst element is the one closest to (or furthest past) its bound:
-``ratio = |got - ref| / (atol * scale + rtol * |ref|)``, <= 1 passes
-(``scale``: the RMS of the reference output, ``tolerances.error_scale``).
+theirs, under the rule of ``tolerances``. The worst element is the one closest
+to (or furthest past) its bound: ``ratio = |got - ref| / (floor + rtol * |ref|)``,
+<= 1 passes; ``floor`` is ``atol * scale`` (``scale``: the RMS of the reference
+output, ``tolerances.error_scale``), or, for an output that misses it, the
+conditioning floor where that is larger (``reference.formula_errors``,
+computed once per case and only then).
 
 A result is ``passed`` only when the kernel ran on a device and every output
 of every case was within tolerance; ``not run`` carries the reason there was
@@ -27,11 +30,12 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from ..records import EagerValidation, OutputCheck, ValidationResult, ValidationStatus, sort_ratio
 from ..signature import KernelSignature, ModuleId, SignatureError, shape_text
 from ..targets import Target
+from . import tolerances
 from .tolerances import Tolerance, error_scale, tolerance
 
 # Mean offset of the stress case, per input dtype. float32: 100 sigma, where a
@@ -44,7 +48,8 @@ from .tolerances import Tolerance, error_scale, tolerance
 # values stay distinct rather than all rounding to the offset.
 OFFSETS = {"float32": 100.0, "float16": 128.0, "bfloat16": 16.0}
 
-RULE = "|got - ref| <= atol * rms(ref) + rtol * |ref|, per output, tolerance of the output's dtype"
+RULE = ("|got - ref| <= max(atol * rms(ref), factor * max(float32 formula error, dtype spacing at 0)) + rtol * |ref|, "
+        "per output, tolerance of the output's dtype; the formula error only where the first floor is not met")
 
 
 def tolerance_record(sig: KernelSignature) -> dict[str, Any]:
@@ -52,6 +57,8 @@ def tolerance_record(sig: KernelSignature) -> dict[str, Any]:
     return {
         "rule": RULE,
         "by_dtype": {dt: {"atol": tolerance(dt).atol, "rtol": tolerance(dt).rtol} for dt in dtypes},
+        "conditioning": {"factor": tolerances.FACTOR, "samples": tolerances.SAMPLES,
+                         "unit_roundoff": tolerances.UNIT_ROUNDOFF},
     }
 
 
@@ -133,8 +140,12 @@ def _all_cases(sig: KernelSignature, seeds, offset_case: bool, shapes):
     return out
 
 
-def compare(name: str, case: str, got, expected, tol: Tolerance, dtype: str = "") -> OutputCheck:
-    """Check one output (torch tensors; ``expected`` in float64) under ``tol``."""
+def compare(name: str, case: str, got, expected, tol: Tolerance, dtype: str = "",
+            formula_error: float | Callable[[], float] | None = None) -> OutputCheck:
+    """Check one output (torch tensors; ``expected`` in float64) under ``tol``
+    (``tolerances``): the scale floor first; where it is not met and
+    ``formula_error`` is given (the float32 formula's error on this output, or
+    a function that computes it), the conditioning floor too."""
     import torch
 
     g = got.detach().to("cpu", torch.float64)
@@ -146,17 +157,22 @@ def compare(name: str, case: str, got, expected, tol: Tolerance, dtype: str = ""
     err = (g - e).abs()
     err = torch.where(torch.isnan(err), torch.full_like(err, math.inf), err)  # NaN counts as infinitely wrong
     ref_abs = e.abs()
-    floor = tol.atol * error_scale(e)
+    scale = error_scale(e)
+    floor, bound_name = tolerances.floor(tol, scale, None, dtype)
+    fe = None
+    if not bool((err <= floor + tol.rtol * ref_abs).all()) and formula_error is not None:
+        fe = float(formula_error() if callable(formula_error) else formula_error)
+        floor, bound_name = tolerances.floor(tol, scale, fe, dtype)
     bound = floor + tol.rtol * ref_abs
     ratio = err / bound
     flat = int(torch.argmax(ratio))
     index = tuple(int(i) for i in _unravel(flat, tuple(e.shape)))
     worst_ratio = float(ratio.reshape(-1)[flat])
-    rel = err / torch.clamp(ref_abs, min=floor)
+    rel = err / torch.clamp(ref_abs, min=tol.atol * scale)
     return OutputCheck(
         name=name, case=case, max_abs=float(err.max()), max_rel=float(rel.max()), worst_index=index,
         got=float(g.reshape(-1)[flat]), expected=float(e.reshape(-1)[flat]),
-        ok=bool((err <= bound).all()), ratio=worst_ratio, dtype=dtype,
+        ok=bool((err <= bound).all()), ratio=worst_ratio, dtype=dtype, bound=bound_name, formula_error=fe,
     )
 
 
@@ -306,20 +322,39 @@ def _checked_cases(sig, run, base: dict, seeds, offset_case: bool, shapes, what:
                 status=ValidationStatus.FAILED, outputs=tuple(checks),
                 reason=f"{case}: {what} returned {len(got)} outputs, the signature has {len(outputs_spec)}", **base)
         expected = reference(csig, args)
-        for (name, shape, dtype), g, ref in zip(outputs_spec, got, expected):
+        formula = _FormulaErrors(csig, args, expected)
+        for k, ((name, shape, dtype), g, ref) in enumerate(zip(outputs_spec, got, expected)):
             g = _to_torch(g)
             if tuple(g.shape) != tuple(shape) or _dtype_name(g) != dtype:
                 return ValidationResult(
                     status=ValidationStatus.FAILED, outputs=tuple(checks),
                     reason=f"{case}: {name} is {_dtype_name(g)}{list(g.shape)}, expected {dtype}{list(shape)}",
                     **base)
-            checks.append(compare(name, case, g, ref, tolerance(dtype), dtype))
+            checks.append(compare(name, case, g, ref, tolerance(dtype), dtype, formula.of(k)))
     bad = [c for c in checks if not c.ok]
     if bad:
         worst = max(bad, key=lambda c: sort_ratio(c.ratio))
         more = f" (and {len(bad) - 1} more output check(s) out of tolerance)" if len(bad) > 1 else ""
         return ValidationResult(status=ValidationStatus.FAILED, reason=worst.describe() + more, outputs=tuple(checks), **base)
     return ValidationResult(status=ValidationStatus.PASSED, reason="", outputs=tuple(checks), **base)
+
+
+class _FormulaErrors:
+    """``reference.formula_errors`` of one case, computed on first use: only an
+    output that misses the scale floor needs them."""
+
+    def __init__(self, sig: KernelSignature, args, expected):
+        self.sig, self.args, self.expected = sig, args, expected
+        self.errors: tuple[float, ...] | None = None
+
+    def of(self, k: int) -> Callable[[], float]:
+        def get() -> float:
+            if self.errors is None:
+                from .reference import formula_errors
+
+                self.errors = formula_errors(self.sig, self.args, self.expected)
+            return self.errors[k]
+        return get
 
 
 def _first_line(e: BaseException) -> str:
