@@ -11,6 +11,7 @@ import sys
 # dtype name -> short code used in signature keys
 CODES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
 NAMES = tuple(CODES)  # what kernels take, in this order in messages
+ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}  # bytes per element
 BY_CODE = {code: name for name, code in CODES.items()}
 ALIASES = {
     "float32": "float32", "f32": "float32", "fp32": "float32", "float": "float32",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Any
 
 from doit.exceptions import TaskFailed
 
-from ..candidates import apply_variant, split_module_file
+from ..candidates import apply_variant, module_file, split_module_file
 from ..files import read_json, record_bytes, write_atomic, write_json
 from ..records import BenchResult, CompileRecord, CompileStatus, ExportRecord, ExportStatus, ValidationResult
 from ..signature import KernelSignature, ModuleId
@@ -89,6 +90,35 @@ def compile_action(mid_key: str, target: str, flags: list[str], mlir_path: str, 
                       sha256=hashlib.sha256(res.vmfb).hexdigest())
     Path(vmfb_path).unlink(missing_ok=True)
     return record(CompileStatus.FAILED, command=res.command, error=res.error, seconds=round(res.seconds, 3))
+
+
+def traffic_action(mid_key: str, target: str, flags: list[str], mlir_path: str, compile_record: str,
+                   record_path: str, shape: list | None, run_id: str, variant: str = "") -> Status:
+    """The traffic model of a compiled GPU module (``stages/traffic.py``) at ``shape``
+    (a dynamic kernel's: a static input shape it serves; None: its own). Runs here,
+    not on a Dask worker: it needs only iree-compile, for a fraction of a second."""
+    from ..stages.traffic import TrafficError, TrafficRecord, kernel_traffic
+
+    t0 = time.monotonic()
+    mid = ModuleId.parse(mid_key)
+    comp_json = read_json(Path(compile_record))
+    comp = CompileRecord.from_json(comp_json) if comp_json else None
+    if comp is None or not comp.ok:
+        rec = TrafficRecord(module_file(mid_key, variant), target, reason=not_run.not_compiled(comp.status if comp
+                                                                                              else None))
+    else:
+        sig = mid.signature.bind(tuple(shape)) if shape else mid.signature
+        mlir = Path(mlir_path).read_text()
+        if variant:
+            mlir = apply_variant(variant, mlir) or mlir
+        try:
+            rec = TrafficRecord(module_file(mid_key, variant), target,
+                                kernel_traffic(mlir, flags, sig, mid.signature))
+        except (TrafficError, OSError, subprocess.SubprocessError) as e:
+            rec = TrafficRecord(module_file(mid_key, variant), target, reason=f"traffic model failed: {e}")
+    rec = dataclasses.replace(rec, run_id=run_id, seconds=round(time.monotonic() - t0, 3))
+    write_json(Path(record_path), rec.to_json())
+    return {"status": "ok" if rec.ok else "not modelled"}
 
 
 def validate_action(mid_key: str, target_name: str, vmfb_path: str, compile_record: str,

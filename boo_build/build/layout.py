@@ -60,6 +60,10 @@ class Layout:
     def validation(self, target: str, mid: ModuleId, variant: str = "") -> Path:
         return self.root / "validate" / target / f"{module_file(mid.key, variant)}.json"
 
+    def traffic(self, target: str, mid: ModuleId, variant: str = "") -> Path:
+        """A GPU module's traffic model record (``stages/traffic.py``)."""
+        return self.root / "traffic" / target / f"{module_file(mid.key, variant)}.json"
+
     def bench(self, target: str, subject: str) -> Path:
         return self.root / "bench" / target / f"{subject}.json"
 

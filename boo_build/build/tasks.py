@@ -31,6 +31,7 @@ build when a requested kernel is missing, unless ``allow_missing``.
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import time
@@ -49,7 +50,15 @@ from ..records import stable_record
 from ..signature import KernelSignature
 from ..stages.compile import DEFAULT_TIMEOUT_S  # stdlib only: cheap at graph load
 from ..targets import Target, catalogue, dynamic_flags, resolve
-from .actions import bench_action, compile_action, export_action, pack_action, report_action, validate_action
+from .actions import (
+    bench_action,
+    compile_action,
+    export_action,
+    pack_action,
+    report_action,
+    traffic_action,
+    validate_action,
+)
 from .durations import expected as expected_seconds
 from .layout import Layout, bench_subject, eager_subject
 from .not_run import VALIDATION_DISABLED
@@ -206,6 +215,32 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
                         "doc": f"compile {module_file(mid.key, v)} for {t.name}",
                     }
 
+    def task_traffic():
+        """The traffic model of each compiled GPU module (``stages/traffic.py``): dispatches
+        and bytes per call, from iree-compile's executable sources, without a device."""
+        for p in plans:
+            lay = p.layout
+            for t in p.targets:
+                if t.is_cpu:
+                    continue
+                for mid, v in _modules(p, t, config, devices):
+                    ev = v if v in EXPORT_VARIANTS else ""
+                    flags = list(config.flags_for(t)) + list(dynamic_flags(t, mid.signature.is_dynamic))
+                    shape = _traffic_shape(p.manifest, mid.signature)
+                    rec, comp = lay.traffic(t.name, mid, v), lay.compile_record(t.name, mid, v)
+                    yield {
+                        "name": f"{p.manifest.bundle.name}/{t.name}/{module_file(mid.key, v)}",
+                        "actions": [(traffic_action, [mid.key, t.name, flags, str(lay.mlir(mid, ev)), str(comp),
+                                                      str(rec), shape, run] + ([v] if v else []))],
+                        "file_dep": [str(STAGES_DIR / "traffic.py")],
+                        "task_dep": [f"compile:{p.manifest.bundle.name}/{t.name}/{module_file(mid.key, v)}"],
+                        "targets": [str(rec)],
+                        "uptodate": [config_changed({"flags": flags, "compiler": toolchain.compiler, "shape": shape}),
+                                     inputs_unchanged(comp, lay.mlir(mid, ev))],
+                        "clean": [_rm(rec)],
+                        "doc": f"traffic model of {module_file(mid.key, v)} for {t.name}",
+                    }
+
     def _runnable(p: Plan):
         for t in p.targets:
             dev, why = devices.get(t.name, (None, VALIDATION_DISABLED))
@@ -338,6 +373,7 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
     return {
         "task_export": task_export,
         "task_compile": task_compile,
+        "task_traffic": task_traffic,
         "task_validate": task_validate,
         "task_ready": task_ready,
         "task_bench": task_bench,
@@ -346,6 +382,13 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
         "task_page": task_page,
         "task_build": task_build,
     }
+
+
+def _traffic_shape(manifest: Manifest, sig: KernelSignature) -> list[int] | None:
+    """The shape a kernel's traffic is modelled at: its own (None) when static; a
+    dynamic one's largest benchmark shape (where bandwidth tells)."""
+    shapes = manifest.bench_shapes(sig)
+    return list(max(shapes, key=math.prod)) if sig.is_dynamic and shapes else None
 
 
 def _validation_shapes(manifest: Manifest, sig: KernelSignature) -> list[list[int]] | None:
@@ -389,7 +432,7 @@ def _modes(t: Target, config: BuildConfig, devices: dict) -> tuple[str, ...]:
 
 
 def _all_names(p: Plan, devices: dict, config: BuildConfig) -> list[str]:
-    """The barrier's dependencies: every export, compile and validation of ``p``,
+    """The barrier's dependencies: every export, compile, validation and traffic model of ``p``,
     the longest expected first (``durations``). doit starts tasks in the order
     this list reaches them, dependencies permitting, so the few compiles that
     take minutes start early instead of last, where they would hold up the
@@ -399,7 +442,7 @@ def _all_names(p: Plan, devices: dict, config: BuildConfig) -> list[str]:
     exports += [f"export:{b}/{module_file(m.key, v)}" for m, v in _export_variants(p, config, devices)]
     chain = {e: _expected(e) for e in exports}  # an export and the longest of what waits for it
     compiles: list[tuple[float, str]] = []
-    validates: list[tuple[float, str]] = []
+    validates: list[tuple[float, str]] = []  # and traffic models: what waits for a compile
     for t in p.targets:
         runs = bool(devices.get(t.name, (None,))[0])
         for mid, v in _modules(p, t, config, devices):
@@ -409,6 +452,8 @@ def _all_names(p: Plan, devices: dict, config: BuildConfig) -> list[str]:
             compiles.append((after, comp))
             if runs:
                 validates.append((_expected(val), val))
+            if not t.is_cpu:
+                validates.append((_expected(f"traffic:{b}/{t.name}/{stem}"), f"traffic:{b}/{t.name}/{stem}"))
             export = f"export:{b}/{module_file(mid.key, v if v in EXPORT_VARIANTS else '')}"
             chain[export] = max(chain[export], _expected(export) + after)
     return _longest_first((s, e) for e, s in chain.items()) + _longest_first(compiles) + _longest_first(validates)

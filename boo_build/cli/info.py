@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Mapping, TextIO
 
 from ..loader.archive import DEFAULT_MAX_SIZE, Archive
-from ..loader.format import CandidateRecord
+from ..loader.format import CandidateRecord, ImplRecord
 from ..stages.selection import Decision
 from .text import add_max_size, bench_value, provenance_versions, read_bundle, runtime_fit, short, size_text
 
-__all__ = ["add_arguments", "candidate_lines", "cmd_info", "run"]
+__all__ = ["add_arguments", "candidate_lines", "cmd_info", "run", "traffic_text"]
 EXIT_OK = 0
 
 
@@ -68,6 +68,9 @@ def cmd_info(path, *, out: TextIO | None = None, max_size: int = DEFAULT_MAX_SIZ
                 mode = f" @{te.mode}" if te.mode else ""
                 p(f"      {t:14s} {te.selected}{mode}{extra}  {size_text(m.size)}{btxt}"
                   + (f"  [{short(te.reason, 50)}]" if te.reason else "") + "\n")
+                traffic = traffic_text(te.impls)
+                if traffic:
+                    p(f"        traffic per call (modelled, not measured): {traffic}\n")
             else:
                 p(f"      {t:14s} UNAVAILABLE: {short(te.reason or '')}\n")
             decision = Decision.from_target_record(te)
@@ -82,6 +85,20 @@ def cmd_info(path, *, out: TextIO | None = None, max_size: int = DEFAULT_MAX_SIZ
     if ix.csv:
         p(f"  benchmark table: {ix.csv}\n")
     return EXIT_OK
+
+
+def traffic_text(impls: Mapping[str, ImplRecord]) -> str:
+    """Each packed implementation's modelled traffic (a GPU target's: ``stages/traffic.py``),
+    ``aten 1 dispatch 1.50x minimal (9.45 MB of 6.31 MB)``; "" where none has one."""
+    parts = []
+    for name, r in sorted(impls.items()):
+        t = r.traffic
+        if t:
+            n = t.get("dispatches")
+            parts.append(f"{name} {n} dispatch{'es' if n != 1 else ''} {float(t['ratio']):.2f}x minimal "
+                         f"({t['modelled_bytes'] / 1e6:.3g} MB of {t['minimal_bytes'] / 1e6:.3g} MB"
+                         + (f" at {'x'.join(map(str, t['shape']))})" if t.get("shape") else ")"))
+    return "; ".join(parts)
 
 
 def _eager_medians(a: Archive) -> dict[tuple[str, str], float]:

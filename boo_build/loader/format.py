@@ -103,20 +103,24 @@ class ImplRecord:
     size: int
     validation: Mapping[str, Any] | None = None
     benchmark: Mapping[str, Any] | None = None
+    # a GPU module's modelled traffic per call (the build's ``stages/traffic.py``:
+    # dispatches, modelled_bytes, minimal_bytes, ratio, shape); absent where not modelled
+    traffic: Mapping[str, Any] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
     absent: frozenset[str] = frozenset()  # of validation/benchmark: not in the JSON (rather than null)
 
-    _KNOWN = ("member", "function", "sha256", "size", "validation", "benchmark")
+    _KNOWN = ("member", "function", "sha256", "size", "validation", "benchmark", "traffic")
 
     def __post_init__(self) -> None:
-        freeze_fields(self, "validation", "benchmark", "extra")
+        freeze_fields(self, "validation", "benchmark", "traffic", "extra")
 
     @classmethod
     def from_json(cls, d: Any) -> "ImplRecord":
         d = as_mapping(d, "an impl entry")
         return cls(member=typed_value(d["member"], str, "member"), function=typed_value(d["function"], str, "function"),
                    sha256=typed_value(d["sha256"], str, "sha256"), size=typed_value(d["size"], int, "size"),
-                   validation=d.get("validation"), benchmark=d.get("benchmark"), extra=extra_fields(d, cls._KNOWN),
+                   validation=d.get("validation"), benchmark=d.get("benchmark"), traffic=d.get("traffic"),
+                   extra=extra_fields(d, cls._KNOWN),
                    absent=frozenset(k for k in ("validation", "benchmark") if k not in d))
 
     def to_json(self) -> dict[str, Any]:
@@ -125,6 +129,8 @@ class ImplRecord:
         for k in ("validation", "benchmark"):
             if k not in self.absent:
                 out[k] = plain(getattr(self, k))
+        if self.traffic is not None:
+            out["traffic"] = plain(self.traffic)
         out.update(plain(self.extra))
         return out
 

@@ -41,7 +41,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
-import math
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -58,6 +57,7 @@ from ..signature import KernelSignature, ModuleId
 from ..stages.benchmark import COMPILED, EAGER, BenchResult, bench_eager_at, bench_kernel_at
 from ..stages.pack import write_bundle
 from ..stages.selection import decide
+from ..stages.traffic import minimal_bytes
 from ..stages.validate import ValidationResult, eager_record, validate_kernel
 from ..targets import Target, cuda_capability
 from .results import KernelMeasurement, MeasureReport, summary_line
@@ -75,7 +75,6 @@ PEAK_BANDWIDTH = (
     ("MI300X", 5300.0),
 )
 
-ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 
 
@@ -138,9 +137,7 @@ def event_clock(torch_device: str) -> Callable[[], float]:
 
 def bytes_moved(sig: KernelSignature) -> int:
     """The least traffic a kernel can have: every input read once, every output written once."""
-    # a static signature (the caller's bound example): its dims are ints, which the field's type cannot say
-    return sum(math.prod(shape) * ITEMSIZE[dt]  # type: ignore[arg-type, misc]
-               for _, shape, dt in sig.inputs() + sig.outputs())
+    return minimal_bytes(sig)
 
 
 # ------------------------------------------------------------------ measuring

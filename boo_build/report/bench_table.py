@@ -30,6 +30,11 @@ COLUMNS = ("key", "op", "shape", "dtype", "mask", "target", "aten_median_us", "m
 CANDIDATE_COLUMN = "candidates"
 # With it, where the loader sends torch tensors (``selection.torch_calls_text``).
 TORCH_CALLS_COLUMN = "torch_calls"
+# Written only when some row has GPU traffic models (``stages/traffic.py``): per
+# implementation, its dispatches per call and modelled bytes over the minimal
+# bytes, e.g. "aten 6 dispatches 2.74x; manual 9 dispatches 4.08x" (modelled, not measured).
+TRAFFIC_COLUMN = "traffic_modelled"
+OPTIONAL_COLUMNS = (CANDIDATE_COLUMN, TORCH_CALLS_COLUMN, TRAFFIC_COLUMN)
 
 
 def eager_key(sig_key: str, target: str) -> tuple[str, str]:
@@ -50,8 +55,11 @@ def _err(v) -> str:
 
 
 def table_rows(signatures: Iterable[KernelSignature], targets: Iterable, validations: Mapping,
-               benches: Mapping, decisions: Mapping[tuple[str, str], Decision]) -> list[dict[str, str]]:
+               benches: Mapping, decisions: Mapping[tuple[str, str], Decision],
+               traffic: Mapping | None = None) -> list[dict[str, str]]:
     """One row per signature x target.
+
+    ``traffic[(module key, target)]`` -> a GPU module's ``traffic.Traffic``, where modelled.
 
     ``validations[(module key, target)]`` -> ValidationResult;
     ``benches[(module key, target)]`` -> BenchResult, and eager under
@@ -59,6 +67,8 @@ def table_rows(signatures: Iterable[KernelSignature], targets: Iterable, validat
     ``decisions[(signature key, target)]`` -> ``selection.Decision`` (its
     candidates where they were tried, where torch tensors go).
     """
+    from ..stages.selection import MODELLED
+
     rows = []
     target_names = [t.name if isinstance(t, Target) else str(t) for t in targets]
     for sig in signatures:
@@ -100,19 +110,24 @@ def table_rows(signatures: Iterable[KernelSignature], targets: Iterable, validat
                     row[TORCH_CALLS_COLUMN] = decision.torch_calls
             row["speedup_vs_eager"] = f"{eager_s / best:.2f}" if best and eager_s else ""
             row["validation"] = "; ".join(statuses)
+            models = [(impl, m) for impl in IMPLS if (m := (traffic or {}).get((ModuleId(sig, impl).key, t)))]
+            if models:
+                row[TRAFFIC_COLUMN] = "; ".join(
+                    f"{impl} {m.dispatches} dispatch{'es' if m.dispatches != 1 else ''} {m.ratio:.2f}x"
+                    for impl, m in models)
             sel = decision.selection if decision is not None else None
             if sel is None or sel.impl is None:
                 row["selected"] = "" if sel is None else "none"
             else:
-                row["selected"] = sel.impl if sel.measured else f"{sel.impl} (default)"
-            rows.append({c: row.get(c, "") for c in COLUMNS + (CANDIDATE_COLUMN, TORCH_CALLS_COLUMN)
-                         if c in COLUMNS or c in row})
+                how = "modelled" if sel.reason.startswith(MODELLED) else "default"
+                row["selected"] = sel.impl if sel.measured else f"{sel.impl} ({how})"
+            rows.append({c: row.get(c, "") for c in COLUMNS + OPTIONAL_COLUMNS if c in COLUMNS or c in row})
     return rows
 
 
 def table_text(rows: Iterable[Mapping[str, Any]]) -> str:
     rows = list(rows)
-    columns = COLUMNS + tuple(c for c in (CANDIDATE_COLUMN, TORCH_CALLS_COLUMN) if any(r.get(c) for r in rows))
+    columns = COLUMNS + tuple(c for c in OPTIONAL_COLUMNS if any(r.get(c) for r in rows))
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n", extrasaction="ignore")
     w.writeheader()

@@ -18,6 +18,7 @@ from ..candidates import EXPORT_VARIANTS, candidates, explores, module_file
 from ..files import read_json
 from ..records import CompileStatus, ValidationStatus, stable_record
 from ..signature import ModuleId
+from ..stages.traffic import Traffic, TrafficRecord
 
 
 def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -38,6 +39,7 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
     dropped: list[str] = []
     validations: dict = {}
     benches: dict = {}
+    traffics: dict = {}  # (module file, target) -> a GPU module's modelled traffic
     decisions: dict = {}  # (signature key, target) -> selection.Decision
 
     def note(stage: str, rec: dict | None) -> None:
@@ -81,6 +83,11 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
                     impls[c.module] = {"export": stable_record(exports.get(module_file(mid.key, ev))),
                                        "compile": stable_record(comp),
                                        "validation": stable_record(val), "bench": None}
+                    if not t.is_cpu:  # a GPU module's traffic model (stages/traffic.py)
+                        traffic = read_json(lay.traffic(t.name, mid, c.variant))
+                        note("traffic", traffic)
+                        impls[c.module]["traffic"] = stable_record(traffic)
+                        traffics[(mfile, t.name)] = _traffic_of(impls[c.module])
                     if comp and comp.get("status") == CompileStatus.FAILED:
                         first = (comp.get("error") or "").strip().splitlines()[:1]
                         impl_failures.append(f"{mfile} on {t.name}: compile failed: {first[0] if first else ''}")
@@ -116,7 +123,8 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
             # torch calls go to torch only where explored, eager faster and its results pass
             decision = decide(sig, t.name, names, compiled, vals, bens, not_compiled=not_compiled, explored=explore,
                               eager=eager_bench if explore else None,
-                              eager_validation=eager_bench.validation if eager_bench is not None else None)
+                              eager_validation=eager_bench.validation if eager_bench is not None else None,
+                              traffic={c.key: _traffic_of(impls[c.module]) for c in cands})
             decisions[(sig.key, t.name)] = decision
             sel = decision.selection
             rejected = decision.rejected
@@ -171,7 +179,7 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
         "per_target": {t: dict(sorted(c.items())) for t, c in per_target.items()},
     }
     rows = table_rows([r.signature for r in plan.manifest.kernels], [t.name for t in plan.targets],
-                      validations, benches, decisions)
+                      validations, benches, decisions, traffics)
     return report, {"stats": dict(stats), "rows": rows}
 
 
@@ -217,10 +225,16 @@ def failed(report: dict) -> bool:
     return bool(report["missing"])
 
 
+def _traffic_of(impl: dict[str, Any]) -> Traffic | None:
+    """A module's modelled traffic from its report entry, where modelled."""
+    rec = impl.get("traffic")
+    return TrafficRecord.from_json(rec).traffic if rec else None
+
+
 def summary_text(report: dict, stats: dict, bundle_path: Path, allow_missing: bool) -> str:
     s = stats["stats"]
     lines = [f"== {report['bundle']['name']} {report['bundle']['version']} =="]
-    for stage in ("export", "compile", "validate"):
+    for stage in ("export", "compile", "traffic", "validate"):
         built, up = s.get(f"{stage}:built", 0), s.get(f"{stage}:up to date", 0)
         if built or up:
             lines.append(f"  {stage:8s} built {built}, up to date {up}")

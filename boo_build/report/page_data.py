@@ -16,11 +16,12 @@ import io
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, TypeGuard
 
 from ..signature import IMPLS, KernelSignature
+from ..stages.selection import MODELLED
 
 if TYPE_CHECKING:
     from ..loader.format import EagerPreference
@@ -34,6 +35,14 @@ PEAK_BANDWIDTH = "peak_bandwidth_Bps"
 DEVICE_NAME = "device_name"
 
 NOT_RUN_PREFIX = "default until measured: "
+MODELLED_PREFIX = MODELLED  # how a selection by the traffic model (not run on a device) begins its reason
+
+
+def not_run_reason(reason: str) -> str:
+    """Why a kernel chosen without measuring did not run (``not run: ...``), from its
+    selection's reason: the default's, or the traffic model's (which ends with it)."""
+    at = reason.find("not run")
+    return reason[at:] if at >= 0 else reason.removeprefix(NOT_RUN_PREFIX)
 # How selection words a rejected implementation that failed (selection.py, report.py).
 BUILD_FAILURES = ("compile failed", "not compiled", "export unavailable")
 VALIDATION_FAILURES = ("failed validation", "validation error")
@@ -50,6 +59,7 @@ class Cell:
     rejected: Mapping[str, str]  # impl -> why it is not shipped
     validation: Mapping[str, Any] | None  # the selected implementation's validation record
     torch_calls: str = ""  # where the build sent torch tensors instead, if it did (selection.torch_calls_text)
+    traffic: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # impl -> its modelled traffic (GPU)
 
 
 @dataclass(frozen=True)
@@ -96,7 +106,7 @@ class PageData:
 
 def _cell(status: str, selected: str | None, reason: str, rejected: Mapping[str, str],
           validation: Mapping[str, Any] | None, prefer_eager: EagerPreference | Mapping[str, Any] | None = None,
-          eager_rejected: str | None = "") -> Cell:
+          eager_rejected: str | None = "", traffic: Mapping[str, Any] | None = None) -> Cell:
     from ..loader.format import EagerPreference
     from ..stages.selection import torch_calls_text
 
@@ -105,7 +115,7 @@ def _cell(status: str, selected: str | None, reason: str, rejected: Mapping[str,
     return Cell(status=status, selected=selected, reason=reason or "", rejected=dict(sorted(rejected.items())),
                 validation=None if validation is None else dict(validation),
                 torch_calls=torch_calls_text(prefer_eager, eager_rejected) if prefer_eager or eager_rejected
-                else "")
+                else "", traffic={i: dict(t) for i, t in sorted((traffic or {}).items()) if t})
 
 
 def has_extra_fields(rec: Mapping[str, Any] | None) -> TypeGuard[Mapping[str, Any]]:
@@ -142,7 +152,7 @@ def kernels_from_index(index: Mapping[str, Any]) -> tuple[tuple[Kernel, ...], tu
             sel = te.get("selected")
             cells[t] = _cell(te["status"], sel, te.get("reason", ""), te.get("rejected") or {},
                              (impls.get(sel) or {}).get("validation") if sel else None, te.get("prefer_eager"),
-                             te.get("eager_rejected") or "")
+                             te.get("eager_rejected") or "", {i: m.get("traffic") for i, m in impls.items()})
             peak = (measured_prov.get(t) or {}).get("peak_gbs") if isinstance(measured_prov, Mapping) else None
             for i, m in sorted(impls.items()):
                 rec = _measured(m.get("benchmark"), te.get("measured"), peak)
@@ -163,7 +173,8 @@ def kernels_from_entries(entries) -> tuple[Kernel, ...]:
         for t, te in sorted(k.targets.items()):
             impl = (te.impls or {}).get(te.selected) if te.selected else None
             cells[t] = _cell(te.status.value, te.selected, te.reason or "", te.rejected or {},
-                             plain(impl.validation) if impl else None, te.prefer_eager, te.eager_rejected or "")
+                             plain(impl.validation) if impl else None, te.prefer_eager, te.eager_rejected or "",
+                             {i: plain(r.traffic) for i, r in (te.impls or {}).items() if r.traffic})
         out.append(Kernel(k.key, k.signature, cells))
     return tuple(out)
 
@@ -237,7 +248,7 @@ def cell_state(cell: Cell) -> CellState:
                              + ("" if r is None else f", worst error {r:.2g} of the tolerance"), failed)
         if v.get("status") in ("failed", "error"):  # shipped although it failed (never selected so here)
             return CellState("failed", worst_ratio(v), "FAILED", f"{cell.selected}: {v.get('reason', '')}", failed)
-        why = v.get("reason") or cell.reason.removeprefix(NOT_RUN_PREFIX) or "not run"
+        why = v.get("reason") or not_run_reason(cell.reason) or "not run"
         return CellState("not run", None, "not run" + ("*" if failed else ""), why, failed)
     reasons = cell.rejected or {}
     if any(r.startswith(VALIDATION_FAILURES) for r in reasons.values()):

@@ -15,6 +15,7 @@ from .page_charts import RC, chart_bandwidth, chart_compiles, chart_rows, chart_
 from .page_data import (
     BYTES_MOVED,
     DIGEST_META,
+    MODELLED_PREFIX,
     NOT_RUN_PREFIX,
     PEAK_BANDWIDTH,
     ROW_TIMINGS,
@@ -23,6 +24,7 @@ from .page_data import (
     bandwidth_rows,
     cell_state,
     impl_failures,
+    number,
     speedups,
     target_order,
     why_not_measured,
@@ -131,13 +133,14 @@ def _body(data: PageData) -> str:
            f'<b>{count["not built"] + count["unavailable"]}</b> not built or unavailable</li></ul>',
            '<nav><a href="#speedup">Speed-up</a><a href="#validation">Validation</a><a href="#build">Build</a>'
            '<a href="#bundle">Bundle</a><a href="#dynamic">Dynamic shapes</a>'
-           '<a href="#bandwidth">GPU bandwidth</a></nav></header>']
+           '<a href="#bandwidth">GPU bandwidth</a><a href="#traffic">GPU traffic</a></nav></header>']
     out += _section_speedup(data)
     out += _section_validation(data, states)
     out += _section_build(data, states)
     out += _section_bundle(data)
     out += _section_dynamic(data)
     out += _section_bandwidth(data)
+    out += _section_traffic(data)
     return "\n".join(out)
 
 
@@ -267,8 +270,10 @@ def _section_bundle(data: PageData) -> list[str]:
             if c is None:
                 shipped.append("&mdash;")
             elif c.status == "available":
-                default = c.reason.startswith(NOT_RUN_PREFIX)  # chosen without measuring
-                shipped.append(_e(c.selected) + (' <span class="note">(default)</span>' if default else "")
+                # chosen without measuring: the default, or the least modelled traffic
+                how = ("default" if c.reason.startswith(NOT_RUN_PREFIX) else
+                       "modelled" if c.reason.startswith(MODELLED_PREFIX) else "")
+                shipped.append(_e(c.selected) + (f' <span class="note">({how})</span>' if how else "")
                                + (f' <span class="note">(torch tensors: {_e(c.torch_calls)})</span>'
                                   if c.torch_calls else ""))
             else:
@@ -310,5 +315,33 @@ def _section_bandwidth(data: PageData) -> list[str]:
     else:
         out.append('<p class="missing">No GPU bandwidth figures in these records (benchmark fields '
                    f"<code>{BYTES_MOVED}</code> and <code>{PEAK_BANDWIDTH}</code>).</p>")
+    out.append("</section>")
+    return out
+
+
+def _section_traffic(data: PageData) -> list[str]:
+    out = ['<section id="traffic"><h2>GPU traffic per call (modelled, not measured)</h2>',
+           '<p class="note">From what iree-compile emits for each GPU kernel (no device): dispatches launched per '
+           "call and the bytes they read and write, each binding counted once per op that reads it, against the "
+           "minimal bytes (each input read once, each output written once). Reuse through caches is not seen. "
+           "Where no device measured a target, the implementation with the least modelled traffic ships as its "
+           "default.</p>"]
+    rows = []
+    for k in data.kernels:
+        for t in sorted(k.cells, key=target_order):
+            c = k.cells[t]
+            if not c.traffic:
+                continue
+            models = "; ".join(
+                f"{i}: {m.get('dispatches')} dispatch{'es' if m.get('dispatches') != 1 else ''}, "
+                f"{_size(number(m.get('modelled_bytes')))}, {number(m.get('ratio')) or 0:.2f}x minimal"
+                for i, m in c.traffic.items())
+            minimal = next(iter(c.traffic.values())).get("minimal_bytes")
+            rows.append((k.key, t, c.selected or "none", models, _size(number(minimal))))
+    if rows:
+        out.append(_table(("kernel", "target", "shipped", "per implementation", "minimal"), rows))
+    else:
+        out.append('<p class="missing">No traffic models in these records (a GPU implementation\'s '
+                   "<code>traffic</code> field).</p>")
     out.append("</section>")
     return out

@@ -119,7 +119,8 @@ def canonical_json(obj: Any) -> bytes:
 # ---------------------------------------------------------------------- writer
 def packed_impl(vmfbs: dict[str, bytes], target: str, sig: KernelSignature, module: str, vmfb: bytes | Path, *,
                 validation: Mapping[str, Any] | None = None,
-                benchmark: Mapping[str, Any] | None = None) -> ImplRecord:
+                benchmark: Mapping[str, Any] | None = None,
+                traffic: Mapping[str, Any] | None = None) -> ImplRecord:
     """The index record of module ``module`` (``<impl>[+<variant>]``) of ``sig``
     packed for ``target``, its vmfb (bytes, or a file to read) added to
     ``vmfbs`` (member path -> bytes) under its member path."""
@@ -137,7 +138,7 @@ def packed_impl(vmfbs: dict[str, bytes], target: str, sig: KernelSignature, modu
     member = member_path(target, stem)
     vmfbs[member] = data
     return ImplRecord(member=member, function=mid.func_name, sha256=sha256_hex(data), size=len(data),
-                      validation=validation, benchmark=benchmark)
+                      validation=validation, benchmark=benchmark, traffic=traffic)
 
 
 def kernel_record(sig: KernelSignature, targets: Mapping[str, TargetRecord]) -> KernelRecord:
@@ -317,7 +318,9 @@ def entries_from_report(report: Mapping[str, Any], root: Path
                     if i == sel or (i not in rejected and ((r or {}).get("compile") or {}).get("status") == "ok")]
                 impls = {i: packed_impl(vmfbs, tname, sig, i, Path(root) / "vmfb" / tname / f"{_module(sig, i)[1]}.vmfb",
                                         validation=(recs.get(i) or {}).get("validation"),
-                                        benchmark=(recs.get(i) or {}).get("bench")) for i in sorted(keep)}
+                                        benchmark=(recs.get(i) or {}).get("bench"),
+                                        traffic=((recs.get(i) or {}).get("traffic") or {}).get("traffic"))
+                         for i in sorted(keep)}
                 for impl in recs:
                     if impl not in keep and impl not in rejected:
                         rejected[impl] = f"not selected: {why}" if why else "not selected"

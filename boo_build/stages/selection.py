@@ -48,6 +48,7 @@ from ..candidates import Candidate
 from ..loader.format import CandidateRecord, EagerPreference, TargetRecord
 from ..records import BenchResult, EagerValidation, SizeTiming, ValidationResult, ValidationStatus
 from ..signature import IMPLS, KernelSignature
+from .traffic import Traffic
 
 # The default implementation where nothing was measured, preferred first:
 # ``manual`` is written for IREE. (``signature.IMPLS`` lists the implementations
@@ -99,12 +100,29 @@ def _ordered(impls) -> list[str]:
     return known + sorted(i for i in impls if i not in IMPLS)
 
 
+MODELLED = "least modelled traffic"  # how a selection by the traffic model begins its reason
+
+
+def _least_traffic(impls: Sequence[str], traffic: Mapping[str, Traffic | None]) -> tuple[str, Traffic] | None:
+    """The implementation of ``impls`` with the least modelled bytes per call (fewer
+    dispatches, then the default order, breaking ties); None unless every one has a model."""
+    models = [(t, i) for i in impls if (t := traffic.get(i)) is not None]
+    if not models or len(models) != len(impls):
+        return None
+    order = {impl: n for n, impl in enumerate(DEFAULT_PREFERENCE)}
+    t, i = min(models, key=lambda p: (p[0].modelled_bytes, p[0].dispatches, order.get(p[1], len(order)), p[1]))
+    return i, t
+
+
 def select(sig: KernelSignature, target_name: str, compiled_impls: Sequence[str],
            validations: Mapping[str, ValidationResult | None], benches: Mapping[str, BenchResult | None], *,
-           margin: float = MARGIN) -> Selection:
+           margin: float = MARGIN, traffic: Mapping[str, Traffic | None] | None = None) -> Selection:
     """Pick the implementation for ``sig`` on ``target_name``.
 
-    ``validations[impl]`` / ``benches[impl]``: the records, or None (missing)."""
+    ``validations[impl]`` / ``benches[impl]``: the records, or None (missing).
+    ``traffic[impl]``: a GPU module's traffic model (``stages/traffic.py``): where
+    nothing ran on a device, the least modelled traffic is the default (fewer
+    dispatches breaking ties), said to be modelled, not measured."""
     compiled = _ordered(set(compiled_impls))
     rejected: dict[str, str] = {}
     for impl in _ordered(set(validations) | set(benches)):
@@ -169,6 +187,12 @@ def select(sig: KernelSignature, target_name: str, compiled_impls: Sequence[str]
         why = (reasons[chosen] or "not run: no device") if chosen in reasons else "not run: no validation record"
         if not why.startswith("not run"):
             why = "not run: " + why
+        modelled = _least_traffic(keep, traffic or {})
+        if modelled is not None:
+            chosen, model = modelled
+            others = ", ".join(f"{i} {m.ratio:.2f}x" for i in keep if i != chosen and (m := (traffic or {}).get(i)))
+            return Selection(chosen, False, f"{MODELLED}, until measured: {model.summary()}"
+                             + (f" (vs {others})" if others else "") + f"; {why}", rejected)
         return Selection(chosen, False, f"default until measured: {why}", rejected)
 
     detail = "; ".join(f"{i}: {r}" for i, r in sorted(rejected.items())) or "nothing compiled"
@@ -400,7 +424,7 @@ def decide(sig: KernelSignature, target_name: str, names: Sequence[str], compile
            validations: Mapping[str, ValidationResult | None], benches: Mapping[str, BenchResult | None], *,
            not_compiled: Mapping[str, str] | None = None, explored: bool = False,
            eager: BenchResult | None = None, eager_validation: EagerValidation | None = None,
-           margin: float = MARGIN) -> Decision:
+           margin: float = MARGIN, traffic: Mapping[str, Traffic | None] | None = None) -> Decision:
     """The decision for ``sig`` on ``target_name`` among candidates ``names``
     (``compiled``: those that compiled; ``validations``/``benches``: their
     records by name). ``not_compiled[name]``: why one did not compile, in place
@@ -408,8 +432,8 @@ def decide(sig: KernelSignature, target_name: str, names: Sequence[str], compile
     and the module rejections go to the index). ``eager``: torch eager's
     benchmark on the same device, and ``eager_validation`` its results'
     verdict: torch tensors go to torch only where it was clearly faster
-    (``eager_preference``) and passed (``gate_eager``)."""
-    sel = select(sig, target_name, compiled, validations, benches, margin=margin)
+    (``eager_preference``) and passed (``gate_eager``). ``traffic``: as ``select``'s."""
+    sel = select(sig, target_name, compiled, validations, benches, margin=margin, traffic=traffic)
     why_not = not_compiled or {}
     sel = dataclasses.replace(sel, rejected={i: (why_not.get(i, r) if i not in compiled else r)
                                              for i, r in sel.rejected.items()})

@@ -1,0 +1,259 @@
+"""Traffic model: how many dispatches a GPU kernel runs per call and how many
+bytes they move, read from what iree-compile emits, without a GPU.
+
+Norms are memory-bound: a kernel's time on a device is about the bytes it moves
+over the memory bandwidth, and launches add a few microseconds each. The model
+runs iree-compile on the kernel's MLIR up to ``--compile-to=executable-sources``
+(about 0.2 s: no code generation) and reads, per dispatch function:
+
+* each ``dispatch.tensor.load`` of a binding: its bytes times the passes over it,
+  one per linalg op that consumes the loaded tensor (through reshapes and
+  slices), at least one: a dispatch whose reductions and elementwise ops each read
+  ``x`` reads it that many times;
+* each ``dispatch.tensor.store``: its bytes, once;
+
+and, in the host function, each ``stream.cmd.dispatch`` of such a function: one
+launch per call. The sum over launches is the modelled traffic of a call.
+
+What it cannot see: reuse through caches, within a dispatch (a row re-read by a
+second op from L1/L2 may cost no DRAM traffic: the model then overcounts) or
+across dispatches (an intermediate written by one dispatch and read by the next
+may stay in L2); what the code generator fuses or tiles beyond the dispatch's
+linalg ops (``executable-configurations`` would show it). A modelled figure is
+an estimate, never a measurement: ``boo-build info``, ``bench.csv`` and the
+report page say "modelled".
+
+The minimal traffic of a call is what any kernel must move: each input read
+once and each output written once (the calling convention: forward x, weight,
+bias in, y and statistics out; backward grad_y, x, statistics, weight in, the
+requested gradients out). A dynamic kernel is evaluated at a static shape it
+serves (its bench shape): a ``?`` dimension takes that shape's dynamic sizes in
+order, or their product where the dispatch flattened them into one.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from ..dtypes import ITEMSIZE
+from ..signature import KernelSignature
+
+PHASE = "executable-sources"
+
+# bytes per element of the element types a norm's dispatches use
+_ELEMENT_BYTES = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2, "i64": 8, "i32": 4, "i16": 2, "i8": 1, "i1": 1,
+                  "index": 8}
+
+_FUNC = re.compile(r"^\s*func\.func @(?P<name>[^\s(]+)\(")
+_LOAD = re.compile(r"^\s*(?P<res>%[\w.]+) = (?:iree_tensor_ext|flow)\.dispatch\.tensor\.load .*"
+                   r"-> tensor<(?P<type>[^>]+)>")
+_STORE = re.compile(r"^\s*(?:iree_tensor_ext|flow)\.dispatch\.tensor\.store .*: tensor<(?P<type>[^>]+)> ->")
+_ALIAS = re.compile(r"^\s*(?P<res>%[\w.]+) = tensor\.(?:expand_shape|collapse_shape|extract_slice|cast|reshape) "
+                    r"(?P<src>%[\w.]+)")
+_LINALG_INS = re.compile(r"^\s*(?:%[\w.:]+(?:, %[\w.:]+)* = )?(?:linalg|iree_linalg_ext)\.\w+.*?\bins\((?P<ins>[^:)]*)")
+_DISPATCH = re.compile(r"stream\.cmd\.dispatch @[^:\s]+::@[^:\s]+::@(?P<entry>[^\s{(\[]+)")
+_SSA = re.compile(r"%[\w.]+")
+
+
+class TrafficError(ValueError):
+    """The model cannot be evaluated: a compile that fails at the phase, a type it cannot size."""
+
+
+@dataclass(frozen=True)
+class DispatchTraffic:
+    """One dispatch function: bytes it reads (passes counted) and writes per launch."""
+    name: str
+    read_bytes: int
+    write_bytes: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "read_bytes": self.read_bytes, "write_bytes": self.write_bytes}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> DispatchTraffic:
+        return cls(str(d["name"]), int(d["read_bytes"]), int(d["write_bytes"]))
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """A kernel's modelled traffic per call (module docstring), at ``shape`` (its input's)."""
+    dispatches: int
+    read_bytes: int
+    write_bytes: int
+    minimal_bytes: int
+    shape: tuple[int, ...]
+    per_dispatch: tuple[DispatchTraffic, ...] = ()  # one per launch, in launch order
+
+    @property
+    def modelled_bytes(self) -> int:
+        return self.read_bytes + self.write_bytes
+
+    @property
+    def ratio(self) -> float:
+        """Modelled over minimal bytes (1.0: each tensor moved once)."""
+        return self.modelled_bytes / self.minimal_bytes if self.minimal_bytes else math.inf
+
+    def to_json(self) -> dict[str, Any]:
+        return {"model": PHASE, "dispatches": self.dispatches, "read_bytes": self.read_bytes,
+                "write_bytes": self.write_bytes, "modelled_bytes": self.modelled_bytes,
+                "minimal_bytes": self.minimal_bytes, "ratio": round(self.ratio, 4), "shape": list(self.shape),
+                "per_dispatch": [d.to_json() for d in self.per_dispatch]}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Traffic:
+        return cls(int(d["dispatches"]), int(d["read_bytes"]), int(d["write_bytes"]), int(d["minimal_bytes"]),
+                   tuple(int(v) for v in d["shape"]),
+                   tuple(DispatchTraffic.from_json(x) for x in d.get("per_dispatch", ())))
+
+    def summary(self) -> str:
+        """``"6 dispatches, 4.00x minimal (modelled)"``."""
+        return f"{self.dispatches} dispatch{'es' if self.dispatches != 1 else ''}, {self.ratio:.2f}x minimal (modelled)"
+
+
+# ------------------------------------------------------------------ parsing
+def _tensor_bytes(type_text: str, dynamic: tuple[int, ...]) -> int:
+    """Bytes of ``tensor<...>``'s text (``1024x768xf32``); ``?`` dims from ``dynamic``:
+    in order where there are as many, else one ``?`` is their product."""
+    *dims, elem = type_text.split(",")[0].strip().split("x")
+    size = _ELEMENT_BYTES.get(elem.strip())
+    if size is None:
+        raise TrafficError(f"element type {elem!r} of tensor<{type_text}> has no known size")
+    unknown = [i for i, d in enumerate(dims) if d == "?"]
+    values = [int(d) if d != "?" else 0 for d in dims]
+    if unknown:
+        if len(unknown) == len(dynamic):
+            for i, v in zip(unknown, dynamic):
+                values[i] = v
+        elif len(unknown) == 1 and dynamic:
+            values[unknown[0]] = math.prod(dynamic)
+        else:
+            raise TrafficError(f"tensor<{type_text}> has {len(unknown)} dynamic dims; the shape gives "
+                               f"{len(dynamic)} sizes")
+    return math.prod(values) * size
+
+
+def dispatch_functions(text: str, dynamic: tuple[int, ...] = ()) -> dict[str, DispatchTraffic]:
+    """Every dispatch function of an ``executable-sources`` module, by entry name."""
+    out: dict[str, DispatchTraffic] = {}
+    name: str | None = None
+    loads: dict[str, int] = {}  # loaded SSA value -> bytes
+    alias: dict[str, str] = {}  # reshaped/sliced value -> the loaded value it views
+    uses: dict[str, int] = {}
+    writes = 0
+
+    def close() -> None:
+        if name is not None:
+            reads = sum(b * max(1, uses.get(v, 0)) for v, b in loads.items())
+            out[name] = DispatchTraffic(name, reads, writes)
+
+    for line in text.splitlines():
+        m = _FUNC.match(line)
+        if m:
+            close()
+            name, loads, alias, uses, writes = m["name"], {}, {}, {}, 0
+            continue
+        if name is None:
+            continue
+        if m := _LOAD.match(line):
+            loads[m["res"]] = _tensor_bytes(m["type"], dynamic)
+        elif m := _STORE.match(line):
+            writes += _tensor_bytes(m["type"], dynamic)
+        elif m := _ALIAS.match(line):
+            src = alias.get(m["src"], m["src"])
+            if src in loads:
+                alias[m["res"]] = src
+        elif m := _LINALG_INS.match(line):
+            for v in set(_SSA.findall(m["ins"])):
+                v = alias.get(v, v)
+                if v in loads:
+                    uses[v] = uses.get(v, 0) + 1
+    close()
+    return out
+
+
+def launches(text: str) -> list[str]:
+    """The dispatch functions a call launches, in order (the host code's ``stream.cmd.dispatch``)."""
+    return [m["entry"] for m in _DISPATCH.finditer(text)]
+
+
+def minimal_bytes(sig: KernelSignature) -> int:
+    """Each input read once and each output written once (static ``sig``)."""
+    # a static signature: its dims are ints, which the field's type cannot say
+    return sum(math.prod(shape) * ITEMSIZE[dt]  # type: ignore[arg-type, misc]
+               for _, shape, dt in (*sig.inputs(), *sig.outputs()))
+
+
+def model(text: str, sig: KernelSignature, kernel: KernelSignature | None = None) -> Traffic:
+    """The traffic of one call of static ``sig`` from the ``executable-sources`` text of
+    ``kernel``'s module (default ``sig``; a dynamic kernel serving ``sig``)."""
+    kernel = kernel or sig
+    dyn = tuple(int(s) for s, d in zip(sig.input_shape, kernel.input_shape) if not isinstance(d, int))
+    funcs = dispatch_functions(text, dyn)
+    order = launches(text)
+    missing = sorted({e for e in order if e not in funcs})
+    if not order or missing:
+        raise TrafficError("no dispatch launched" if not order else f"launched but not found: {missing[0]}")
+    per = tuple(funcs[e] for e in order)
+    return Traffic(len(per), sum(d.read_bytes for d in per), sum(d.write_bytes for d in per), minimal_bytes(sig),
+                   tuple(int(d) for d in sig.input_shape), per)
+
+
+@dataclass(frozen=True)
+class TrafficRecord:
+    """The traffic stage's record of one module on one GPU target: ``traffic`` where
+    the model ran, else ``reason`` (the module did not compile, the model failed)."""
+    module: str
+    target: str
+    traffic: Traffic | None = None
+    reason: str = ""
+    run_id: str | None = None
+    seconds: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.traffic is not None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"module": self.module, "target": self.target,
+                               "status": "ok" if self.ok else "not modelled", "run_id": self.run_id}
+        if self.traffic is not None:
+            out["traffic"] = self.traffic.to_json()
+        else:
+            out["reason"] = self.reason
+        if self.seconds is not None:
+            out["seconds"] = self.seconds
+        return out
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> TrafficRecord:
+        t = d.get("traffic")
+        return cls(str(d.get("module", "")), str(d.get("target", "")), Traffic.from_json(t) if t else None,
+                   str(d.get("reason", "")), d.get("run_id"), d.get("seconds"))
+
+
+def executable_sources(mlir: str, flags: Iterable[str], compiler: str | None = None, timeout: float = 300.0) -> str:
+    """iree-compile's module at ``--compile-to=executable-sources`` for ``flags`` (a target's)."""
+    from .compile import compiler_path, useful_stderr
+
+    cmd = [compiler or compiler_path(), "-", *flags, f"--compile-to={PHASE}", "-o", "-"]
+    proc = subprocess.run(cmd, input=mlir.encode(), capture_output=True, timeout=timeout,
+                          cwd=tempfile.gettempdir())
+    if proc.returncode != 0:
+        raise TrafficError(f"iree-compile --compile-to={PHASE} failed: "
+                           f"{useful_stderr(proc.stderr.decode(errors='replace'), 600)}")
+    return proc.stdout.decode()
+
+
+def kernel_traffic(mlir: str, flags: Iterable[str], sig: KernelSignature, kernel: KernelSignature | None = None,
+                   compiler: str | None = None) -> Traffic:
+    """``model`` of the module ``mlir`` compiled with ``flags``, at static ``sig``."""
+    return model(executable_sources(mlir, flags, compiler), sig, kernel)
+
+
+__all__ = ["DispatchTraffic", "PHASE", "Traffic", "TrafficError", "TrafficRecord", "dispatch_functions", "executable_sources",
+           "kernel_traffic", "launches", "minimal_bytes", "model"]
