@@ -291,19 +291,28 @@ def overhead(bundle, key: str, pairs: int, min_batch_s: float) -> dict:
 def routed_overhead(shipped, key: str, pairs: int, min_batch_s: float) -> dict | None:
     """A torch call the shipped bundle routes to torch eager, at the kernel's smallest
     shape: the entry point against torch's op called directly (``direct_call``) on the
-    same tensors, ``paired`` (the median per-pair difference is the loader's cost of
-    routing: key, lookup, count). None where that call is not routed."""
+    same tensors, ``paired`` with torch on one thread (the median per-pair difference
+    is the loader's cost of routing: key, lookup, count). None where that call is not routed."""
     k0 = shipped._kernels[key]
     call, _, _ = smallest(shipped, k0.sig)
     if call is None or not k0.eager_for(call):
         return None
     row = {"key": key, "kind": "forward" if k0.sig.is_forward else "backward", "dtype": k0.sig.dtype,
            "shape": list(call.input_shape), "dynamic": k0.sig.is_dynamic}
+    import torch
+
+    # torch's op on one thread: the calling thread then does all of its work in both
+    # paths, so the difference of its CPU time is the loader's own (with intra-op
+    # threads, how the work splits moves it by more than the loader costs)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
     try:
         args = call_args(call)
         got = paired(loader_call(shipped, call, args=args), direct_call(call, args), pairs, min_batch_s)
     except Exception as e:  # noqa: BLE001 - one kernel's failure is reported, the rest still run
         return {**row, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+    finally:
+        torch.set_num_threads(threads)
     return {**row, "cpu_us": got["cpu_us"], "wall_us": got["wall_us"], "direct_us": got["bare_us"],
             "batch": got["batch"]}
 

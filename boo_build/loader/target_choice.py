@@ -13,16 +13,23 @@ from collections import defaultdict
 from typing import Any, Mapping
 
 from ..targets import Target, cuda_capability
-from . import devices as devmod  # by module: tests stand in for devmod.discover
 from .errors import NoCompatibleDevice
 from .format import BundleIndex, Status
+
+
+def _devmod():
+    """``devices``, imported by the first device question (open_bundle's), not by
+    ``import boo_build.loader`` (about 2 ms); by module: tests stand in for its ``discover``."""
+    from . import devices
+
+    return devices
 
 
 def target_rank(t: Target) -> tuple:
     """Preference order: GPUs first (NVIDIA targets from the newest compute
     capability down), then CPUs from the highest level down."""
     cc = cuda_capability(t.arch) if t.driver == "cuda" else None
-    level = cc[0] * 10 + cc[1] if cc else devmod.cpu_level(t.arch)
+    level = cc[0] * 10 + cc[1] if cc else _devmod().cpu_level(t.arch)
     return (1 if t.is_cpu else 0, -level, t.name)
 
 
@@ -69,7 +76,7 @@ def select_target(index: BundleIndex | Mapping[str, Any], device: Any, path: str
     ``open_bundle``), else the best device present."""
     targets = bundle_targets(index)
     available = _available(index)
-    present = list(devmod.discover())
+    present = list(_devmod().discover())
     if device is not None:
         present = _wanted_devices(device, present)
     reasons: dict[str, str] = {}
@@ -77,7 +84,7 @@ def select_target(index: BundleIndex | Mapping[str, Any], device: Any, path: str
         if not available.get(t.name):
             reasons[t.name] = "no available kernels for this target in the bundle"
             continue
-        dev, why = devmod.match_target(t, present)
+        dev, why = _devmod().match_target(t, present)
         if dev is not None:
             return t, dev
         reasons[t.name] = why or "no matching device"
