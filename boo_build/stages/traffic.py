@@ -7,9 +7,12 @@ runs iree-compile on the kernel's MLIR up to ``--compile-to=executable-sources``
 (about 0.2 s: no code generation) and reads, per dispatch function:
 
 * each ``dispatch.tensor.load`` of a binding: its bytes times the passes over it,
-  one per linalg op that consumes the loaded tensor (through reshapes and
-  slices), at least one: a dispatch whose reductions and elementwise ops each read
-  ``x`` reads it that many times;
+  at least one. A reduction, or a store, that consumes the loaded tensor (through
+  reshapes and slices) is one pass; an elementwise op (every loop parallel) is
+  fused into whatever consumes its result, so it counts as the passes over its
+  result. The layer-norm forward of two-pass variance reads ``x`` three times:
+  the mean's reduction, the variance's (through ``x - mean``), the normalization
+  (through ``x - mean`` too);
 * each ``dispatch.tensor.store``: its bytes, once;
 
 and, in the host function, each ``stream.cmd.dispatch`` of such a function: one
@@ -55,7 +58,9 @@ _LOAD = re.compile(r"^\s*(?P<res>%[\w.]+) = (?:iree_tensor_ext|flow)\.dispatch\.
 _STORE = re.compile(r"^\s*(?:iree_tensor_ext|flow)\.dispatch\.tensor\.store .*: tensor<(?P<type>[^>]+)> ->")
 _ALIAS = re.compile(r"^\s*(?P<res>%[\w.]+) = tensor\.(?:expand_shape|collapse_shape|extract_slice|cast|reshape) "
                     r"(?P<src>%[\w.]+)")
-_LINALG_INS = re.compile(r"^\s*(?:%[\w.:]+(?:, %[\w.:]+)* = )?(?:linalg|iree_linalg_ext)\.\w+.*?\bins\((?P<ins>[^:)]*)")
+_LINALG_INS = re.compile(r"^\s*(?:(?P<res>%[\w.]+)(?::\d+)?(?:, %[\w.:]+)* = )?(?:linalg|iree_linalg_ext)\.\w+.*?"
+                         r"\bins\((?P<ins>[^:)]*)")
+_STORED = re.compile(r"^\s*(?:iree_tensor_ext|flow)\.dispatch\.tensor\.store (?P<src>%[\w.]+),")
 _DISPATCH = re.compile(r"stream\.cmd\.dispatch @[^:\s]+::@[^:\s]+::@(?P<entry>[^\s{(\[]+)")
 _SSA = re.compile(r"%[\w.]+")
 
@@ -142,20 +147,25 @@ def dispatch_functions(text: str, dynamic: tuple[int, ...] = ()) -> dict[str, Di
     out: dict[str, DispatchTraffic] = {}
     name: str | None = None
     loads: dict[str, int] = {}  # loaded SSA value -> bytes
-    alias: dict[str, str] = {}  # reshaped/sliced value -> the loaded value it views
-    uses: dict[str, int] = {}
+    alias: dict[str, str] = {}  # reshaped/sliced value -> the value it views
+    consumers: dict[str, list[str | None]] = {}  # value -> the elementwise ops' results it feeds; None: one pass
     writes = 0
+
+    def passes(v: str, seen: frozenset[str] = frozenset()) -> int:
+        if v in seen:  # (SSA has no cycles; a guard all the same)
+            return 1
+        return sum(1 if c is None else max(1, passes(c, seen | {v})) for c in consumers.get(v, ()))
 
     def close() -> None:
         if name is not None:
-            reads = sum(b * max(1, uses.get(v, 0)) for v, b in loads.items())
+            reads = sum(b * max(1, passes(v)) for v, b in loads.items())
             out[name] = DispatchTraffic(name, reads, writes)
 
     for line in text.splitlines():
         m = _FUNC.match(line)
         if m:
             close()
-            name, loads, alias, uses, writes = m["name"], {}, {}, {}, 0
+            name, loads, alias, consumers, writes = m["name"], {}, {}, {}, 0
             continue
         if name is None:
             continue
@@ -163,15 +173,15 @@ def dispatch_functions(text: str, dynamic: tuple[int, ...] = ()) -> dict[str, Di
             loads[m["res"]] = _tensor_bytes(m["type"], dynamic)
         elif m := _STORE.match(line):
             writes += _tensor_bytes(m["type"], dynamic)
+            if s := _STORED.match(line):
+                consumers.setdefault(alias.get(s["src"], s["src"]), []).append(None)
         elif m := _ALIAS.match(line):
-            src = alias.get(m["src"], m["src"])
-            if src in loads:
-                alias[m["res"]] = src
+            alias[m["res"]] = alias.get(m["src"], m["src"])
         elif m := _LINALG_INS.match(line):
+            # an elementwise op passes its reads on to its result's consumers; a reduction is one pass
+            elementwise = "iterator_types" in line and "reduction" not in line and m["res"] is not None
             for v in set(_SSA.findall(m["ins"])):
-                v = alias.get(v, v)
-                if v in loads:
-                    uses[v] = uses.get(v, 0) + 1
+                consumers.setdefault(alias.get(v, v), []).append(m["res"] if elementwise else None)
     close()
     return out
 
