@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import ops
 from .ops.base import LANES, lanes_apply
 from .signature import IMPLS, ModuleId
 from .targets import CPU_DRIVERS, Target
@@ -92,11 +93,9 @@ def modes(target: Target) -> tuple[str, ...]:
 
 
 def single_dispatch(mid: ModuleId) -> bool:
-    """Whether the export puts the single-dispatch attribute on ``mid``: static
-    forward kernels only (combined backward kernels fail with it on llvm-cpu
-    and gfx targets, dynamic ones everywhere: "unhandled dynamic dimensions
-    for created dispatch region", iree-compile 3.13)."""
-    return mid.signature.is_forward and not mid.signature.is_dynamic
+    """Whether the export puts the single-dispatch attribute on ``mid``: its op's
+    rule (``Op.single_dispatch``: static forward kernels, by default)."""
+    return ops.get(mid.signature.op).single_dispatch(mid.signature)
 
 
 def applies(variant: str, mid: ModuleId) -> bool:

@@ -132,21 +132,9 @@ def limit_problem(where: str, dims: Sequence[int | str], max_elements: int | Non
     return None
 
 
-def suffix_problem(input_shape: tuple, normalized_shape: tuple[int, ...]) -> str | None:
-    n = len(normalized_shape)
-    if n > len(input_shape) or tuple(input_shape[-n:]) != tuple(normalized_shape):
-        return (f"normalized_shape {list(normalized_shape)} is not a suffix of "
-                f"input_shape {list(input_shape)}")
-    return None
-
-
-def dynamic_problem(input_shape: tuple, normalized_shape: tuple[int | str, ...], max_elements: int) -> str | None:
-    """Dynamic dims only before the normalized ones, and room for each to be at least 2."""
-    n = len(normalized_shape)
-    for i, d in enumerate(input_shape[max(len(input_shape) - n, 0):], max(len(input_shape) - n, 0)):
-        if isinstance(d, str):
-            return (f"input_shape dimension {i} ({d!r}) is normalized: normalized dimensions must be integers "
-                    "(dynamic names are allowed only in the leading dimensions)")
+def dynamic_problem(input_shape: tuple, max_elements: int) -> str | None:
+    """Room for each dynamic dim to be at least 2. (Where an op takes names is the
+    op's rule: ``Op.dynamic_dims_problem``.)"""
     static = math.prod(d for d in input_shape if isinstance(d, int))
     if static > max_elements:
         return (f"input_shape {list(input_shape)} has {static} elements with every dynamic dimension at 1, "

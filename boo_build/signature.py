@@ -4,9 +4,11 @@ Pure Python on purpose (no torch, no numpy): the loader imports it too.
 
 Key format (``KernelSignature.key``), fields joined by ``-``::
 
-    {op}-{dtype}-{input shape}-n{normalized shape}-{affine}[-s{stats}][-eps{eps}][-max{elements}]-m{mask}
+    {op}-{dtype}-{input shape}-{op's part}-{affine}[-s{stats}][-eps{eps}][-max{elements}]-m{mask}
 
-* op: a registered op's name (``boo_build.ops``: ``layer_norm``, ``rms_norm``)
+* op: a registered op's name (``boo_build.ops``: ``layer_norm``, ``rms_norm``, ``group_norm``)
+* op's part: the op's shape parameters (``Op.key_part``): ``n{normalized shape}``
+  for the norms over trailing dims (``n768``), ``g{groups}`` for group norm (``g32``)
 * dtype / stats: ``f32`` | ``f16`` | ``bf16``; the stats field (dtype of the saved
   mean/rstd) appears only when it differs from ATen's default for that dtype.
 * shapes: dims joined by ``x``. A dynamic dimension (a name, see below) is
@@ -23,7 +25,8 @@ Key format (``KernelSignature.key``), fields joined by ``-``::
 
 Dynamic dimensions: an ``input_shape`` entry that is a name stands for any
 size from 1 up to its upper bound (``boo_build.shapes``); the same name twice
-in one shape means the same size. Normalized dimensions are always integers.
+in one shape means the same size. The op says where names may stand
+(``Op.dynamic_dims_problem``): normalized dimensions are always integers.
 A call must also keep the whole input within ``max_elements``
 (``KernelSignature.dim_bounds``, ``bind``). ``bind`` turns a dynamic
 signature into the static one it runs as for a given input shape.
@@ -40,8 +43,9 @@ the op's data (``boo_build.ops.base``; ``inputs`` / ``outputs``):
 * backward: (grad_y, x, *stats, [weight if affine and mask & 2])
   -> the requested gradients in the op's order (input, weight[, bias])
 
-Statistics such as mean and rstd have the input's leading dims followed by a 1 per normalized
-dim (ATen's layout), in ``stats_dtype``.
+Statistics such as mean and rstd are in ATen's layout (``Op.stats_shape``: the input's leading
+dims followed by a 1 per normalized dim; group norm's ``[N, groups]``), in ``stats_dtype``; the
+weight and bias in ``Op.param_shape`` (the normalized shape; group norm's ``[C]``).
 """
 
 from __future__ import annotations
@@ -72,7 +76,6 @@ from .shapes import (  # re-exported (__all__): the shared vocabulary
     dynamic_problem,
     eps_problem,
     max_elements_problem,
-    suffix_problem,
 )
 
 __all__ = [
@@ -80,7 +83,7 @@ __all__ = [
     "MAX_DIM", "MAX_NAME", "MAX_RANK", "WEIGHT_GRAD", "KernelSignature", "ModuleId", "SignatureError",
     "affine_problem", "canonical_dtype", "default_stats_dtype", "dim_name_problem", "dumps", "dynamic_problem",
     "eps_problem", "format_eps", "function_name", "mask_problem", "max_elements_problem", "parse_eps",
-    "shape_text", "suffix_problem",
+    "shape_text",
 ]
 
 # Sizes a dynamic signature is exported with (torch.export specializes 0 and 1):
@@ -146,16 +149,22 @@ class KernelSignature:
     # Elements per tensor, for the bounds of dynamic dims; None (and ignored) when
     # the shape is static, DEFAULT_MAX_ELEMENTS when dynamic and not given.
     max_elements: int | None = None
+    groups: int | None = None  # group norm's channel groups; None for the ops that have none
 
     def __post_init__(self) -> None:
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen)
         if self.op not in ops.names():
             raise SignatureError(f"unknown op {self.op!r}: use one of {', '.join(ops.names())}")
+        op = ops.get(self.op)
         set_("input_shape", as_dims("input_shape", self.input_shape, names=True))
-        set_("normalized_shape", as_dims("normalized_shape", self.normalized_shape))
+        # an op without normalized dims (group norm) has normalized_shape ()
+        set_("normalized_shape", () if _empty(self.normalized_shape)
+             else as_dims("normalized_shape", self.normalized_shape))
         if any(isinstance(d, str) for d in self.input_shape):
             limit = DEFAULT_MAX_ELEMENTS if self.max_elements is None else self.max_elements
-            problem = max_elements_problem(limit) or dynamic_problem(self.input_shape, self.normalized_shape, limit)
+            problem = (max_elements_problem(limit)
+                       or op.dynamic_dims_problem(self.input_shape, self.normalized_shape, self.groups)
+                       or dynamic_problem(self.input_shape, limit))
             if problem:
                 raise SignatureError(problem)
             set_("max_elements", limit)
@@ -166,8 +175,8 @@ class KernelSignature:
              else ops.get(self.op).default_stats_dtype(self.dtype))
         set_("affine", bool(self.affine))
         set_("bias", bool(self.bias))
-        problem = (eps_problem(self.eps)
-                   or suffix_problem(self.input_shape, self.normalized_shape)
+        problem = (op.shape_problem(self.input_shape, self.normalized_shape, self.groups)
+                   or eps_problem(self.eps)
                    or affine_problem(self.op, self.affine, self.bias)
                    or mask_problem(self.op, self.mask, self.affine, self.bias))
         if problem:
@@ -181,8 +190,26 @@ class KernelSignature:
 
     @property
     def stats_shape(self) -> tuple[int | str, ...]:
-        n = len(self.normalized_shape)
-        return self.input_shape[: len(self.input_shape) - n] + (1,) * n
+        return ops.get(self.op).stats_shape(self.input_shape, self.normalized_shape, self.groups)
+
+    @property
+    def param_shape(self) -> tuple[int, ...]:
+        """Shape of the weight and bias (``Op.param_shape``)."""
+        return ops.get(self.op).param_shape(self.input_shape, self.normalized_shape, self.groups)
+
+    @property
+    def param_view(self) -> tuple[int, ...]:
+        """Shape the weight and bias broadcast against the input in (``Op.param_view``)."""
+        return ops.get(self.op).param_view(self.input_shape, self.normalized_shape, self.groups)
+
+    @property
+    def lead(self) -> int:
+        """How many leading dims index rows (``Op.lead_dims``): the rest is one row."""
+        return ops.get(self.op).lead_dims(self.input_shape, self.normalized_shape, self.groups)
+
+    def rows_of(self, shape: Sequence[int]) -> int:
+        """Rows of an input of ``shape`` (the product of its leading dims)."""
+        return math.prod(shape[: len(shape) - (len(self.input_shape) - self.lead)])
 
     @property
     def rows(self) -> int:
@@ -190,8 +217,7 @@ class KernelSignature:
         if self.is_dynamic:
             raise SignatureError(f"{self.key} is dynamic: its rows are known only at call time (bind)")
         # static: every dim is an int, which the field's type cannot say
-        lead = self.input_shape[: len(self.input_shape) - len(self.normalized_shape)]
-        return math.prod(lead)  # type: ignore[arg-type]
+        return math.prod(self.input_shape[: self.lead])  # type: ignore[arg-type]
 
     # -- dynamic dimensions ---------------------------------------------------
     @property
@@ -272,8 +298,7 @@ class KernelSignature:
         """The static signature with ``rows`` rows: every dynamic leading dim 1
         except the last name, which takes what the static dims leave (rounded up)."""
         names = self.dim_names
-        static = math.prod(d for d in self.input_shape[: len(self.input_shape) - len(self.normalized_shape)]
-                           if isinstance(d, int))
+        static = math.prod(d for d in self.input_shape[: self.lead] if isinstance(d, int))
         sizes = {name: 1 for name in names}
         if names:
             sizes[names[-1]] = max(1, -(-rows // static))
@@ -289,7 +314,8 @@ class KernelSignature:
 
     @property
     def width(self) -> int:
-        return math.prod(self.normalized_shape)
+        """Elements of one row (static trailing dims: every op's row is)."""
+        return math.prod(self.input_shape[self.lead:])  # type: ignore[arg-type]
 
     @property
     def takes_weight(self) -> bool:
@@ -303,8 +329,8 @@ class KernelSignature:
     def inputs(self) -> tuple[tuple[str, tuple[int | str, ...], str], ...]:
         """(name, shape, dtype) of each kernel argument, in order."""
         x = ("input", self.input_shape, self.dtype)
-        w = ("weight", self.normalized_shape, self.dtype)
-        b = ("bias", self.normalized_shape, self.dtype)
+        w = ("weight", self.param_shape, self.dtype)
+        b = ("bias", self.param_shape, self.dtype)
         stats = ops.get(self.op).stats
         if self.is_forward:
             return (x,) + ((w,) if self.affine else ()) + ((b,) if self.bias else ())
@@ -325,7 +351,7 @@ class KernelSignature:
             return (("output", self.input_shape, self.dtype),) + tuple(
                 (s, self.stats_shape, sd) for s in op.stats
             )
-        shapes = {INPUT_GRAD: self.input_shape, WEIGHT_GRAD: self.normalized_shape, BIAS_GRAD: self.normalized_shape}
+        shapes = {INPUT_GRAD: self.input_shape, WEIGHT_GRAD: self.param_shape, BIAS_GRAD: self.param_shape}
         return tuple((f"grad_{GRAD_NAMES[bit]}", shapes[bit], self.dtype) for bit in op.grads if self.mask & bit)
 
     # -- text forms ---------------------------------------------------------
@@ -335,7 +361,7 @@ class KernelSignature:
             self.op,
             dtypes.CODES[self.dtype],
             dims_text(self.input_shape),
-            "n" + dims_text(self.normalized_shape),
+            ops.get(self.op).key_part(self.normalized_shape, self.groups),
             self.affine_code,
         ]
         if self.stats_dtype != ops.get(self.op).default_stats_dtype(self.dtype):
@@ -356,8 +382,11 @@ class KernelSignature:
         op, dt, shape, norm, affine, *rest = parts
         if dt not in dtypes.BY_CODE:
             raise SignatureError(f"bad signature key {key!r}: unknown dtype code {dt!r}")
-        if not norm.startswith("n"):
-            raise SignatureError(f"bad signature key {key!r}: expected n<normalized shape>, got {norm!r}")
+        if op not in ops.names():
+            raise SignatureError(f"bad signature key {key!r}: unknown op {op!r}: use one of {', '.join(ops.names())}")
+        shape_fields = ops.get(op).parse_key_part(norm)
+        if shape_fields is None:
+            raise SignatureError(f"bad signature key {key!r}: expected {ops.get(op).key_part_form}, got {norm!r}")
         if affine not in ("wb", "w", "nw"):
             raise SignatureError(f"bad signature key {key!r}: expected wb, w or nw, got {affine!r}")
         fields: dict[str, Any] = {}
@@ -378,9 +407,9 @@ class KernelSignature:
             op=op,
             dtype=dtypes.BY_CODE[dt],
             input_shape=dims_from_text("shape", shape, keys=True, example="8x128x768 or BATCHxSEQx768"),
-            # a name here is refused by __post_init__ (as_dims), the field holds only ints
-            normalized_shape=dims_from_text("shape", norm[1:], keys=True, example="768"),  # type: ignore[arg-type]
+            normalized_shape=shape_fields.pop("normalized_shape", ()),
             affine=affine != "nw",
+            **shape_fields,
             bias=affine == "wb",
             **fields,
         )
@@ -399,6 +428,8 @@ class KernelSignature:
         d["normalized_shape"] = list(self.normalized_shape)
         if d["max_elements"] is None:  # static: as before dynamic dims existed
             del d["max_elements"]
+        if d["groups"] is None:  # ops without groups: as before group norm existed
+            del d["groups"]
         d["key"] = self.key
         return d
 
@@ -455,6 +486,11 @@ class ModuleId:
 
     def __str__(self) -> str:
         return self.key
+
+
+def _empty(value: Any) -> bool:
+    """An empty normalized_shape (a list or tuple of nothing)."""
+    return isinstance(value, (tuple, list)) and len(value) == 0
 
 
 def function_name(key: str) -> str:

@@ -255,8 +255,8 @@ def test_parse_toml_directly():
      "is not a suffix"),
     (ENTRY + 'dtype = "float8"\n', "kernels[0]: unknown dtype 'float8'"),
     (ENTRY + 'stats_dtype = "int8"\n', "kernels[0]: unknown stats_dtype 'int8'"),
-    ('op = "group_norm"\ninput_shape = [8, 128, 768]\n',
-     "kernels[0]: unknown op 'group_norm': use one of layer_norm, rms_norm"),
+    ('op = "instance_norm"\ninput_shape = [8, 128, 768]\n',
+     "kernels[0]: unknown op 'instance_norm': use one of layer_norm, rms_norm, group_norm"),
     (ENTRY + "masks = [0]\n", "kernels[0]: mask 0 is invalid for layer_norm: 0 selects nothing"),
     (ENTRY + "masks = [3]\n", "kernels[0]: mask 3 is invalid for layer_norm: forward (1) cannot"),
     (ENTRY + "masks = [16]\n", "kernels[0]: mask 16 is invalid for layer_norm: only bits 1, 2, 4, 8"),
@@ -547,7 +547,7 @@ def test_driver_prefix_and_trailing_comment():
 
 
 @pytest.mark.parametrize("text, match", [
-    ("groupnorm -X 4x8", "unknown command 'groupnorm'"),
+    ("instancenorm -X 4x8", "unknown command 'instancenorm'"),
     ("layernorm -X 4x8 --foo 1", "unknown flag '--foo'"),
     ("layernorm -X 4x8 -q 1", "unknown flag '-q'"),
     ("layernorm -X 4x8 --foo=1", "unknown flag '--foo'"),
@@ -652,7 +652,7 @@ def test_default_manifest_loads():
     assert m.bundle == BundleSpec("boo-norms", "0.1.0",
                                   ("cpu", "gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1201"))
     ks = set(keys(m))
-    assert 14 <= len(ks) <= 40
+    assert 14 <= len(ks) <= 50
     for mask in ALL_MASKS["layer_norm"]:
         assert f"layer_norm-f32-10x32x42x32-n32-wb-m{mask}" in ks
     for dt in ("f32", "bf16"):
@@ -667,8 +667,17 @@ def test_default_manifest_loads():
     for dt in ("f32", "bf16", "f16"):
         for mask in (1, 6):
             assert f"rms_norm-{dt}-BATCHxSEQx4096-n4096-w-eps1em06-m{mask}" in ks
-    assert all(k.impls == tuple(sorted(IMPLS)) for k in m.kernels)
-    assert len(m.module_ids) == len(ks) * len(IMPLS)
+    # Stable Diffusion 1.x group norms: the UNet's, the VAE's (eps 1e-6), the mid block for any batch
+    for shape in ("2x320x64x64", "2x640x32x32", "2x1280x16x16"):
+        for mask in (1, 14):
+            assert f"group_norm-f16-{shape}-g32-wb-m{mask}" in ks
+    for mask in (1, 14):
+        assert f"group_norm-f16-1x512x64x64-g32-wb-eps1em06-m{mask}" in ks
+        assert f"group_norm-f16-BATCHx1280x8x8-g32-wb-m{mask}" in ks
+    manual_only = {k.signature.key for k in m.kernels if k.impls == ("manual",)}
+    assert manual_only == {"group_norm-f16-BATCHx1280x8x8-g32-wb-m1", "group_norm-f16-BATCHx1280x8x8-g32-wb-m14"}
+    assert all(k.impls == tuple(sorted(IMPLS)) for k in m.kernels if k.signature.key not in manual_only)
+    assert len(m.module_ids) == (len(ks) - len(manual_only)) * len(IMPLS) + len(manual_only)
 
 
 # -- no torch -----------------------------------------------------------------------

@@ -104,5 +104,5 @@ def test_registry_refuses_clashes(scale_rows):
     ops.register(ScaleRows())  # the same op again: fine
     with pytest.raises(ValueError, match="already registered"):
         ops.register(ScaleRows(masks=(1, 2)))
-    with pytest.raises(ops.UnknownOp, match="unknown op 'group_norm': use one of layer_norm, rms_norm, scale_rows"):
-        ops.get("group_norm")
+    with pytest.raises(ops.UnknownOp, match="unknown op 'instance_norm': use one of layer_norm, rms_norm, group_norm, scale_rows"):
+        ops.get("instance_norm")

@@ -10,6 +10,7 @@
     boo-build lock NAME[==VERSION]... --store URL_OR_DIR [-o boo.lock]
     boo-build fetch LOCK_FILE             download locked bundles into the cache
     boo-build cache list|clean            the loader's cache of downloads
+    boo-build trace --out M.toml SCRIPT [ARGS...]   record a script's norm calls as a manifest
     boo-build --version                   boo-build <version>
 
 Each subcommand is a module of this package with ``add_arguments(parser)``
@@ -55,6 +56,7 @@ COMMANDS = {
     "lock": ("lock", "pin bundles of a store (newest or NAME==VERSION) in a lock file"),
     "fetch": ("fetch", "download the bundles a lock file pins into the local cache"),
     "cache": ("cache", "list or clean the local cache of downloaded bundles"),
+    "trace": ("trace", "run a script, record its norm calls and write the manifest of their kernels"),
 }
 
 

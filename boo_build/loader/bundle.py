@@ -449,6 +449,8 @@ class Bundle:
     native_layer_norm_backward = _EntryPoint("layer_norm")
     fused_rms_norm = _EntryPoint("rms_norm")
     fused_rms_norm_backward = _EntryPoint("rms_norm")
+    native_group_norm = _EntryPoint("group_norm")
+    native_group_norm_backward = _EntryPoint("group_norm")
 
     # -- torch custom ops take a bundle as a token (``tokens.py``): the ops' modules
     # reach the registry through these, never by importing the loader

@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterable, NamedTuple
 
 from .. import ops
 from ..dtypes import CODES as _KERNEL_DTYPES
-from ..ops.loader_calls import EagerCall, Unserved, norm_shape, stats_shape
+from ..ops.loader_calls import EagerCall, Unserved, call_layout
 from ..signature import DEFAULT_EPS, KernelSignature, SignatureError, eps_problem
 from .memo import remember as _remember
 from .tensors import NumpyArrays, TorchArrays, arrays_of
@@ -54,7 +54,7 @@ class CallPlan(NamedTuple):
     """What a call key's first, fully checked, call recorded (``CallChecks.plan_call``)."""
     arrays: Any  # the array kind (``tensors.TorchArrays`` or ``NumpyArrays``)
     sig: KernelSignature
-    ns: tuple[int, ...]  # the normalized shape
+    ns: Any  # the op's shape parameter (``Op.call_param``: the normalized shape; group norm's groups)
     route: Route | None  # torch calls only; None where they take the checked path
     grad: bool  # whether a tensor of the call requires grad (autograd may record it)
 
@@ -194,7 +194,7 @@ class CallChecks:
         return found
 
     def _prepare(self, op, input, normalized_shape, weight, bias, eps, mask):
-        ns = norm_shape(normalized_shape)
+        ns = ops.get(op).call_param(normalized_shape)
         arrays = arrays_of("input", input)
         try:
             x = self._check_array("input", input, None, None, (), arrays, "input")
@@ -211,34 +211,36 @@ class CallChecks:
         dtype no kernel takes, else None), raising ``Unserved`` for a call torch's
         op takes but no kernel can serve, once every other check has passed."""
         shape = tuple(x.shape)
-        if len(ns) > len(shape) or shape[len(shape) - len(ns):] != ns:
-            raise ValueError(f"normalized_shape {list(ns)} is not a suffix of the input's shape {list(shape)}")
-        w = None if weight is None else self._check_array("weight", weight, dt, ns, (), arrays, "input")
-        b = None if bias is None else self._check_array("bias", bias, dt, ns, (), arrays, "input")
+        spec = ops.get(op)
+        fields = spec.call_fields(shape, ns)  # ValueError where the op's shape parameter does not fit
+        ps, st = call_layout(spec, shape, ns)
+        w = None if weight is None else self._check_array("weight", weight, dt, ps, (), arrays, "input")
+        b = None if bias is None else self._check_array("bias", bias, dt, ps, (), arrays, "input")
         given = w
         if b is not None and w is None:
             # ATen allows a bias without a weight; a weight of ones is the same norm.
-            w = arrays.full(ns, 1, dt, x)
+            w = arrays.full(ps, 1, dt, x)
         empty = 0 in shape
         stand_in = (lambda dims: tuple(d or 1 for d in dims)) if empty else (lambda dims: dims)
+        sig_fields: dict[str, Any] = {k: stand_in(v) if k == "normalized_shape" else v for k, v in fields.items()}
         reason = None if refused is None else f"dtype={dt}"
         sdt = dt if refused is None else "float32"  # a dtype no kernel takes: float32's, to check the rest
         try:
-            sig = KernelSignature(op=op, input_shape=stand_in(shape), normalized_shape=stand_in(ns), dtype=sdt,
-                                  mask=mask, eps=eps, affine=w is not None, bias=b is not None)
+            sig = KernelSignature(op=op, input_shape=stand_in(shape), dtype=sdt, mask=mask, eps=eps,
+                                  affine=w is not None, bias=b is not None, **sig_fields)
         except SignatureError as e:
             if not (isinstance(eps, numbers.Real) and eps_problem(eps)):  # not eps's, or eps not a number
                 raise ValueError(str(e)) from None  # (torch refuses a string too): refused whatever the fallback
             try:  # a number torch takes (<= 0, inf, nan, a bool) that the kernels do not: is the rest fine?
-                sig = KernelSignature(op=op, input_shape=stand_in(shape), normalized_shape=stand_in(ns), dtype=sdt,
-                                      mask=mask, eps=DEFAULT_EPS, affine=w is not None, bias=b is not None)
+                sig = KernelSignature(op=op, input_shape=stand_in(shape), dtype=sdt, mask=mask, eps=DEFAULT_EPS,
+                                      affine=w is not None, bias=b is not None, **sig_fields)
             except SignatureError as other:
                 raise ValueError(str(other)) from None
             if refused is None:
                 refused, reason = ValueError(str(e)), f"eps={eps}"
         if refused is not None:  # every check passed, but no kernel takes its dtype or eps
-            call = EagerCall(op, shape, ns, dt, mask, eps, given is not None, b is not None,
-                             ops.get(op).default_stats_dtype(dt), stats_shape(shape, ns))
+            call = EagerCall(op, shape, fields.get("normalized_shape", ()), dt, mask, eps, given is not None,
+                             b is not None, spec.default_stats_dtype(dt), st, fields.get("groups"), ns)
             raise Unserved(refused, f"{op}:{reason}", arrays, call, x, given, b)
         return arrays, (None if empty else sig), ns, x, w, b
 
@@ -260,13 +262,13 @@ class CallChecks:
             if u.refusal is None:
                 try:
                     u.gy = self.check_array("grad_out", grad_out, u.call.dtype, tuple(u.x.shape), arrays=u.arrays)
-                    u.stats = tuple([self.check_stats(name, t, u.arrays, u.x, u.call.normalized_shape)
+                    u.stats = tuple([self.check_stats(name, t, u.arrays, u.x, u.call.param, op)
                                      for name, t in zip(op.stats, stats)])
                 except (TypeError, ValueError) as other:  # raised with the fallback (``Unserved.refusal``)
                     u.refusal = other
             raise
         gy = self.check_array("grad_out", grad_out, arrays.dtype_name(x), tuple(x.shape), arrays=arrays)
-        stats = tuple([self.check_stats(name, t, arrays, x, ns) for name, t in zip(op.stats, stats)])
+        stats = tuple([self.check_stats(name, t, arrays, x, ns, op) for name, t in zip(op.stats, stats)])
         if key is not None and sig is not None and w is weight and len(stats) <= 2:  # not a stand-in weight
             _remember(self._backward_plans, key,
                       self._plan(op.name, arrays, sig, ns, (input, weight, bias, grad_out, *stats), stats))
@@ -281,12 +283,13 @@ class CallChecks:
             _remember(self._layouts, id(ks), lay)  # holds ks: its id is not reused while the entry lives
         return lay[1], lay[2]
 
-    def check_stats(self, name: str, t, arrays, x, ns: tuple[int, ...]):
-        """A saved statistic (mean, rstd): float32 or the input's dtype, as many
-        elements as the input has rows (any layout of them), contiguous."""
+    def check_stats(self, name: str, t, arrays, x, ns, op):
+        """A saved statistic (mean, rstd) of ``op`` (``ns``: the call's shape parameter):
+        float32 or the input's dtype, as many elements as ATen's layout of them has
+        (any layout of them), contiguous."""
         where = self._where
         try:
-            key = ("stats", name, arrays, ns, type(t), t.dtype, t.shape, getattr(t, where, None),
+            key = ("stats", op.name, name, arrays, ns, type(t), t.dtype, t.shape, getattr(t, where, None),
                    type(x), x.dtype, x.shape)
             if key in self._checked:
                 return arrays.contiguous(t)
@@ -294,7 +297,7 @@ class CallChecks:
             key = None
         t = self._check_array(name, t, None, None, ["float32", arrays.dtype_name(x) or arrays.dtype_text(x)], arrays,
                               "input")
-        want = stats_shape(tuple(x.shape), ns)
+        want = call_layout(op, tuple(x.shape), ns)[1]
         if math.prod(t.shape) != math.prod(want):
             raise ValueError(f"{name} has shape {list(t.shape)}, expected {list(want)}")
         if key is not None:

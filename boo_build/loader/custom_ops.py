@@ -18,6 +18,9 @@ cannot trace.
     torch.ops.boo.rms_norm(input, normalized_shape, weight, eps, bundle) -> (out, rstd)
     torch.ops.boo.rms_norm_backward(grad_out, input, normalized_shape, rstd, weight, output_mask, eps,
                                     bundle) -> [the gradients asked for]
+    torch.ops.boo.group_norm(input, weight, bias, N, C, HxW, group, eps, bundle) -> (out, mean, rstd)
+    torch.ops.boo.group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask,
+                                      eps, bundle) -> [the gradients asked for]
 
 ATen's arguments and results (``native_layer_norm``, ``_fused_rms_norm`` and
 their backwards), but for two points: a backward returns the list of the

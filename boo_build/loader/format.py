@@ -56,6 +56,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping
 
+from .. import ops
 from ..signature import KernelSignature, SignatureError
 from .errors import BundleFormatError
 from .json_fields import as_mapping, extra_fields, freeze_fields, is_by_rows, is_seconds, plain, typed_value
@@ -66,7 +67,13 @@ FORMAT_VERSION = 1
 # dimensions: a loader that reads only 1 refuses it with "upgrade boo-build"
 # instead of failing on a key it cannot parse. Static-only bundles stay 1.
 DYNAMIC_FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+# Version 3 = version 2 whose kernels may be of ops that older loaders do not
+# know and whose keys name their own shape fields (group_norm's g<groups>): a
+# loader reading only 1 and 2 refuses it with "upgrade boo-build" instead of
+# failing on a key it cannot parse. An op says which version it needs
+# (``Op.format_version``); bundles of only older ops keep theirs.
+OP_FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 INDEX_NAME = "bundle.json"
 CSV_NAME = "bench.csv"
 # Optional index field (format version 1; absent in bundles written before it):
@@ -88,8 +95,13 @@ class IndexProblem(ValueError):
 
 
 def format_version_for(signatures: Iterable[KernelSignature]) -> int:
-    """The format version a bundle of these kernel signatures is written as."""
-    return DYNAMIC_FORMAT_VERSION if any(s.is_dynamic for s in signatures) else FORMAT_VERSION
+    """The format version a bundle of these kernel signatures is written as: the
+    newest any of them needs (dynamic dims: 2; an op's own: ``Op.format_version``)."""
+    version = FORMAT_VERSION
+    for s in signatures:
+        version = max(version, DYNAMIC_FORMAT_VERSION if s.is_dynamic else FORMAT_VERSION,
+                      ops.get(s.op).format_version)
+    return version
 
 
 # ---------------------------------------------------------------------- records
@@ -514,6 +526,6 @@ def check_index(index: Any, members: Mapping[str, bytes], path: str = "bundle") 
 
 __all__ = [
     "BundleIndex", "CSV_NAME", "DYNAMIC_FORMAT_VERSION", "FORMAT", "FORMAT_VERSION", "INDEX_NAME", "ImplRecord",
-    "IndexProblem", "KernelRecord", "READABLE_VERSIONS", "RUNTIME_FIELD", "Status", "TargetRecord", "TargetSpec",
+    "IndexProblem", "KernelRecord", "OP_FORMAT_VERSION", "READABLE_VERSIONS", "RUNTIME_FIELD", "Status", "TargetRecord", "TargetSpec",
     "check_index", "format_version_for",
 ]

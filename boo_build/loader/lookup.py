@@ -44,9 +44,7 @@ class BundledKernel:
         the decision of the timed size nearest in rows (log scale), else the kernel's."""
         if self.by_rows is None:
             return self.prefer_eager
-        lead = len(call.input_shape) - len(call.normalized_shape)
-        # a static call: its dims are ints, which the field's type cannot say
-        at = math.log(max(math.prod(call.input_shape[:lead]), 1))  # type: ignore[arg-type]
+        at = math.log(max(call.rows, 1))
         return min(self.by_rows, key=lambda p: abs(p[0] - at))[1]
 
 
@@ -177,9 +175,11 @@ def _relaxed_key(sig: KernelSignature) -> str:
 
 
 def family_key(sig: KernelSignature) -> str:
-    """``_relaxed_key`` without the leading dims: what a dynamic kernel and a
-    call must share (op, dtype, normalized shape, mask, affine form, eps)."""
-    return _relaxed_key(sig.replace(input_shape=sig.normalized_shape, max_elements=None))
+    """``_relaxed_key`` without the dims a dynamic kernel may leave open: what it
+    and a call must share (op, dtype, the op's shape parameters, mask, affine form,
+    eps; ``Op.family_shape``: the normalized shape, group norm's channels and rank)."""
+    shape = ops.get(sig.op).family_shape(sig.input_shape, sig.normalized_shape, sig.groups)
+    return _relaxed_key(sig.replace(input_shape=shape, max_elements=None))
 
 
 __all__ = ["KernelTable"]

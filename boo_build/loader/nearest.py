@@ -16,7 +16,7 @@ def _distance(a: KernelSignature, b: KernelSignature) -> float:
     d = 0.0
     d += 100 * (a.op != b.op)
     d += 10 * (a.dtype != b.dtype)
-    d += 8 * (a.normalized_shape != b.normalized_shape)
+    d += 8 * ((a.normalized_shape, a.groups) != (b.normalized_shape, b.groups))
     if a.is_dynamic or b.is_dynamic:  # a dynamic kernel of the right width is the closest to any shape
         d += 2 + 0.5 * (a.input_shape != b.input_shape) + 0.1 * abs(len(a.input_shape) - len(b.input_shape))
     elif a.input_shape != b.input_shape:

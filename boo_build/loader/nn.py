@@ -1,5 +1,5 @@
-"""Drop-in ``torch.nn.LayerNorm`` / ``torch.nn.RMSNorm`` running a bundle's
-kernels, and ``replace_norms`` to swap them into an existing model.
+"""Drop-in ``torch.nn.LayerNorm`` / ``torch.nn.RMSNorm`` / ``torch.nn.GroupNorm`` running a
+bundle's kernels, and ``replace_norms`` to swap them into an existing model.
 
 Same constructor arguments as torch's modules (they are subclasses, so
 ``state_dict``, ``reset_parameters`` and ``isinstance`` checks carry over),
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
 import torch
 
@@ -67,6 +67,17 @@ def _like(x: torch.Tensor, p: torch.Tensor | None) -> torch.Tensor | None:
 # A leaf of ``torch.fx.symbolic_trace``: its dtype test cannot run on the tracer's
 # proxies, so a traced graph calls it (then the op), deciding at run time as eager does.
 torch.fx.wrap("_like")
+
+
+def _group_sizes(x: torch.Tensor) -> tuple:
+    """ATen's (N, C, HxW) of a group norm's input (symbolic sizes while tracing)."""
+    hw = 1
+    for d in x.shape[2:]:
+        hw = hw * d
+    return x.shape[0], x.shape[1], hw
+
+
+torch.fx.wrap("_group_sizes")  # as ``_like``: a traced graph calls it
 
 
 class _BundleAttr:
@@ -126,9 +137,49 @@ class RMSNorm(_BundleAttr, torch.nn.RMSNorm):
         return super().extra_repr() + self._bundle_repr()
 
 
+class GroupNorm(_BundleAttr, torch.nn.GroupNorm):
+    """``torch.nn.GroupNorm`` whose forward and backward run bundle kernels (an
+    input of another memory format, channels-last, is made contiguous: the kernels'
+    layout; the output is contiguous)."""
+
+    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True, device=None,
+                 dtype=None, *, bundle: Bundle | str | os.PathLike | None = None):
+        super().__init__(num_groups, num_channels, eps=eps, affine=affine, device=device, dtype=dtype)
+        self.bundle = bundle  # type: ignore[assignment]  # the setter takes a path too; mypy checks the getter's type
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        w, b = _like(input, self.weight), _like(input, self.bias)
+        x = input.contiguous()
+        n, c, hw = _group_sizes(x)
+        if _direct(x):
+            return custom_ops.bundle_for(self._boo_token).native_group_norm(x, w, b, n, c, hw, self.num_groups,
+                                                                            self.eps)[0]
+        return torch.ops.boo.group_norm(x, w, b, n, c, hw, self.num_groups, self.eps, self._boo_token)[0]
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + self._bundle_repr()
+
+
 # ---------------------------------------------------------------- swapping
 # torch's norm classes -> (the op they are, the class they become)
-_SWAPS = {torch.nn.LayerNorm: ("layer_norm", LayerNorm), torch.nn.RMSNorm: ("rms_norm", RMSNorm)}
+_SWAPS = {torch.nn.LayerNorm: ("layer_norm", LayerNorm), torch.nn.RMSNorm: ("rms_norm", RMSNorm),
+          torch.nn.GroupNorm: ("group_norm", GroupNorm)}
+
+
+class _Groups(NamedTuple):
+    """A group norm's form where the other norms give a normalized shape."""
+    channels: int
+    groups: int
+
+
+def _probes(op: str, form) -> list[dict]:
+    """Signature fields that stand for every input a norm of ``form`` (a normalized
+    shape, or ``_Groups``) may get, as ``family_key`` compares them (a group norm:
+    each rank its kernels take)."""
+    if isinstance(form, _Groups):
+        return [dict(input_shape=(1, form.channels) + (1,) * k, normalized_shape=(), groups=form.groups)
+                for k in range(4)]
+    return [dict(input_shape=form, normalized_shape=form)]
 
 @dataclass(frozen=True)
 class Swapped:
@@ -138,6 +189,7 @@ class Swapped:
     was: str  # its class before
     now: str  # its class now
     note: str = ""  # what to know about it (missing backward kernels, the eager fallback)
+    serves: str = ""  # which input sizes the bundle's kernels serve, and what a call of another size does
 
 
 @dataclass(frozen=True)
@@ -160,7 +212,7 @@ class ReplaceReport:
     def __str__(self) -> str:
         lines = [f"replace_norms with {self.bundle}: {len(self.replaced)} replaced, {len(self.left)} left"]
         lines += [f"  replaced {s.name or '(model)'}: {s.was} -> {s.now}" + (f" ({s.note})" if s.note else "")
-                  for s in self.replaced]
+                  + (f"; {s.serves}" if s.serves else "") for s in self.replaced]
         lines += [f"  left     {s.name or '(model)'}: {s.was}: {s.reason}" for s in self.left]
         return "\n".join(lines)
 
@@ -174,7 +226,9 @@ def _qualname(cls: type) -> str:
 def _form(op: str, normalized_shape: tuple[int, ...], dtype: str | None, affine: bool, bias: bool,
           eps: float) -> str:
     what = ("weight and bias" if bias else "weight only") if affine else "no weight"
-    return f"normalized shape {list(normalized_shape)}, {dtype or 'any dtype'}, {what}, eps {eps:g}"
+    shape = (f"{normalized_shape.groups} groups of {normalized_shape.channels} channels"
+             if isinstance(normalized_shape, _Groups) else f"normalized shape {list(normalized_shape)}")
+    return f"{shape}, {dtype or 'any dtype'}, {what}, eps {eps:g}"
 
 
 def _kernel_masks(bundle: Bundle, op: str, normalized_shape: tuple[int, ...], dtype: str, affine: bool,
@@ -185,11 +239,11 @@ def _kernel_masks(bundle: Bundle, op: str, normalized_shape: tuple[int, ...], dt
     have = {family_key(s) for s in bundle.signatures()}
     for mask in op_registry.get(op).masks:
         try:
-            probe = KernelSignature(op, normalized_shape, normalized_shape, dtype, mask, eps=eps, affine=affine,
-                                    bias=bias)
+            probes = [KernelSignature(op, dtype=dtype, mask=mask, eps=eps, affine=affine, bias=bias, **f)
+                      for f in _probes(op, normalized_shape)]
         except SignatureError:  # a mask this form has no kernels for (a weight gradient without weights)
             continue
-        if family_key(probe) in have:
+        if any(family_key(probe) in have for probe in probes):
             masks.add(mask)
     return masks
 
@@ -212,7 +266,7 @@ def _check(bundle: Bundle, op: str, normalized_shape: tuple[int, ...], params: l
     forward = [dt for dt, m in found.items() if 1 in m]
     if not forward:
         form = _form(op, normalized_shape, kinds[0] if params else None, affine, bias, eps)
-        widths = sorted({f"{list(s.normalized_shape)} {s.dtype}" for s in bundle.signatures()
+        widths = sorted({f"{list(s.normalized_shape or s.param_shape)} {s.dtype}" for s in bundle.signatures()
                          if s.op == op and s.is_forward})
         why = (f"the bundle has no {op} kernel for {form} on target {bundle.target.name}"
                f" (its {op} kernels: {', '.join(widths) or 'none'})")
@@ -224,6 +278,40 @@ def _check(bundle: Bundle, op: str, normalized_shape: tuple[int, ...], params: l
         return "", ("no backward kernels: training raises KernelNotFound" if bundle.fallback is None
                     else "no backward kernels: training runs torch's backward (fallback='eager')")
     return "", ""
+
+
+def _serves(bundle: Bundle, op: str, normalized_shape: tuple[int, ...], params: list[torch.Tensor], affine: bool,
+            bias: bool, eps: float) -> str:
+    """Which input sizes the bundle's kernels for this norm serve (any, through
+    a dynamic kernel, or the static shapes listed), and what another size does."""
+    kinds = (str(params[0].dtype).removeprefix("torch."),) if params else dtypes.NAMES
+    want = {}
+    for dt in kinds:
+        for mask in op_registry.get(op).masks:
+            try:
+                for f in _probes(op, normalized_shape):
+                    want[family_key(KernelSignature(op, dtype=dt, mask=mask, eps=eps, affine=affine, bias=bias,
+                                                    **f))] = mask
+            except SignatureError:
+                continue
+    found: dict[int, list[KernelSignature]] = {}
+    for s in bundle.signatures():
+        served = want.get(family_key(s))
+        if served is not None:
+            found.setdefault(served, []).append(s)
+    if 1 not in found:  # no forward kernel: the note says what runs
+        return ""
+    dynamic = sorted(m for m, sigs in found.items() if any(s.is_dynamic for s in sigs))
+    static = sorted(set(found) - set(dynamic))
+    if not static:
+        return "serves any input size (dynamic kernels)"
+    shapes = sorted({tuple(s.input_shape) for m in static for s in found[m]}, key=lambda t: (len(t), t))
+    listed = ", ".join(str(list(t)) for t in shapes[:4]) + (f" and {len(shapes) - 4} more" if len(shapes) > 4 else "")
+    other = ("raises KernelNotFound" if bundle.fallback is None
+             else "runs torch's op (fallback='eager', counted as a miss)")
+    masks = lambda ms: f"mask{'s' if len(ms) > 1 else ''} {', '.join(map(str, ms))}"  # noqa: E731
+    head = f"serves any input size for {masks(dynamic)}, {masks(static)} only" if dynamic else "serves only"
+    return f"{head} input shape{'s' if len(shapes) > 1 else ''} {listed}: a call of another size {other}"
 
 
 def _llama_form(m: torch.nn.Module) -> str:
@@ -244,10 +332,12 @@ def _named(cls: type, rms_classes: Iterable[type | str]) -> bool:
 
 def replace_norms(model: torch.nn.Module, bundle: Bundle | str | os.PathLike | None = None, *,
                   fallback: str | None = None, rms_classes: Iterable[type | str] = ()) -> ReplaceReport:
-    """Replace, in place, every ``torch.nn.LayerNorm`` and ``torch.nn.RMSNorm``
-    of ``model`` with this module's ``LayerNorm`` / ``RMSNorm`` running
+    """Replace, in place, every ``torch.nn.LayerNorm``, ``torch.nn.RMSNorm`` and ``torch.nn.GroupNorm``
+    of ``model`` with this module's ``LayerNorm`` / ``RMSNorm`` / ``GroupNorm`` running
     ``bundle``'s kernels; returns a ``ReplaceReport`` of the norms replaced and
-    of those left, each with its reason.
+    of those left, each with its reason; a replaced one's ``serves`` says which
+    input sizes the bundle's kernels take (any, through dynamic kernels, or
+    the static shapes listed) and what a call of another size does.
 
     A replaced norm keeps its ``Parameter`` objects (an optimizer built before
     keeps working), their ``requires_grad``, device and dtype, its eps (None
@@ -292,12 +382,13 @@ def replace_norms(model: torch.nn.Module, bundle: Bundle | str | os.PathLike | N
     for name, m in list(model.named_modules()):
         cls = type(m)
         was = _qualname(cls)
-        if isinstance(m, (LayerNorm, RMSNorm)):
+        if isinstance(m, (LayerNorm, RMSNorm, GroupNorm)):
             left.append(Left(name, was, "already a boo_build.loader.nn module"))
             continue
         if cls in _SWAPS:
             op, ours = _SWAPS[cls]
-            ns = tuple(m.normalized_shape)
+            # group norm: its channels and groups stand where the others' normalized shape does
+            ns = _Groups(m.num_channels, m.num_groups) if cls is torch.nn.GroupNorm else tuple(m.normalized_shape)
             eps = m.eps if m.eps is not None else op_registry.get(op).none_eps
             params = [p for p in (m.weight, getattr(m, "bias", None)) if p is not None]
             why, note = _check(b, op, ns, params, m.weight is not None, getattr(m, "bias", None) is not None, eps)
@@ -306,9 +397,10 @@ def replace_norms(model: torch.nn.Module, bundle: Bundle | str | os.PathLike | N
                 continue
             m.__class__ = ours
             m.bundle = b
-            replaced.append(Swapped(name, was, _qualname(m.__class__), note))
-        elif isinstance(m, (torch.nn.LayerNorm, torch.nn.RMSNorm)):
-            base = "LayerNorm" if isinstance(m, torch.nn.LayerNorm) else "RMSNorm"
+            serves = _serves(b, op, ns, params, m.weight is not None, getattr(m, "bias", None) is not None, eps)
+            replaced.append(Swapped(name, was, _qualname(m.__class__), note, serves))
+        elif isinstance(m, (torch.nn.LayerNorm, torch.nn.RMSNorm, torch.nn.GroupNorm)):
+            base = next(c.__name__ for c in _SWAPS if isinstance(m, c))
             left.append(Left(name, was, f"a subclass of torch.nn.{base}: its forward may differ"))
         elif rms_classes and _named(cls, rms_classes):
             why = _llama_form(m) or ("the model itself: swap it where it is held" if not name else "")
@@ -323,9 +415,10 @@ def replace_norms(model: torch.nn.Module, bundle: Bundle | str | os.PathLike | N
             new.train(m.training)
             for parent, attr in parents.get(id(m), ()):
                 setattr(parent, attr, new)
-            replaced.append(Swapped(name, was, _qualname(RMSNorm), note))
+            serves = _serves(b, "rms_norm", tuple(w.shape), [w], True, False, float(m.variance_epsilon))
+            replaced.append(Swapped(name, was, _qualname(RMSNorm), note, serves))
     return ReplaceReport(repr(b), tuple(replaced), tuple(left))
 
 
-__all__ = ["LayerNorm", "RMSNorm", "replace_norms", "ReplaceReport", "Swapped", "Left", "set_default_bundle",
+__all__ = ["LayerNorm", "RMSNorm", "GroupNorm", "replace_norms", "ReplaceReport", "Swapped", "Left", "set_default_bundle",
            "default_bundle", "BUNDLE_ENV"]

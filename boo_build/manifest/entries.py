@@ -22,12 +22,11 @@ from ..shapes import (
     dynamic_problem,
     eps_problem,
     limit_problem,
-    suffix_problem,
 )
 from ..signature import DEFAULT_EPS, IMPLS, KernelSignature, ModuleId, affine_problem, canonical_dtype, mask_problem
 
 ENTRY_KEYS = (
-    "op", "input_shape", "input_shapes", "normalized_shape", "dtype",
+    "op", "input_shape", "input_shapes", "normalized_shape", "groups", "dtype",
     "stats_dtype", "eps", "affine", "bias", "masks", "impls", "bench_shapes",
 )
 
@@ -159,6 +158,10 @@ def entry_requests(entry: Any, max_elements: int | None = DEFAULT_MAX_ELEMENTS) 
     normalized = None
     if "normalized_shape" in entry:
         normalized = attempt(_shape, "normalized_shape", entry["normalized_shape"])
+    groups = entry.get("groups")
+    if groups is not None and not (_is_int(groups) and groups > 0):
+        errors.append(f"groups must be a positive integer, got {groups!r}")
+        groups = False  # reported: no check across fields
 
     dtype_list = attempt(_str_list, "dtype", entry.get("dtype", "float32"))
     if dtype_list is not None:
@@ -206,16 +209,15 @@ def entry_requests(entry: Any, max_elements: int | None = DEFAULT_MAX_ELEMENTS) 
         for m in masks or ():
             check(mask_problem(op, m, affine, bias))
     for shape in shapes:
-        if shape is None:
+        if shape is None or op is None or normalized is None and "normalized_shape" in entry or groups is False:
             continue
-        norm = normalized if normalized is not None else shape[-1:]
-        if any(isinstance(d, str) for d in shape) and norm is not None:
-            if max_elements is not None:
-                check(dynamic_problem(shape, norm, max_elements))
-            else:  # max_elements itself is wrong (reported): only where the names are
-                check(dynamic_problem(shape, norm, MAX_DIM ** MAX_RANK))
-        if normalized is not None:
-            check(suffix_problem(shape, normalized))
+        spec = ops.get(op)
+        norm = normalized if normalized is not None else spec.default_normalized_shape(shape)
+        if any(isinstance(d, str) for d in shape):
+            check(spec.dynamic_dims_problem(shape, norm, groups))
+            # max_elements itself wrong (reported): only where the names are
+            check(dynamic_problem(shape, max_elements if max_elements is not None else MAX_DIM ** MAX_RANK))
+        check(spec.shape_problem(shape, norm, groups))
 
     bench = entry.get("bench_shapes")
     if bench is not None:
@@ -240,9 +242,10 @@ def entry_requests(entry: Any, max_elements: int | None = DEFAULT_MAX_ELEMENTS) 
         try:  # every field was checked above; this is a backstop
             sig = KernelSignature(
                 op=op, input_shape=shape,
-                # a name there was reported above (dynamic_problem) and is refused by KernelSignature
-                normalized_shape=normalized if normalized is not None else shape[-1:],  # type: ignore[arg-type]
-                dtype=dtype, mask=mask, eps=eps, affine=affine, bias=bias,
+                # a name there was reported above (dynamic_dims_problem) and is refused by KernelSignature
+                normalized_shape=(normalized if normalized is not None
+                                  else ops.get(op).default_normalized_shape(shape)),
+                groups=groups, dtype=dtype, mask=mask, eps=eps, affine=affine, bias=bias,
                 stats_dtype=stats_dtype, max_elements=max_elements,
             )
         except SignatureError as e:

@@ -1,10 +1,13 @@
 """MIOpen / iree-turbine BOO driver command lines -> kernel signatures.
 
 Pure Python. The command names come from the ops (``Op.commands``:
-``layernorm``, ``layernormfp16``, ``layernormbfp16`` and this project's
-``rmsnorm``, ``rmsnormfp16``, ``rmsnormbfp16``), the flags are MIOpen's:
+``layernorm``, ``layernormfp16``, ``layernormbfp16``, this project's
+``rmsnorm``, ``rmsnormfp16``, ``rmsnormbfp16``, and ``groupnorm``,
+``groupnormfp16``, ``groupnormbfp16``), the flags are MIOpen's. How a command
+gives its input shape is the op's (``Op.command_shape``): ``"tensor"``
+(layernorm's) or ``"ncdhw"`` (groupnorm's, below).
 
-* ``-X/--input NxCxHxW`` (required)
+* ``-X/--input NxCxHxW`` (tensor: required)
 * ``-F/--forw`` mask bit set: 1 forward, 2 input, 4 weight, 8 bias grad (default 1)
 * ``-m/--mode``: 0 = MIOPEN_ELEMENTWISE_AFFINE, no weight and no bias tensors;
   1 = MIOPEN_WEIGHT_BIAS, weight and bias (the op's ``default_bias``: a weight
@@ -13,6 +16,14 @@ Pure Python. The command names come from the ops (``Op.commands``:
 * ``-o/--normalized_dim``: normalized_shape = input_shape[o:] (default: last dim)
 * ignored, each taking a value: ``-t/--time``, ``-i/--iter``, ``-V/--verify``,
   ``-w/--wall``.
+
+``ncdhw`` (MIOpen's ``driver/groupnorm_driver.hpp``): ``-n/--batchsize``
+(default 100), ``-c/--in_channels`` (6), ``-D/--in_d`` (0), ``-H/--in_h`` (32),
+``-W/--in_w`` (32), ``-g/--num_groups`` (3); the input is ``[n, c, D, H, W]``
+when D, H and W are all non-zero, else ``[n, c, H, W]`` when H and W are, else
+``[n, c, W]`` (MIOpen's order of tests); ``-e``, ``-m``, ``-F`` and the ignored
+flags as above (MIOpen's groupnorm driver runs only the forward: ``-F`` is
+this project's bit set, as for layernorm).
 
 Both ``--flag value`` and ``--flag=value`` work.  (iree-turbine 3.9.0's
 driver inverts ``-m`` and always adds a bias; this follows MIOpen.)
@@ -45,6 +56,20 @@ _IGNORED = {"time", "iter", "verify", "wall"}
 _FLAG_LIST = "-X/--input, -F/--forw, -m/--mode, -e/--eps, -o/--normalized_dim, " \
     "-t/--time, -i/--iter, -V/--verify, -w/--wall"
 
+# groupnorm's flags (``ncdhw``): the input's dims and groups instead of -X and -o
+NCDHW_FLAGS = {
+    **{k: v for k, v in FLAGS.items() if v not in ("input", "normalized_dim")},
+    "-n": "batchsize", "--batchsize": "batchsize",
+    "-c": "in_channels", "--in_channels": "in_channels",
+    "-D": "in_d", "--in_d": "in_d",
+    "-H": "in_h", "--in_h": "in_h",
+    "-W": "in_w", "--in_w": "in_w",
+    "-g": "num_groups", "--num_groups": "num_groups",
+}
+NCDHW_DEFAULTS = {"batchsize": 100, "in_channels": 6, "in_d": 0, "in_h": 32, "in_w": 32, "num_groups": 3}
+_NCDHW_FLAG_LIST = "-n/--batchsize, -c/--in_channels, -D/--in_d, -H/--in_h, -W/--in_w, -g/--num_groups, " \
+    "-F/--forw, -m/--mode, -e/--eps, -t/--time, -i/--iter, -V/--verify, -w/--wall"
+
 
 def commands() -> dict[str, tuple[str, str]]:
     """command -> (op, dtype), from every registered op."""
@@ -58,16 +83,36 @@ def _parse_int(text: str, what: str) -> int:
         raise SignatureError(f"{what} must be an integer, got {text!r}") from None
 
 
-def _flag_values(cmd: str, args: list[str]) -> dict[str, tuple[str, str]]:
+def _ncdhw_shape(values: dict[str, tuple[str, str]]) -> tuple[tuple[int, ...], int]:
+    """(input shape, groups) of a groupnorm command, as MIOpen's driver reads them."""
+    v = {name: _parse_int(values[name][1], f"{values[name][0]}") if name in values else default
+         for name, default in NCDHW_DEFAULTS.items()}
+    n, c, d, h, w = (v[k] for k in ("batchsize", "in_channels", "in_d", "in_h", "in_w"))
+    if n and c and d and h and w:
+        shape: tuple[int, ...] = (n, c, d, h, w)
+    elif n and c and h and w:
+        shape = (n, c, h, w)
+    elif n and c and w:
+        shape = (n, c, w)
+    else:
+        raise SignatureError(f"bad input lengths n={n} c={c} D={d} H={h} W={w}: n, c and W must be non-zero "
+                             "(MIOpen: [n, c, D, H, W] if D and H are non-zero, [n, c, H, W] if H is, else [n, c, W])")
+    if any(x < 0 for x in shape):
+        raise SignatureError(f"input lengths must be positive, got {list(shape)}")
+    return shape, v["num_groups"]
+
+
+def _flag_values(cmd: str, args: list[str], flags: dict[str, str] = FLAGS,
+                 flag_list: str = _FLAG_LIST) -> dict[str, tuple[str, str]]:
     """canonical flag name -> (spelling, value)."""
     values: dict[str, tuple[str, str]] = {}
     i = 0
     while i < len(args):
         tok = args[i]
         flag, eq, value = tok.partition("=") if tok.startswith("-") else (tok, "", "")
-        if flag not in FLAGS:
+        if flag not in flags:
             if tok.startswith("-"):
-                raise SignatureError(f"unknown flag {flag!r} for {cmd}: use {_FLAG_LIST}")
+                raise SignatureError(f"unknown flag {flag!r} for {cmd}: use {flag_list}")
             raise SignatureError(f"unexpected argument {tok!r}: every value follows a flag")
         if not eq:
             if i + 1 >= len(args):
@@ -75,7 +120,7 @@ def _flag_values(cmd: str, args: list[str]) -> dict[str, tuple[str, str]]:
             value = args[i + 1]
             i += 1
         i += 1
-        name = FLAGS[flag]
+        name = flags[flag]
         if name in _IGNORED:
             continue
         if name in values:
@@ -105,7 +150,14 @@ def parse_command(text: str, max_elements: int | None = DEFAULT_MAX_ELEMENTS) ->
         raise SignatureError(f"unknown command {cmd!r}: use one of {', '.join(known)}")
     op, dtype = known[cmd]
     spec = ops.get(op)
-    values = _flag_values(cmd, args)
+    ncdhw = spec.command_shape == "ncdhw"
+    values = _flag_values(cmd, args, *((NCDHW_FLAGS, _NCDHW_FLAG_LIST) if ncdhw else (FLAGS, _FLAG_LIST)))
+    if ncdhw:
+        shape, groups = _ncdhw_shape(values)
+        problem = limit_problem("input", shape, max_elements)
+        if problem:
+            raise SignatureError(problem)
+        return _signature(cmd, spec, values, shape, (), groups)
 
     if "input" not in values:
         raise SignatureError(f"{cmd} needs -X/--input, e.g. -X 10x32x42x32")
@@ -115,6 +167,20 @@ def parse_command(text: str, max_elements: int | None = DEFAULT_MAX_ELEMENTS) ->
     if problem:
         raise SignatureError(problem)
 
+    ndim = len(shape)
+    norm_dim = _parse_int(values["normalized_dim"][1], "-o/--normalized_dim") \
+        if "normalized_dim" in values else ndim - 1
+    if not 0 <= norm_dim < ndim:
+        raise SignatureError(
+            f"-o/--normalized_dim {norm_dim} is out of range for the {ndim}-d input "
+            f"{text_shape}: use 0..{ndim - 1}"
+        )
+    return _signature(cmd, spec, values, shape, shape[norm_dim:], None)
+
+
+def _signature(cmd: str, spec, values: dict[str, tuple[str, str]], shape: tuple[int, ...],
+               normalized_shape: tuple[int, ...], groups: int | None) -> KernelSignature:
+    """The signature of a command's flags -F, -m, -e and its shape parameters."""
     mask = _parse_int(values["forw"][1], "-F/--forw") if "forw" in values else 1
     mode = _parse_int(values["mode"][1], "-m/--mode") if "mode" in values else 0
     if mode not in (0, 1):
@@ -130,18 +196,10 @@ def parse_command(text: str, max_elements: int | None = DEFAULT_MAX_ELEMENTS) ->
             eps = float(values["eps"][1])
         except ValueError:
             raise SignatureError(f"-e/--eps must be a number, got {values['eps'][1]!r}") from None
-    ndim = len(shape)
-    norm_dim = _parse_int(values["normalized_dim"][1], "-o/--normalized_dim") \
-        if "normalized_dim" in values else ndim - 1
-    if not 0 <= norm_dim < ndim:
-        raise SignatureError(
-            f"-o/--normalized_dim {norm_dim} is out of range for the {ndim}-d input "
-            f"{text_shape}: use 0..{ndim - 1}"
-        )
     try:
         return KernelSignature(
-            op=op, input_shape=shape, normalized_shape=shape[norm_dim:], dtype=dtype,
-            mask=mask, eps=eps, affine=affine, bias=bias,
+            op=spec.name, input_shape=shape, normalized_shape=normalized_shape, groups=groups,
+            dtype=commands()[cmd][1], mask=mask, eps=eps, affine=affine, bias=bias,
         )
     except SignatureError as e:
         hint = ""

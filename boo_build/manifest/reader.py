@@ -17,7 +17,8 @@ Two formats, chosen by the file's suffix:
         [[kernels]]
         op = "layer_norm"          # a registered op: or rms_norm     (required)
         input_shape = [8, 128, 768]  # or input_shapes = [[...], ...]  (required)
-        normalized_shape = [768]   # int or list; default: the last dim
+        normalized_shape = [768]   # int or list; default: the last dim (group_norm: none)
+        groups = 32                # group_norm only: channel groups, dividing C (input_shape[1])
         dtype = ["float32", "bf16"]  # string or list; default float32
         stats_dtype = "float32"    # default: ATen's (float32)
         eps = 1e-5                 # default 1e-5
@@ -148,6 +149,11 @@ class BundleSpec:
         object.__setattr__(self, "targets", _dedupe(self.targets))
 
 
+# The most elements of a default benchmark size of a dynamic kernel (its 64- and
+# 4096-row sizes: 4096 rows of a 4096-wide RMS norm stay in)
+BENCH_ELEMENTS = 2**25
+
+
 @dataclass(frozen=True)
 class Manifest:
     """A parsed manifest: the bundle and its kernels (sorted, unique)."""
@@ -174,12 +180,13 @@ class Manifest:
         """Static input shapes of this manifest with ``sig``'s op and normalized shape."""
         # static signatures: their dims are ints, which the field's type cannot say
         return [s.input_shape for s in self.signatures  # type: ignore[misc]
-                if not s.is_dynamic and s.op == sig.op and s.normalized_shape == sig.normalized_shape]
+                if not s.is_dynamic and s.op == sig.op and _same_form(s, sig)]
 
     def bench_shapes(self, sig: KernelSignature) -> tuple[tuple[int, ...], ...]:
         """Input shapes a dynamic signature is benchmarked at (() for a static
         one): its entry's ``bench_shapes``, else the manifest's static shapes it
-        covers (compared with their static kernels), then 1, 64 and 4096 rows."""
+        covers (compared with their static kernels), then 1, 64 and 4096 rows (those
+        of at most ``BENCH_ELEMENTS``)."""
         if not sig.is_dynamic:
             return ()
         named = [s for r in self.kernels if r.signature == sig for s in r.bench_shapes]
@@ -194,9 +201,12 @@ class Manifest:
             shapes.append(shape)
         for rows in (1, 64, 4096):
             try:
-                shapes.append(sig.with_rows(rows).input_shape)  # type: ignore[arg-type]  # static: ints
+                sized = sig.with_rows(rows)
             except SignatureError:  # above the bounds
-                pass
+                continue
+            # a wide row (group norm's: a whole sample) is not timed at thousands of rows
+            if rows == 1 or sized.rows * sized.width <= BENCH_ELEMENTS:
+                shapes.append(sized.input_shape)  # type: ignore[arg-type]  # static: ints
         return tuple(dict.fromkeys(shapes))
 
     def largest_rows(self, sig: KernelSignature) -> int:
@@ -204,8 +214,13 @@ class Manifest:
         normalized shape (static entries, bench shapes); 0 if none."""
         n = len(sig.normalized_shape)
         shapes = self._static_shapes(sig) + [s for r in self.kernels for s in r.bench_shapes
-                                             if r.signature.normalized_shape == sig.normalized_shape]
+                                             if _same_form(r.signature, sig)]
         return max((math.prod(s[: len(s) - n]) for s in shapes), default=0)
+
+
+def _same_form(a: KernelSignature, b: KernelSignature) -> bool:
+    """Same shape parameters: normalized shape, groups, and weight shape (group norm's channels)."""
+    return (a.normalized_shape, a.groups, a.param_shape) == (b.normalized_shape, b.groups, b.param_shape)
 
 
 # -- MIOpen driver commands (``boo_build.miopen``) ---------------------------------

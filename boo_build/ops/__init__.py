@@ -5,7 +5,7 @@ functions. Each op is an immutable ``Op`` (``base.py``) registered by name:
 
     from boo_build import ops
     ops.get("layer_norm").masks        # (1, 2, 4, 6, 8, 10, 12, 14)
-    ops.names()                        # ("layer_norm", "rms_norm")
+    ops.names()                        # ("layer_norm", "rms_norm", "group_norm")
 
 Adding an op: see "Adding an op" in docs/ARCHITECTURE.md.
 """
@@ -26,6 +26,7 @@ __all__ = ["Op", "UnknownOp", "entry_point", "entry_points", "get", "names", "re
 BUILTIN: dict[str, tuple[str, str]] = {
     "layer_norm": (".layer_norm", "LAYER_NORM"),
     "rms_norm": (".rms_norm", "RMS_NORM"),
+    "group_norm": (".group_norm", "GROUP_NORM"),
 }
 
 _REGISTRY: dict[str, Op] = {}

@@ -39,6 +39,15 @@ def lanes_apply(sig) -> bool:
             and sig.width >= MIN_LANES_WIDTH)
 
 
+def norm_shape(normalized_shape) -> tuple[int, ...]:
+    if isinstance(normalized_shape, int):
+        return (normalized_shape,)
+    try:
+        return tuple(int(d) for d in normalized_shape)
+    except TypeError:
+        raise TypeError(f"normalized_shape must be an int or a sequence of ints, got {normalized_shape!r}") from None
+
+
 def stats_as(torch, t, sig):
     """Statistics ``t`` of a torch op in the kernel's dtype and layout; as they
     are where they already match (the loader's eager route runs this per call,
@@ -63,6 +72,89 @@ class Op:
     commands: tuple[tuple[str, str], ...] = ()  # MIOpen driver commands: (command, dtype)
     none_eps: float = DEFAULT_EPS  # eps of an ATen call given eps=None
     autocast_aten: str = ""  # the aten op whose autocast kernel decides where the custom op runs in float32
+    format_version: int = 1  # the oldest bundle format whose loaders know this op (loader/format.py)
+    command_shape: str = "tensor"  # how its MIOpen command gives the input (manifest/miopen.py): -X, or "ncdhw"
+
+    # -- layout: how the op reduces, where its parameters lie, its key part -----
+    # The defaults are a norm over trailing dims (``normalized_shape``, a suffix of
+    # the input): layer norm's and RMS norm's. An op that reduces otherwise (group
+    # norm: groups of channels, dim 1) overrides them; the signature, the manifest,
+    # the reference and the loader ask these, never an op's name.
+    def lead_dims(self, input_shape: tuple, normalized_shape: tuple, groups: int | None) -> int:
+        """How many leading dims index independent rows (the rest is one row)."""
+        return len(input_shape) - len(normalized_shape)
+
+    def param_shape(self, input_shape: tuple, normalized_shape: tuple, groups: int | None) -> tuple:
+        """Shape of the weight and bias (and their gradients)."""
+        return tuple(normalized_shape)
+
+    def param_view(self, input_shape: tuple, normalized_shape: tuple, groups: int | None) -> tuple:
+        """Shape the weight and bias broadcast against the input in."""
+        return tuple(normalized_shape)
+
+    def stats_shape(self, input_shape: tuple, normalized_shape: tuple, groups: int | None) -> tuple:
+        """ATen's layout of the statistics: the leading dims, then a 1 per normalized dim."""
+        n = len(normalized_shape)
+        return tuple(input_shape[:len(input_shape) - n]) + (1,) * n
+
+    def shape_problem(self, input_shape: tuple, normalized_shape: tuple, groups: Any) -> str | None:
+        """What is wrong with this input shape and the op's shape parameters, or None."""
+        if groups is not None:
+            return f"{self.name} takes no groups (a norm over trailing dims: give normalized_shape)"
+        n = len(normalized_shape)
+        if n == 0:
+            return f"normalized_shape must be a non-empty list of positive integers, got {list(normalized_shape)}"
+        if n > len(input_shape) or tuple(input_shape[-n:]) != tuple(normalized_shape):
+            return (f"normalized_shape {list(normalized_shape)} is not a suffix of "
+                    f"input_shape {list(input_shape)}")
+        return None
+
+    def dynamic_dims_problem(self, input_shape: tuple, normalized_shape: tuple, groups: int | None) -> str | None:
+        """Whether the names in ``input_shape`` are where this op takes dynamic dims."""
+        n = len(normalized_shape)
+        start = max(len(input_shape) - n, 0)
+        for i, d in enumerate(input_shape[start:], start):
+            if isinstance(d, str):
+                return (f"input_shape dimension {i} ({d!r}) is normalized: normalized dimensions must be integers "
+                        "(dynamic names are allowed only in the leading dimensions)")
+        return None
+
+    def default_normalized_shape(self, input_shape: tuple) -> tuple:
+        """normalized_shape when a manifest entry or command does not give one: the last dim."""
+        return tuple(input_shape[-1:])
+
+    def key_part(self, normalized_shape: tuple, groups: int | None) -> str:
+        """The key field after the input shape (``n768``; group norm's ``g32``)."""
+        return "n" + "x".join(str(d) for d in normalized_shape)
+
+    key_part_form = "n<normalized shape>"  # what ``key_part`` writes, for messages
+
+    def parse_key_part(self, text: str) -> dict[str, Any] | None:
+        """``key_part`` back to signature fields; None when ``text`` is not one."""
+        if not text.startswith("n"):
+            return None
+        try:
+            return {"normalized_shape": tuple(int(d, 10) for d in text[1:].split("x"))}
+        except ValueError:
+            return None
+
+    def family_shape(self, input_shape: tuple, normalized_shape: tuple, groups: int | None) -> tuple:
+        """An input shape standing for every shape a dynamic kernel of this form
+        could serve (the loader's ``family_key``): the normalized shape."""
+        return tuple(normalized_shape)
+
+    # -- the loader's view of a call's shape parameter -----------------------------
+    def call_param(self, value: Any) -> Any:
+        """A call's shape parameter (normalized_shape; group norm's groups), checked and hashable."""
+        return norm_shape(value)
+
+    def call_fields(self, shape: tuple[int, ...], param: Any) -> dict[str, Any]:
+        """The signature fields of a call's shape parameter for an input of ``shape``;
+        ValueError where they do not fit."""
+        ns = tuple(param)
+        if len(ns) > len(shape) or shape[len(shape) - len(ns):] != ns:
+            raise ValueError(f"normalized_shape {list(ns)} is not a suffix of the input's shape {list(shape)}")
+        return {"normalized_shape": ns}
 
     # -- rules (pure Python) ------------------------------------------------
     def default_stats_dtype(self, dtype: str) -> str:
@@ -146,12 +238,23 @@ class Op:
 
         if sig.is_forward:
             return lambda x, w, b: self.eager_forward(sig, x, w, b)
-        ns, mask, grads = sig.normalized_shape, sig.mask, self.grads
+        ns, mask, grads = self.eager_param(sig), sig.mask, self.grads
 
         def backward(gy, x, stats, w, b):
             it = iter(self.eager_backward(ns, mask, gy, x, *(stats_as(torch, t, sig) for t in stats), w, b))
             return tuple([next(it) if mask & bit else None for bit in grads])
         return backward
+
+    def single_dispatch(self, sig) -> bool:
+        """Whether the export asks iree-compile for one dispatch (the attribute
+        ``candidates.SINGLE_DISPATCH``): static forward kernels (combined backward
+        kernels fail with it on llvm-cpu and gfx targets, dynamic ones everywhere:
+        "unhandled dynamic dimensions for created dispatch region", iree-compile 3.13)."""
+        return sig.is_forward and not sig.is_dynamic
+
+    def eager_param(self, sig) -> Any:
+        """``eager_backward``'s first argument for ``sig``: its shape parameter (the normalized shape)."""
+        return sig.normalized_shape
 
     def eager_call(self, sig, x, w, b, grad_out: Callable[[], Any], compiled: bool) -> tuple[Callable, tuple]:
         """(fn, args): torch's eager op for ``sig`` on prepared forward inputs

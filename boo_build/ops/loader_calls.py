@@ -15,7 +15,14 @@ from __future__ import annotations
 import sys
 from typing import Any, NamedTuple
 
-from .base import BIAS_GRAD, DEFAULT_EPS, FORWARD, INPUT_GRAD, WEIGHT_GRAD
+from .base import (
+    BIAS_GRAD,
+    DEFAULT_EPS,
+    FORWARD,
+    INPUT_GRAD,
+    WEIGHT_GRAD,
+    norm_shape,  # noqa: F401  (re-exported: the entry points' helper)
+)
 
 # What ``forward``/``backward`` return for a call autograd records (a sentinel).
 AUTOGRAD = object()
@@ -39,13 +46,13 @@ def stats_shape(shape: tuple[int, ...], normalized_shape: tuple[int, ...]) -> tu
     return shape[:len(shape) - n] + (1,) * n
 
 
-def norm_shape(normalized_shape) -> tuple[int, ...]:
-    if isinstance(normalized_shape, int):
-        return (normalized_shape,)
-    try:
-        return tuple(int(d) for d in normalized_shape)
-    except TypeError:
-        raise TypeError(f"normalized_shape must be an int or a sequence of ints, got {normalized_shape!r}") from None
+def call_layout(op, shape: tuple[int, ...], param) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(weight shape, statistics shape) of a call of ``op`` on an input of ``shape``
+    with the op's shape parameter ``param`` (``Op.call_param``: a normalized shape,
+    group norm's groups); ValueError where they do not fit (``Op.call_fields``)."""
+    f = op.call_fields(shape, param)
+    ns, groups = f.get("normalized_shape", ()), f.get("groups")
+    return op.param_shape(shape, ns, groups), op.stats_shape(shape, ns, groups)
 
 
 def as_stats(arrays, t, sig, layout: tuple | None = None):
@@ -94,17 +101,18 @@ def backward_mask(op, output_mask, params: dict) -> int:
 # the custom ops' fake implementations promise, and what ATen's meta function
 # (torch.compile's) and its GPU kernels give: a batch's statistics do not
 # change dtype with its size (docs/loader.md, "Arrays, autograd, edge inputs").
-def zero_size_forward(op, arrays, x, ns: tuple[int, ...]) -> tuple:
+def zero_size_forward(op, arrays, x, ns) -> tuple:
     shape, dt = tuple(x.shape), arrays.dtype_name(x)
-    sd, st = op.default_stats_dtype(dt), stats_shape(shape, ns)
+    sd, st = op.default_stats_dtype(dt), call_layout(op, shape, ns)[1]
     y = arrays.full(shape, 0, dt, x)
     return (y,) + tuple(arrays.full(st, op.zero_size_stat(name), sd, x) for name in op.stats)
 
 
-def zero_size_grads(arrays, x, ns: tuple[int, ...], mask: int, bits) -> tuple:
+def zero_size_grads(op, arrays, x, ns, mask: int) -> tuple:
     dt = arrays.dtype_name(x)
-    return tuple(arrays.full(tuple(x.shape) if bit == INPUT_GRAD else ns, 0, dt, x) if mask & bit else None
-                 for bit in bits)
+    ps = call_layout(op, tuple(x.shape), ns)[0]
+    return tuple(arrays.full(tuple(x.shape) if bit == INPUT_GRAD else ps, 0, dt, x) if mask & bit else None
+                 for bit in op.grads)
 
 
 # ------------------------------------------------------- calls no kernel serves
@@ -122,6 +130,8 @@ class EagerCall(NamedTuple):
     bias: bool
     stats_dtype: str  # the op's ``default_stats_dtype`` of ``dtype``
     stats_shape: tuple[int, ...]
+    groups: int | None = None
+    param: Any = None  # the call's shape parameter as ``Op.call_param`` gives it (eager_backward's first argument)
 
     @property
     def is_forward(self) -> bool:
@@ -205,7 +215,7 @@ def backward(bundle, op, output_mask, grad_out, input, normalized_shape, stats: 
     except Unserved as e:  # as forward's
         return unserved_backward(bundle, op, mask, e)
     if sig is None:
-        return zero_size_grads(arrays, x, ns, mask, op.grads)
+        return zero_size_grads(op, arrays, x, ns, mask)
 
     def args(ks):
         layout = bundle.checks.stats_layout(ks)
@@ -230,7 +240,7 @@ def unserved_backward(bundle, op, mask: int, u: Unserved) -> tuple:
     """A backward call no kernel serves: the gradients ``mask`` asks for (``spread``),
     the statistics in ATen's layout."""
     def args():
-        return (u.call.normalized_shape, mask, u.gy, u.x, *[t.reshape(u.call.stats_shape) for t in u.stats], u.w,
+        return (u.call.param, mask, u.gy, u.x, *[t.reshape(u.call.stats_shape) for t in u.stats], u.w,
                 u.b)
     return spread(mask, bundle.unserved(u, op.eager_backward, args), op.grads)
 

@@ -25,9 +25,9 @@ def _forward64(sig: KernelSignature, x, w, b):
     dims = tuple(range(x.dim() - len(sig.normalized_shape), x.dim()))
     y, stats = ops.get(sig.op).forward64(sig, x, dims)
     if w is not None:
-        y = y * w
+        y = y * w.reshape(sig.param_view)
     if b is not None:
-        y = y + b
+        y = y + b.reshape(sig.param_view)
     return y, stats
 
 
@@ -58,9 +58,9 @@ def _leaves(sig: KernelSignature, args) -> dict[str, Any]:
     w_given = a[2 + n_stats] if sig.takes_weight else None
     w = b = None
     if sig.affine:
-        w = w_given if w_given is not None else torch.ones(sig.normalized_shape, dtype=torch.float64, device=x.device)
+        w = w_given if w_given is not None else torch.ones(sig.param_shape, dtype=torch.float64, device=x.device)
     if sig.bias:
-        b = torch.zeros(sig.normalized_shape, dtype=torch.float64, device=x.device)
+        b = torch.zeros(sig.param_shape, dtype=torch.float64, device=x.device)
     return dict(gy=a[0], x=x, w=w, b=b)
 
 

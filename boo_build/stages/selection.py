@@ -341,8 +341,7 @@ def _eager_by_rows(sig: KernelSignature, kb: BenchResult, eager: BenchResult, ma
     shared = [s for s in k if s in e]
     if len(shared) < 2:
         return []
-    lead = len(sig.input_shape) - len(sig.normalized_shape)
-    rows = {s: math.prod(s[:lead]) for s in shared}
+    rows = {s: sig.rows_of(s) for s in shared}
     return [(rows[s], not kernel_beats_eager(k[s], e[s], margin)) for s in sorted(shared, key=lambda s: (rows[s], s))]
 
 

@@ -80,8 +80,8 @@ def sample_args(sig: KernelSignature, seed: int = 0, offset: float = 0.0) -> tup
     g = torch.Generator().manual_seed(seed)
     dt = torch_dtype(sig.dtype)
     x = (torch.randn(sig.input_shape, generator=g, dtype=torch.float64) + offset).to(dt)
-    weight = (1 + 0.1 * torch.randn(sig.normalized_shape, generator=g, dtype=torch.float64)).to(dt)
-    bias = (0.1 * torch.randn(sig.normalized_shape, generator=g, dtype=torch.float64)).to(dt)
+    weight = (1 + 0.1 * torch.randn(sig.param_shape, generator=g, dtype=torch.float64)).to(dt)
+    bias = (0.1 * torch.randn(sig.param_shape, generator=g, dtype=torch.float64)).to(dt)
     if sig.is_forward:
         return (x,) + ((weight,) if sig.affine else ()) + ((bias,) if sig.bias else ())
     gy = torch.randn(sig.input_shape, generator=g, dtype=torch.float64).to(dt)
