@@ -164,3 +164,22 @@ def test_a_checked_key_goes_to_autograd_whenever_grad_mode_records_the_call(buil
     torch.testing.assert_close(w.grad, w64.grad.float(), atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(bias.grad, b64.grad.float(), atol=1e-4, rtol=1e-4)
     assert torch.equal(outs[0], y.detach())
+
+
+def test_rms_backward_without_an_aten_kernel_asks_aten_once():
+    """torch 2.13 has no CPU ``_fused_rms_norm_backward``: the eager route (the loader's
+    routed RMS backward) learns so at its first call and runs torch's decomposition from
+    then on, the same results, instead of raising and catching NotImplementedError per call."""
+    from boo_build.ops import rms_norm
+
+    rms_norm._NO_ATEN_KERNEL.discard("cpu")
+    g = torch.Generator().manual_seed(0)
+    x, gy, w = torch.randn(3, 16, generator=g), torch.randn(3, 16, generator=g), torch.randn(16, generator=g)
+    _, rstd = torch.ops.aten._fused_rms_norm(x, [16], w, 1e-6)
+    first = rms_norm.RMS_NORM.eager_backward((16,), 6, gy, x, rstd, w)
+    assert "cpu" in rms_norm._NO_ATEN_KERNEL
+    again = rms_norm.RMS_NORM.eager_backward((16,), 6, gy, x, rstd, w)
+    assert all(torch.equal(a, b) for a, b in zip(first, again)) and len(first) == 2
+    xr, wr = x.clone().requires_grad_(True), w.clone().requires_grad_(True)  # autograd of F.rms_norm
+    torch.nn.functional.rms_norm(xr, (16,), wr, 1e-6).backward(gy)
+    assert torch.allclose(first[0], xr.grad, atol=1e-5) and torch.allclose(first[1], wr.grad, atol=1e-5)

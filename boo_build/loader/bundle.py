@@ -382,7 +382,8 @@ class Bundle:
             return None  # a backward call's own plan (prepare_backward's) carries its route
         k, ks = found
         if to_eager:
-            return Route(k.key, _counted(op.eager_route(sig, stats), self._eager_hits, k.key, self._fold_pending), True)
+            return Route(k.key, _counted(op.eager_route(sig, stats), self._eager_hits, k.key, self._fold_pending,
+                                         stats is None), True)
         run, count, key = self._runner(k), self._counter(self._hits, k.key), k.key
         if stats is None:
             return Route(key, loader_calls.kernel_forward(run, count, views), False)
@@ -471,18 +472,28 @@ class Bundle:
         return sorted(set(super().__dir__()) | set(ops.entry_points()))
 
 
-def _counted(run: Callable, hits: list, key: str, fold: Callable[[], None]) -> Callable:
+def _counted(run: Callable, hits: list, key: str, fold: Callable[[], None], forward: bool) -> Callable:
     """``run`` counting each call that returns under ``key`` in ``hits`` (as
-    ``Bundle._pending``, written out: torch's op on a routed key costs little)."""
+    ``Bundle._pending``, written out, its arguments named, not packed: torch's op on a
+    routed key costs little); a forward route's arguments (x, w, b), a backward's
+    (grad_out, x, stats, w, b)."""
     append = hits.append
+    if forward:
+        def counted_forward(x, w, b):
+            out = run(x, w, b)
+            append(key)
+            if len(hits) > MEMO_LIMIT:
+                fold()
+            return out
+        return counted_forward
 
-    def counted(*args):
-        out = run(*args)
+    def counted_backward(gy, x, stats, w, b):
+        out = run(gy, x, stats, w, b)
         append(key)
         if len(hits) > MEMO_LIMIT:
             fold()
         return out
-    return counted
+    return counted_backward
 
 
 def _views_of(sig: KernelSignature, ks: KernelSignature) -> tuple | None:

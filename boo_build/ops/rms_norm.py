@@ -65,7 +65,7 @@ class RMSNorm(Op):
     # the base takes ``*rest``: each op names its own statistics, weight and bias
     def eager_backward(self, ns, mask, gy, x, rstd, w, b=None):  # type: ignore[override]
         want = [bool(mask & bit) for bit in self.grads]
-        outs = _fused_rms_norm_backward(gy, x, list(ns), rstd, w, want, also=RuntimeError)
+        outs = _fused_rms_norm_backward(gy, x, list(ns), rstd, w, want, also=RuntimeError, learn=True)
         return tuple(o.to(x.dtype) for o, wanted in zip(outs, want) if wanted)
 
     def eager_call(self, sig, x, w, b, grad_out, compiled):
@@ -109,18 +109,40 @@ class RMSNorm(Op):
 RMS_NORM = RMSNorm()
 
 
-def _fused_rms_norm_backward(*args, also=()):
+# Device types where ATen has no ``_fused_rms_norm_backward`` kernel (torch 2.13: the
+# CPU), learnt from the first call's NotImplementedError: a cache, so that later calls
+# go straight to the decomposition instead of raising and catching on every call.
+_NO_ATEN_KERNEL: set[str] = set()
+
+
+@functools.cache
+def _backward_ops() -> tuple:
+    """(ATen's ``_fused_rms_norm_backward``, torch's decomposition of it), looked up once."""
     import torch
+    from torch._decomp import decomposition_table
 
     op = torch.ops.aten._fused_rms_norm_backward.default
+    return op, decomposition_table[op]
+
+
+def _fused_rms_norm_backward(*args, also=(), learn: bool = False):
+    """ATen's op, else torch's decomposition of it. ``learn``: an eager call (never one
+    export traces: its graph must not depend on what ran before in the process) that
+    may use and fill ``_NO_ATEN_KERNEL``."""
+    op, decomposed = _backward_ops()
+    device = args[1].device.type
+    if learn and device in _NO_ATEN_KERNEL:
+        return decomposed(*args)
     try:
         return op(*args)
-    except (NotImplementedError, *((also,) if also else ())):
+    except NotImplementedError:
         # torch 2.13 has no CPU kernel for it: run torch's own decomposition
         # (the same one applied at export) so the module also runs eagerly.
-        from torch._decomp import decomposition_table
-
-        return decomposition_table[op](*args)
+        if learn:
+            _NO_ATEN_KERNEL.add(device)
+        return decomposed(*args)
+    except also or ():
+        return decomposed(*args)
 
 
 # ------------------------------------------------------- loader entry points
