@@ -365,9 +365,7 @@ class Bundle:
     def _pending(self, hits: list, key: str) -> None:
         """Count a call under ``key`` in ``hits`` (``_hits`` or ``_eager_hits``), folded
         into ``_stats`` once that many are pending."""
-        hits.append(key)
-        if len(hits) > MEMO_LIMIT:
-            self._fold_pending()
+        self._counter(hits, key)()
 
     def torch_route(self, op, sig: KernelSignature, stats: tuple | None) -> Route | None:
         """How later torch calls of a key the checks passed run: torch's op as
@@ -382,7 +380,7 @@ class Bundle:
             return None  # a backward call's own plan (prepare_backward's) carries its route
         k, ks = found
         if to_eager:
-            return Route(k.key, _counted(op.eager_route(sig, stats), self._eager_hits, k.key, self._fold_pending,
+            return Route(k.key, _counted(op.eager_route(sig, stats), self._counter(self._eager_hits, k.key),
                                          stats is None), True)
         run, count, key = self._runner(k), self._counter(self._hits, k.key), k.key
         if stats is None:
@@ -472,26 +470,20 @@ class Bundle:
         return sorted(set(super().__dir__()) | set(ops.entry_points()))
 
 
-def _counted(run: Callable, hits: list, key: str, fold: Callable[[], None], forward: bool) -> Callable:
-    """``run`` counting each call that returns under ``key`` in ``hits`` (as
-    ``Bundle._pending``, written out, its arguments named, not packed: torch's op on a
-    routed key costs little); a forward route's arguments (x, w, b), a backward's
+def _counted(run: Callable, count: Callable[[], None], forward: bool) -> Callable:
+    """``run`` calling ``count()`` after each call that returns (torch's op on a routed
+    key); its arguments named, not packed: a forward route's (x, w, b), a backward's
     (grad_out, x, stats, w, b)."""
-    append = hits.append
     if forward:
         def counted_forward(x, w, b):
             out = run(x, w, b)
-            append(key)
-            if len(hits) > MEMO_LIMIT:
-                fold()
+            count()
             return out
         return counted_forward
 
     def counted_backward(gy, x, stats, w, b):
         out = run(gy, x, stats, w, b)
-        append(key)
-        if len(hits) > MEMO_LIMIT:
-            fold()
+        count()
         return out
     return counted_backward
 

@@ -34,6 +34,7 @@ import torch
 from .. import dtypes
 from .. import ops as op_registry
 from ..signature import KernelSignature, SignatureError
+from ..torch_classes import class_label, spelling_of
 from . import custom_ops
 from .bundle import FALLBACKS, Bundle, open_bundle
 from .custom_ops import BUNDLE_ENV, default_bundle, set_default_bundle
@@ -217,12 +218,6 @@ class ReplaceReport:
         return "\n".join(lines)
 
 
-def _qualname(cls: type) -> str:
-    if getattr(torch.nn, cls.__name__, None) is cls:
-        return f"torch.nn.{cls.__name__}"  # as users write it, not torch.nn.modules.normalization....
-    return f"{cls.__module__}.{cls.__qualname__}"
-
-
 def _form(op: str, normalized_shape: tuple[int, ...], dtype: str | None, affine: bool, bias: bool,
           eps: float) -> str:
     what = ("weight and bias" if bias else "weight only") if affine else "no weight"
@@ -231,21 +226,28 @@ def _form(op: str, normalized_shape: tuple[int, ...], dtype: str | None, affine:
     return f"{shape}, {dtype or 'any dtype'}, {what}, eps {eps:g}"
 
 
+def _family_masks(op: str, normalized_shape, kinds: Iterable[str], affine: bool, bias: bool,
+                  eps: float) -> dict[str, int]:
+    """``family_key`` -> mask, of every kernel that would serve a norm of this form in
+    one of the dtypes ``kinds`` at some input shape (the loader's own matching)."""
+    out: dict[str, int] = {}
+    for dt in kinds:
+        for mask in op_registry.get(op).masks:
+            try:
+                probes = [KernelSignature(op, dtype=dt, mask=mask, eps=eps, affine=affine, bias=bias, **f)
+                          for f in _probes(op, normalized_shape)]
+            except SignatureError:  # a mask this form has no kernels for (a weight gradient without weights)
+                continue
+            out.update((family_key(p), mask) for p in probes)
+    return out
+
+
 def _kernel_masks(bundle: Bundle, op: str, normalized_shape: tuple[int, ...], dtype: str, affine: bool,
                   bias: bool, eps: float) -> set[int]:
     """Masks of the bundle's kernels on its target that serve a norm of this
-    form at some input shape (the loader's own matching, ``family_key``)."""
-    masks = set()
-    have = {family_key(s) for s in bundle.signatures()}
-    for mask in op_registry.get(op).masks:
-        try:
-            probes = [KernelSignature(op, dtype=dtype, mask=mask, eps=eps, affine=affine, bias=bias, **f)
-                      for f in _probes(op, normalized_shape)]
-        except SignatureError:  # a mask this form has no kernels for (a weight gradient without weights)
-            continue
-        if any(family_key(probe) in have for probe in probes):
-            masks.add(mask)
-    return masks
+    form at some input shape."""
+    want = _family_masks(op, normalized_shape, (dtype,), affine, bias, eps)
+    return {want[k] for k in map(family_key, bundle.signatures()) if k in want}
 
 
 def _check(bundle: Bundle, op: str, normalized_shape: tuple[int, ...], params: list[torch.Tensor],
@@ -285,15 +287,7 @@ def _serves(bundle: Bundle, op: str, normalized_shape: tuple[int, ...], params: 
     """Which input sizes the bundle's kernels for this norm serve (any, through
     a dynamic kernel, or the static shapes listed), and what another size does."""
     kinds = (str(params[0].dtype).removeprefix("torch."),) if params else dtypes.NAMES
-    want = {}
-    for dt in kinds:
-        for mask in op_registry.get(op).masks:
-            try:
-                for f in _probes(op, normalized_shape):
-                    want[family_key(KernelSignature(op, dtype=dt, mask=mask, eps=eps, affine=affine, bias=bias,
-                                                    **f))] = mask
-            except SignatureError:
-                continue
+    want = _family_masks(op, normalized_shape, kinds, affine, bias, eps)
     found: dict[int, list[KernelSignature]] = {}
     for s in bundle.signatures():
         served = want.get(family_key(s))
@@ -323,11 +317,6 @@ def _llama_form(m: torch.nn.Module) -> str:
     if isinstance(eps, bool) or not isinstance(eps, (int, float)):
         return "named in rms_classes, but it has no numeric `variance_epsilon`"
     return ""
-
-
-def _named(cls: type, rms_classes: Iterable[type | str]) -> bool:
-    return any(c is cls if isinstance(c, type) else c in (cls.__name__, cls.__qualname__, _qualname(cls))
-               for c in rms_classes)
 
 
 def replace_norms(model: torch.nn.Module, bundle: Bundle | str | os.PathLike | None = None, *,
@@ -381,7 +370,7 @@ def replace_norms(model: torch.nn.Module, bundle: Bundle | str | os.PathLike | N
     left: list[Left] = []
     for name, m in list(model.named_modules()):
         cls = type(m)
-        was = _qualname(cls)
+        was = class_label(cls)
         if isinstance(m, (LayerNorm, RMSNorm, GroupNorm)):
             left.append(Left(name, was, "already a boo_build.loader.nn module"))
             continue
@@ -398,11 +387,11 @@ def replace_norms(model: torch.nn.Module, bundle: Bundle | str | os.PathLike | N
             m.__class__ = ours
             m.bundle = b
             serves = _serves(b, op, ns, params, m.weight is not None, getattr(m, "bias", None) is not None, eps)
-            replaced.append(Swapped(name, was, _qualname(m.__class__), note, serves))
+            replaced.append(Swapped(name, was, class_label(m.__class__), note, serves))
         elif isinstance(m, (torch.nn.LayerNorm, torch.nn.RMSNorm, torch.nn.GroupNorm)):
             base = next(c.__name__ for c in _SWAPS if isinstance(m, c))
             left.append(Left(name, was, f"a subclass of torch.nn.{base}: its forward may differ"))
-        elif rms_classes and _named(cls, rms_classes):
+        elif rms_classes and spelling_of(cls, rms_classes) is not None:
             why = _llama_form(m) or ("the model itself: swap it where it is held" if not name else "")
             if not why:
                 w = m.weight
@@ -416,7 +405,7 @@ def replace_norms(model: torch.nn.Module, bundle: Bundle | str | os.PathLike | N
             for parent, attr in parents.get(id(m), ()):
                 setattr(parent, attr, new)
             serves = _serves(b, "rms_norm", tuple(w.shape), [w], True, False, float(m.variance_epsilon))
-            replaced.append(Swapped(name, was, _qualname(RMSNorm), note, serves))
+            replaced.append(Swapped(name, was, class_label(RMSNorm), note, serves))
     return ReplaceReport(repr(b), tuple(replaced), tuple(left))
 
 

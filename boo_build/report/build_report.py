@@ -124,7 +124,8 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
             decision = decide(sig, t.name, names, compiled, vals, bens, not_compiled=not_compiled, explored=explore,
                               eager=eager_bench if explore else None,
                               eager_validation=eager_bench.validation if eager_bench is not None else None,
-                              traffic={c.key: _traffic_of(impls[c.module]) for c in cands})
+                              traffic={c.key: traffics.get((module_file(ModuleId(sig, c.impl).key, c.variant), t.name))
+                                       for c in cands})
             decisions[(sig.key, t.name)] = decision
             sel = decision.selection
             rejected = decision.rejected

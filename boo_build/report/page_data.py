@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, TypeGuard
 
 from ..signature import IMPLS, KernelSignature
-from ..stages.selection import MODELLED
 
 if TYPE_CHECKING:
     from ..loader.format import EagerPreference
@@ -35,7 +34,6 @@ PEAK_BANDWIDTH = "peak_bandwidth_Bps"
 DEVICE_NAME = "device_name"
 
 NOT_RUN_PREFIX = "default until measured: "
-MODELLED_PREFIX = MODELLED  # how a selection by the traffic model (not run on a device) begins its reason
 
 
 def not_run_reason(reason: str) -> str:

@@ -46,6 +46,7 @@ from ..dtypes import NAMES, name_of
 from ..ops.autograd import autocast_devices
 from ..ops.base import BIAS_GRAD, FORWARD, INPUT_GRAD, WEIGHT_GRAD
 from ..signature import KernelSignature, SignatureError
+from ..torch_classes import class_label, spelling_of
 
 __all__ = ["RecordedCall", "Recording", "Unrecorded", "UnknownRmsClass", "class_label", "from_misses",
            "record_norms", "resolve_rms_classes"]
@@ -152,13 +153,6 @@ def _bind(names: tuple[str, ...], defaults: dict[str, Any], args: tuple, kwargs:
     return bound
 
 
-def class_label(cls: type) -> str:
-    """A class as users write it: ``torch.nn.LayerNorm``, else ``module.Qualname``."""
-    if getattr(torch.nn, cls.__name__, None) is cls:
-        return f"torch.nn.{cls.__name__}"
-    return f"{cls.__module__}.{cls.__qualname__}"
-
-
 # ---------------------------------------------------------------- rms classes
 def resolve_rms_classes(spellings: Iterable[type | str]) -> tuple[type | str, ...]:
     """``rms_classes`` as ``replace_norms`` takes them: a class, its name, or
@@ -187,15 +181,6 @@ def resolve_rms_classes(spellings: Iterable[type | str]) -> tuple[type | str, ..
             raise UnknownRmsClass(f"rms class {s!r}: module {module!r} has no class {name!r}")
         out.append(obj)
     return tuple(out)
-
-
-def _named(cls: type, rms_classes: tuple[type | str, ...]) -> type | str | None:
-    """Which spelling of ``rms_classes`` names ``cls`` (as replace_norms matches them)."""
-    for c in rms_classes:
-        if c is cls if isinstance(c, type) else c in (cls.__name__, cls.__qualname__, class_label(cls),
-                                                      f"{cls.__module__}.{cls.__qualname__}"):
-            return c
-    return None
 
 
 # ---------------------------------------------------------------- the record
@@ -369,7 +354,7 @@ class _Recorder:
     def kind(self, cls: type) -> str:
         k = self.kinds.get(cls)
         if k is None:
-            k = ("norm" if cls in _TORCH_NORMS else "rms" if _named(cls, self.rms_classes) is not None
+            k = ("norm" if cls in _TORCH_NORMS else "rms" if spelling_of(cls, self.rms_classes) is not None
                  else "fast" if getattr(cls, "forward", None) in _FAST_PATHS else "")
             self.kinds[cls] = k
         return k
@@ -409,7 +394,7 @@ class _Recorder:
             param = module.num_groups if op == "group_norm" else module.normalized_shape
             self.record(op, x, param, module.weight, getattr(module, "bias", None), module.eps, output, label)
             return
-        spelling = _named(type(module), self.rms_classes)
+        spelling = spelling_of(type(module), self.rms_classes)
         assert spelling is not None  # kind "rms"
         self.rec.note_rms_class(spelling)
         w, eps = getattr(module, "weight", None), getattr(module, "variance_epsilon", None)
