@@ -6,12 +6,15 @@ Measures, each in a fresh output folder where it says so:
   3. no-op rebuild (nothing to do)
   4. rebuild after changing one manifest entry (one dtype list shrinks by one
      element's worth: a new eps on the last [[kernels]] entry)
+  5. with --traffic-cost: a cold build at -j N with --no-traffic, before the one
+     of step 2: what the GPU traffic model and the variants it ranks add
 
 Runs `boo-build build ... --no-validate` (export, compile, pack: the graph
 itself; validation and benchmarks are timed by their own scripts) and writes
 benchmarks/results/build_times.md. Usage:
 
     .venv/bin/python benchmarks/build_times.py [--manifest PATH] [--skip-j1] [--full-out artifacts]
+        [--traffic-cost] [--keep-out DIR]
 """
 
 from __future__ import annotations
@@ -58,6 +61,9 @@ def main() -> int:
     ap.add_argument("--full-out", type=Path,
                     help="also time a no-op of the whole graph in this existing output folder (e.g. artifacts)")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "build_times.md")
+    ap.add_argument("--traffic-cost", action="store_true",
+                    help="also a cold -j N build with --no-traffic, just before the one with it")
+    ap.add_argument("--keep-out", type=Path, help="keep the cold -j N build's output in this folder")
     ns = ap.parse_args()
     cores = os.cpu_count() or 1
     work = Path(tempfile.mkdtemp(prefix="boo-build-times-"))
@@ -67,15 +73,22 @@ def main() -> int:
     try:
         if not ns.skip_j1:
             rows.append(("cold build, -j 1", build(manifest, work / "j1", 1)))
-        rows.append((f"cold build, -j {cores}", build(manifest, work / "jn", cores)))
-        rows.append(("no-op rebuild", build(manifest, work / "jn", cores)))
+        if ns.traffic_cost:
+            rows.append((f"cold build, -j {cores}, --no-traffic", build(manifest, work / "plain", cores,
+                                                                       "--no-validate", "--no-traffic")))
+        jn_out = work / "jn"
+        rows.append((f"cold build, -j {cores}", build(manifest, jn_out, cores)))
+        rows.append(("no-op rebuild", build(manifest, jn_out, cores)))
+        if ns.keep_out:  # before the edit below changes it
+            shutil.rmtree(ns.keep_out, ignore_errors=True)
+            shutil.copytree(jn_out, ns.keep_out, symlinks=True)
         text = manifest.read_text()
         # one entry changes: the last [[kernels]] table gets a different eps
         idx = text.rfind("[[kernels]]")
         edited = text[:idx] + re.sub(r"eps = [0-9.e-]+", "eps = 2e-6", text[idx:], count=1) \
             if "eps =" in text[idx:] else text + "eps = 2e-6\n"
         manifest.write_text(edited)
-        rows.append(("rebuild after editing one entry", build(manifest, work / "jn", cores)))
+        rows.append(("rebuild after editing one entry", build(manifest, jn_out, cores)))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     full = full_noop(ns.manifest, ns.full_out, cores) if ns.full_out else None
@@ -96,6 +109,11 @@ def main() -> int:
     jn = base.get(f"cold build, -j {cores}")
     if j1 and jn:
         lines += ["", f"Speed-up of -j {cores} over -j 1: **{j1 / jn:.2f}x**."]
+    plain = base.get(f"cold build, -j {cores}, --no-traffic")
+    if plain and jn:
+        lines += ["", f"The GPU traffic model and the variants it ranks (`--no-traffic` leaves both out): "
+                  f"**{(jn / plain - 1) * 100:+.1f}%** on a cold build at -j {cores} ({plain:.0f} s -> {jn:.0f} s, "
+                  "one after the other in this run)."]
     lines += ["", f"No-op rebuild: **{base['no-op rebuild']:.2f} s** "
               "(process start, manifest load, doit's up-to-date checks)."]
     if full:

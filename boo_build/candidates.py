@@ -10,7 +10,17 @@ A candidate is (implementation, compile variant, execution mode):
   slower); and ``"lanes"``, an *export* variant of
   the manual forward whose row sums keep 8 lanes apart (``norm_math.row_sum``:
   llvm-cpu then accumulates whole vectors instead of reducing each vector to a
-  scalar on every step), exported on its own (``EXPORT_VARIANTS``) because it is other torch code;
+  scalar on every step), exported on its own (``EXPORT_VARIANTS``) because it is other torch code.
+  On GPU targets: ``"fused"``, an export variant of the manual combined
+  backward in which every full-size value is computed in the op that uses it
+  (``norm_math.fused_backward``: iree-compile then forms no dispatch only to
+  write an intermediate and read it back), and of the manual layer-norm forward
+  where no single-dispatch pass applies (dynamic: one dispatch instead of two), and ``"nosplit"``, a compile variant
+  without split reduction on the targets whose flags have it (its partial sums
+  are one more dispatch, and they cut the row pass of ``fused`` in two), offered
+  with fused: variants combine with ``.`` (``fused.nosplit``). GPU variants are ranked by
+  the traffic model (``stages/traffic.py``) before anything compiles: without a
+  device only the best-modelled one compiles and ships (``selection.modelled_gate``);
 * ``mode``: the runtime driver that runs it; ``""`` = the target's driver. CPU
   targets also offer the other CPU driver (``local-sync`` next to
   ``local-task``: the same vmfb run inline on the calling thread; a small
@@ -28,19 +38,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import ops
-from .ops.base import LANES, lanes_apply
+from .ops.base import FUSED, LANES, lanes_apply
 from .signature import IMPLS, ModuleId
 from .targets import CPU_DRIVERS, Target
 
-__all__ = ["EXPORT_VARIANTS", "LANES", "NOSD", "SINGLE_DISPATCH", "Candidate", "apply_variant", "applies",
-           "candidates", "explores", "lanes_apply", "modes", "module_file", "single_dispatch", "split_module_file",
-           "variants"]
+__all__ = ["EXPORT_VARIANTS", "FUSED", "LANES", "NOSD", "NOSPLIT", "SINGLE_DISPATCH", "SPLIT_REDUCTION", "Candidate",
+           "apply_variant", "applies", "candidates", "explores", "export_variant", "lanes_apply", "modelled",
+           "modes", "module_file", "single_dispatch", "split_module_file", "variant_flags", "variants"]
 
 SINGLE_DISPATCH = '#util.preprocessing_pipeline<"iree-preprocessing-make-single-dispatch">'
 _SD_ATTR = f"preprocessing_pipeline = {SINGLE_DISPATCH}"
 NOSD = "nosd"
-VARIANTS = (NOSD, LANES)
-EXPORT_VARIANTS = (LANES,)  # exported from their own torch code, not derived from the baseline's MLIR
+NOSPLIT = "nosplit"
+SPLIT_REDUCTION = "--iree-dispatch-creation-enable-split-reduction"
+VARIANTS = (NOSD, LANES, FUSED, NOSPLIT)
+EXPORT_VARIANTS = (LANES, FUSED)  # exported from their own torch code, not derived from the baseline's MLIR
+_JOIN = "."  # parts of a combined variant: fused.nosplit
+
+
+def _parts(variant: str) -> tuple[str, ...]:
+    return tuple(variant.split(_JOIN)) if variant else ()
 
 
 @dataclass(frozen=True)
@@ -52,8 +69,9 @@ class Candidate:
     def __post_init__(self) -> None:
         if self.impl not in IMPLS:
             raise ValueError(f"unknown implementation {self.impl!r}: use one of {', '.join(IMPLS)}")
-        if self.variant and self.variant not in VARIANTS:
-            raise ValueError(f"unknown compile variant {self.variant!r}: use one of {', '.join(VARIANTS)}")
+        if any(v not in VARIANTS for v in _parts(self.variant)):
+            raise ValueError(f"unknown variant {self.variant!r}: use one of {', '.join(VARIANTS)}"
+                             f" (or several joined by {_JOIN!r})")
         if self.mode and self.mode not in CPU_DRIVERS:
             raise ValueError(f"unknown execution mode {self.mode!r}: use one of {', '.join(CPU_DRIVERS)}")
 
@@ -82,9 +100,31 @@ class Candidate:
 
 
 def variants(target: Target) -> tuple[str, ...]:
-    """Compile variants ``target`` offers besides its baseline: nosd on CPU targets
-    (the attribute matters for llvm-cpu only; GPU targets keep their flags)."""
-    return VARIANTS if target.is_cpu else ()
+    """Variants ``target`` offers besides its baseline: nosd and lanes on CPU targets
+    (the attribute matters for llvm-cpu only); fused on GPU targets, and where
+    their flags split reductions, fused.nosplit (nosplit alone never modelled
+    better than fused.nosplit on the default manifest, and costs a model per module)."""
+    if target.is_cpu:
+        return (NOSD, LANES)
+    if SPLIT_REDUCTION in target.flags:
+        return (FUSED, f"{FUSED}{_JOIN}{NOSPLIT}")
+    return (FUSED,)
+
+
+def modelled(target: Target, traffic: bool) -> bool:
+    """Whether ``target``'s variants are ranked by the traffic model (GPU targets,
+    where the build runs the model) when no device measures them."""
+    return traffic and not target.is_cpu
+
+
+def export_variant(variant: str) -> str:
+    """The export ``variant``'s module comes from: its export part, or "" (the baseline's MLIR)."""
+    return next((v for v in _parts(variant) if v in EXPORT_VARIANTS), "")
+
+
+def variant_flags(variant: str, flags) -> tuple[str, ...]:
+    """iree-compile flags of ``variant`` from the target's ``flags``: nosplit drops split reduction."""
+    return tuple(f for f in flags if not (NOSPLIT in _parts(variant) and f == SPLIT_REDUCTION))
 
 
 def modes(target: Target) -> tuple[str, ...]:
@@ -100,17 +140,33 @@ def single_dispatch(mid: ModuleId) -> bool:
 
 def applies(variant: str, mid: ModuleId) -> bool:
     """Whether ``variant`` changes ``mid``'s module (decided before export: the graph's shape)."""
+    return bool(variant) and all(_applies(v, mid) for v in _parts(variant))
+
+
+def _applies(variant: str, mid: ModuleId) -> bool:
+    sig = mid.signature
     if variant == LANES:
-        return mid.impl == "manual" and lanes_apply(mid.signature)
+        return mid.impl == "manual" and lanes_apply(sig)
+    if variant == FUSED:
+        op = ops.get(sig.op)
+        return mid.impl == "manual" and (op.fused_forward and not single_dispatch(mid) if sig.is_forward
+                                         else op.fused_backward)
+    if variant == NOSPLIT:  # forwards have no column sums to split
+        return not sig.is_forward
     return variant == NOSD and single_dispatch(mid)
 
 
 def apply_variant(variant: str, mlir: str) -> str | None:
     """The MLIR text of ``variant``; None when the variant changes nothing in it.
-    An export variant's MLIR is its own export's, as is."""
-    if variant in EXPORT_VARIANTS:
-        return mlir
-    if variant != NOSD or _SD_ATTR not in mlir:
+    An export variant's MLIR is its own export's, as is; nosplit's is the
+    baseline's (its flags differ: ``variant_flags``)."""
+    if variant == NOSD:
+        return _without_single_dispatch(mlir)
+    return mlir if variant and all(v != NOSD for v in _parts(variant)) else None
+
+
+def _without_single_dispatch(mlir: str) -> str | None:
+    if _SD_ATTR not in mlir:
         return None
     text = mlir.replace(f" attributes {{{_SD_ATTR}}}", "")
     return text.replace(f", {_SD_ATTR}", "").replace(f"{_SD_ATTR}, ", "")
@@ -124,12 +180,14 @@ def explores(target: Target, *, bench: bool, distributed: bool, device) -> bool:
     return bool(bench and not distributed and device is not None)
 
 
-def candidates(impls, target: Target, mid_of, explore: bool) -> list[Candidate]:
+def candidates(impls, target: Target, mid_of, explore: bool, model: bool = False) -> list[Candidate]:
     """Every candidate of ``impls`` on ``target`` (``mid_of(impl)`` -> its
-    ``ModuleId``); only the baselines when not ``explore``."""
+    ``ModuleId``); only the baselines when neither ``explore`` nor ``model``
+    (the traffic model ranks a GPU target's variants: ``modelled``)."""
     out = []
     for impl in impls:
-        vs = ("",) + (tuple(v for v in variants(target) if applies(v, mid_of(impl))) if explore else ())
+        vs = ("",) + (tuple(v for v in variants(target) if applies(v, mid_of(impl)))
+                      if explore or model else ())
         for v in vs:
             out += [Candidate(impl, v, m) for m in (modes(target) if explore else ("",))]
     return out

@@ -45,7 +45,7 @@ def test_text_form_round_trips_and_leaves_baseline_parts_out():
 def test_what_each_target_offers():
     cat = catalogue("x86_64")
     assert variants(cat["cpu"]) == (NOSD, LANES) and modes(cat["cpu"]) == ("", "local-sync")
-    assert variants(cat["gfx942"]) == () and modes(cat["gfx942"]) == ("",)
+    assert variants(cat["gfx942"]) == ("fused", "fused.nosplit") and modes(cat["gfx942"]) == ("",)
     # nosd only where the export puts the attribute: static forward modules
     assert applies(NOSD, ModuleId(FWD, "manual")) and not applies(NOSD, ModuleId(BWD, "manual"))
     # lanes: the manual forward of rows of whole 8-lane vectors, 64 wide or more (static or dynamic)

@@ -33,7 +33,7 @@ def sm(arch: str) -> Target:
 def test_sm80_in_the_catalogue():
     t = catalogue("x86_64")["sm_80"]
     assert (t.driver, t.arch, t.is_cpu) == ("cuda", "sm_80", False)
-    assert t.flags == ("--iree-hal-target-device=cuda", "--iree-cuda-target=sm_80")
+    assert t.flags == ("--iree-hal-target-device=cuda", "--iree-cuda-target=sm_80", "--iree-opt-level=O3")
     assert catalogue("aarch64")["sm_80"] == t
 
 

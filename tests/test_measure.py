@@ -86,15 +86,22 @@ def test_build_for_sm80(tiny):
     proc = boo("info", str(tiny), cwd=tiny.parent)
     out = proc.stdout
     assert re.search(r"^\s+sm_80\s+cuda\s+sm_80\s+available 3, unavailable 0$", out, re.M), out
-    assert "flags: --iree-hal-target-device=cuda --iree-cuda-target=sm_80" in out
+    assert "flags: --iree-hal-target-device=cuda --iree-cuda-target=sm_80 --iree-opt-level=O3" in out
     index = read_archive(tiny).index
     for key, k in index["kernels"].items():
         te = k["targets"]["sm_80"]
-        assert te["status"] == "available" and sorted(te["impls"]) == ["aten", "manual"], key
+        # the implementations that compile, and the backward's fused variant where the model ranks it first
+        # (at O3 the manual mask-14 backward fails "to distribute" on sm_80, as on some gfx targets)
+        assert te["status"] == "available" and "aten" in te["impls"], key
+        assert set(te["impls"]) <= {"aten", "manual", "manual+fused"}, key
+        assert ("manual+fused" in te["impls"]) == (te["selected"] == "manual+fused"), key
         # chosen by the traffic model until a device measures it (docs/gpu-traffic.md)
         assert te["reason"].startswith("least modelled traffic, until measured") and "not run" in te["reason"]
         sel = re.escape(te["selected"])
-        assert re.search(rf"^    {re.escape(key)}\n(.*\n)*?\s+sm_80\s+{sel} \(\+1 more\)", out, re.M), key
+        more = len(te["impls"]) - 1
+        assert re.search(rf"^    {re.escape(key)}\n(.*\n)*?\s+sm_80\s+{sel} \(\+{more} more\)", out, re.M), key
+    backward = index["kernels"]["layer_norm-f32-4x64-n64-wb-m14"]["targets"]["sm_80"]
+    assert backward["selected"] == "manual+fused"  # fewer modelled bytes than aten's (docs/gpu-traffic.md)
 
 
 def test_run_script_measures_on_the_cpu_without_the_build_side(tiny, tmp_path):

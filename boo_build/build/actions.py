@@ -21,7 +21,7 @@ from typing import Any
 
 from doit.exceptions import TaskFailed
 
-from ..candidates import apply_variant, module_file, split_module_file
+from ..candidates import Candidate, apply_variant, module_file, split_module_file
 from ..files import read_json, record_bytes, write_atomic, write_json
 from ..records import BenchResult, CompileRecord, CompileStatus, ExportRecord, ExportStatus, ValidationResult
 from ..signature import KernelSignature, ModuleId
@@ -52,9 +52,13 @@ def export_action(mid_key: str, mlir_path: str, record_path: str, run_id: str, v
 
 def compile_action(mid_key: str, target: str, flags: list[str], mlir_path: str, export_record: str,
                    vmfb_path: str, record_path: str, timeout: float, run_id: str,
-                   scheduler: str | None = None, variant: str = "") -> Status:
-    """``variant``: a compile variant (``candidates``) of the exported MLIR; its
-    record says so (a baseline record is as it always was)."""
+                   scheduler: str | None = None, variant: str = "",
+                   gate: list[tuple[str, str]] | None = None) -> Status:
+    """``variant``: a variant (``candidates``) of the exported MLIR; its record says
+    so (a baseline record is as it always was). ``gate``: (candidate name, traffic
+    record) of every candidate of the kernel on this target, where the traffic
+    model decides: the variant compiles only where it models best
+    (``selection.modelled_gate``), else its record says why not."""
     from ..stages.compile import compile_mlir
 
     exp_json = read_json(Path(export_record))
@@ -72,6 +76,16 @@ def compile_action(mid_key: str, target: str, flags: list[str], mlir_path: str, 
 
     if exp is None or not exp.ok:
         return unavailable(f"export unavailable: {exp.reason if exp is not None else 'no export record'}")
+    if variant and gate:
+        from ..stages.selection import modelled_gate
+        from ..stages.traffic import TrafficRecord
+
+        models = {name: TrafficRecord.from_json(rec).traffic if (rec := read_json(Path(path))) else None
+                  for name, path in gate}
+        mine = Candidate(ModuleId.parse(mid_key).impl, variant).key
+        if (why := modelled_gate(mine, models)) is not None:
+            Path(vmfb_path).unlink(missing_ok=True)
+            return record(CompileStatus.UNAVAILABLE, reason=why)
     mlir = Path(mlir_path).read_text()
     if variant:
         changed = apply_variant(variant, mlir)
@@ -92,20 +106,21 @@ def compile_action(mid_key: str, target: str, flags: list[str], mlir_path: str, 
     return record(CompileStatus.FAILED, command=res.command, error=res.error, seconds=round(res.seconds, 3))
 
 
-def traffic_action(mid_key: str, target: str, flags: list[str], mlir_path: str, compile_record: str,
+def traffic_action(mid_key: str, target: str, flags: list[str], mlir_path: str, export_record: str,
                    record_path: str, shape: list | None, run_id: str, variant: str = "") -> Status:
-    """The traffic model of a compiled GPU module (``stages/traffic.py``) at ``shape``
-    (a dynamic kernel's: a static input shape it serves; None: its own). Runs here,
-    not on a Dask worker: it needs only iree-compile, for a fraction of a second."""
+    """The traffic model of a GPU module (``stages/traffic.py``) at ``shape`` (a
+    dynamic kernel's: a static input shape it serves; None: its own), from its
+    export, before it compiles. Runs here, not on a Dask worker: it needs only
+    iree-compile, for a fraction of a second."""
     from ..stages.traffic import TrafficError, TrafficRecord, kernel_traffic
 
     t0 = time.monotonic()
     mid = ModuleId.parse(mid_key)
-    comp_json = read_json(Path(compile_record))
-    comp = CompileRecord.from_json(comp_json) if comp_json else None
-    if comp is None or not comp.ok:
-        rec = TrafficRecord(module_file(mid_key, variant), target, reason=not_run.not_compiled(comp.status if comp
-                                                                                              else None))
+    exp_json = read_json(Path(export_record))
+    exp = ExportRecord.from_json(exp_json) if exp_json else None
+    if exp is None or not exp.ok:
+        rec = TrafficRecord(module_file(mid_key, variant), target,
+                            reason=f"export unavailable: {exp.reason if exp is not None else 'no export record'}")
     else:
         sig = mid.signature.bind(tuple(shape)) if shape else mid.signature
         mlir = Path(mlir_path).read_text()
@@ -117,6 +132,23 @@ def traffic_action(mid_key: str, target: str, flags: list[str], mlir_path: str, 
         except (TrafficError, OSError, subprocess.SubprocessError) as e:
             rec = TrafficRecord(module_file(mid_key, variant), target, reason=f"traffic model failed: {e}")
     rec = dataclasses.replace(rec, run_id=run_id, seconds=round(time.monotonic() - t0, 3))
+    write_json(Path(record_path), rec.to_json())
+    return {"status": "ok" if rec.ok else "not modelled"}
+
+
+def traffic_copy_action(source: str, record_path: str, target: str, run_id: str) -> Status:
+    """Another target's traffic record as this one's: their flags differ only in the GPU
+    architecture, which iree-compile's output up to executable sources does not depend
+    on (``targets.arch_free``). The record names the target it was modelled on."""
+    from ..stages.traffic import TrafficRecord
+
+    src_json = read_json(Path(source))
+    src = TrafficRecord.from_json(src_json) if src_json else None
+    if src is None:
+        rec = TrafficRecord("", target, reason=f"no traffic record at {source}")
+    else:
+        rec = dataclasses.replace(src, target=target, modelled_on=src.modelled_on or src.target, run_id=run_id,
+                                  seconds=0.0)
     write_json(Path(record_path), rec.to_json())
     return {"status": "ok" if rec.ok else "not modelled"}
 

@@ -42,14 +42,14 @@ from typing import Callable, Iterator, Sequence
 from doit.tools import config_changed
 
 from .. import candidates
-from ..candidates import EXPORT_VARIANTS, applies, modes, module_file, variants
+from ..candidates import applies, export_variant, modelled, modes, module_file, variant_flags, variants
 from ..errors import BuildError
 from ..files import read_json, write_json
 from ..manifest.reader import Manifest, load_manifest
 from ..records import stable_record
-from ..signature import KernelSignature
+from ..signature import KernelSignature, ModuleId
 from ..stages.compile import DEFAULT_TIMEOUT_S  # stdlib only: cheap at graph load
-from ..targets import Target, catalogue, dynamic_flags, resolve
+from ..targets import Target, arch_free, catalogue, dynamic_flags, resolve
 from .actions import (
     bench_action,
     compile_action,
@@ -57,6 +57,7 @@ from .actions import (
     pack_action,
     report_action,
     traffic_action,
+    traffic_copy_action,
     validate_action,
 )
 from .durations import expected as expected_seconds
@@ -90,6 +91,7 @@ class BuildConfig:
     compile_timeout: float = DEFAULT_TIMEOUT_S
     run_id: str = field(default_factory=lambda: f"{time.time_ns():x}-{os.getpid()}")
     scheduler: str | None = None  # Dask scheduler address, "local", or None
+    traffic: bool = True  # GPU targets: the traffic model, and the variants it ranks (candidates.modelled)
 
     def __post_init__(self):
         # Absolute paths: doit keys its dependency state by path string, so
@@ -174,7 +176,7 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
 
     def task_export():
         """Export each (signature, implementation) to MLIR through iree-turbine, and
-        each export variant a target explores (``candidates.EXPORT_VARIANTS``)."""
+        each export variant a target explores or models (``candidates.EXPORT_VARIANTS``)."""
         for p in plans:
             for mid, v in [(m, "") for m in p.manifest.module_ids] + _export_variants(p, config, devices):
                 lay = p.layout
@@ -193,50 +195,75 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
                 }
 
     def task_compile():
-        """Compile each exported module (and its compile variants, where explored) for each target."""
+        """Compile each exported module (and its variants, where explored or modelled) for each target."""
         for p in plans:
             lay = p.layout
             for t in p.targets:
+                gates, gate_stems = _gates(p, t, config, devices)
                 for mid, v in _modules(p, t, config, devices):
-                    ev = v if v in EXPORT_VARIANTS else ""  # the export the module comes from
+                    ev = export_variant(v)  # the export the module comes from
                     mlir, export_rec = str(lay.mlir(mid, ev)), str(lay.export_record(mid, ev))
                     vmfb, rec = lay.vmfb(t.name, mid, v), lay.compile_record(t.name, mid, v)
-                    flags = list(config.flags_for(t)) + list(dynamic_flags(t, mid.signature.is_dynamic))
+                    flags = _flags(config, t, mid, v)
+                    # a modelled GPU variant compiles only where the model ranks it first
+                    gate = gates.get(mid.signature.key) if v else None
                     yield {
                         "name": f"{p.manifest.bundle.name}/{t.name}/{module_file(mid.key, v)}",
                         "actions": [(compile_action, [mid.key, t.name, flags, mlir, export_rec, str(vmfb),
-                                                      str(rec), config.compile_timeout, run, config.scheduler]
-                                     + ([v] if v else []))],
-                        "task_dep": [f"export:{p.manifest.bundle.name}/{module_file(mid.key, ev)}"],
+                                                      str(rec), config.compile_timeout, run, config.scheduler, v,
+                                                      gate])],
+                        "task_dep": [f"export:{p.manifest.bundle.name}/{module_file(mid.key, ev)}"]
+                        + [f"traffic:{p.manifest.bundle.name}/{t.name}/{stem}" for stem in gate_stems.get(
+                            mid.signature.key, ()) if gate],
                         "targets": [str(rec)],
                         "uptodate": [config_changed({"flags": flags, "compiler": toolchain.compiler}),
-                                     inputs_unchanged(export_rec, mlir), record_ok(rec)],
+                                     inputs_unchanged(export_rec, mlir, *(path for _, path in gate or ())),
+                                     record_ok(rec)],
                         "clean": [_rm(vmfb), _rm(rec)],
                         "doc": f"compile {module_file(mid.key, v)} for {t.name}",
                     }
 
     def task_traffic():
-        """The traffic model of each compiled GPU module (``stages/traffic.py``): dispatches
-        and bytes per call, from iree-compile's executable sources, without a device."""
+        """The traffic model of each GPU module (``stages/traffic.py``): dispatches and
+        bytes per call, from iree-compile's executable sources, without a device
+        and before the compile (it ranks the variants: ``_gates``)."""
+        if not config.traffic:
+            return
         for p in plans:
             lay = p.layout
+            b = p.manifest.bundle.name
+            modelled_on: dict[tuple, str] = {}  # (module, arch-free flags) -> the target that models it
             for t in p.targets:
                 if t.is_cpu:
                     continue
                 for mid, v in _modules(p, t, config, devices):
-                    ev = v if v in EXPORT_VARIANTS else ""
-                    flags = list(config.flags_for(t)) + list(dynamic_flags(t, mid.signature.is_dynamic))
+                    ev = export_variant(v)
+                    flags = _flags(config, t, mid, v)
                     shape = _traffic_shape(p.manifest, mid.signature)
-                    rec, comp = lay.traffic(t.name, mid, v), lay.compile_record(t.name, mid, v)
+                    rec, exp = lay.traffic(t.name, mid, v), lay.export_record(mid, ev)
+                    stem = module_file(mid.key, v)
+                    leader = modelled_on.setdefault((stem, arch_free(t, flags)), t.name)
+                    if leader != t.name:  # the same executable sources: the model of the first such target
+                        src = lay.traffic(leader, mid, v)
+                        yield {
+                            "name": f"{b}/{t.name}/{stem}",
+                            "actions": [(traffic_copy_action, [str(src), str(rec), t.name, run])],
+                            "task_dep": [f"traffic:{b}/{leader}/{stem}"],
+                            "targets": [str(rec)],
+                            "uptodate": [inputs_unchanged(src), record_ok(rec)],
+                            "clean": [_rm(rec)],
+                            "doc": f"traffic model of {stem} for {t.name} (as for {leader})",
+                        }
+                        continue
                     yield {
                         "name": f"{p.manifest.bundle.name}/{t.name}/{module_file(mid.key, v)}",
-                        "actions": [(traffic_action, [mid.key, t.name, flags, str(lay.mlir(mid, ev)), str(comp),
+                        "actions": [(traffic_action, [mid.key, t.name, flags, str(lay.mlir(mid, ev)), str(exp),
                                                       str(rec), shape, run] + ([v] if v else []))],
                         "file_dep": [str(STAGES_DIR / "traffic.py")],
-                        "task_dep": [f"compile:{p.manifest.bundle.name}/{t.name}/{module_file(mid.key, v)}"],
+                        "task_dep": [f"export:{p.manifest.bundle.name}/{module_file(mid.key, ev)}"],
                         "targets": [str(rec)],
                         "uptodate": [config_changed({"flags": flags, "compiler": toolchain.compiler, "shape": shape}),
-                                     inputs_unchanged(comp, lay.mlir(mid, ev))],
+                                     inputs_unchanged(exp, lay.mlir(mid, ev))],
                         "clean": [_rm(rec)],
                         "doc": f"traffic model of {module_file(mid.key, v)} for {t.name}",
                     }
@@ -414,16 +441,37 @@ def explores(t: Target, config: BuildConfig, devices: dict) -> bool:
 
 
 def _modules(p: Plan, t: Target, config: BuildConfig, devices: dict) -> list[tuple]:
-    """(module id, compile variant) of every module compiled for ``t``: the
-    baselines, and where explored each variant that changes the module."""
-    extra = variants(t) if explores(t, config, devices) else ()
+    """(module id, variant) of every module of ``t``: the baselines, and where
+    explored or modelled each variant that changes the module."""
+    extra = variants(t) if explores(t, config, devices) or modelled(t, config.traffic) else ()
     return [(mid, v) for mid in p.manifest.module_ids for v in ("",) + tuple(x for x in extra if applies(x, mid))]
+
+
+def _gates(p: Plan, t: Target, config: BuildConfig,
+           devices: dict) -> tuple[dict[str, list[tuple[str, str]]], dict[str, list[str]]]:
+    """Per signature key, (candidate name, traffic record) of each module of ``t``,
+    and the modules' file stems (their traffic tasks), where the traffic model
+    decides which variant compiles: a GPU target, the model on and no device to
+    measure them (``actions.compile_action``)."""
+    if not modelled(t, config.traffic) or explores(t, config, devices):
+        return {}, {}
+    out: dict[str, list[tuple[str, str]]] = {}
+    stems: dict[str, list[str]] = {}
+    for mid, v in _modules(p, t, config, devices):
+        out.setdefault(mid.signature.key, []).append((candidates.Candidate(mid.impl, v).key,
+                                                      str(p.layout.traffic(t.name, mid, v))))
+        stems.setdefault(mid.signature.key, []).append(module_file(mid.key, v))
+    return out, stems
+
+
+def _flags(config: BuildConfig, t: Target, mid: ModuleId, variant: str) -> list[str]:
+    return list(variant_flags(variant, config.flags_for(t))) + list(dynamic_flags(t, mid.signature.is_dynamic))
 
 
 def _export_variants(p: Plan, config: BuildConfig, devices: dict) -> list[tuple]:
     """(module id, export variant) of every variant some target of ``p`` compiles."""
-    seen = dict.fromkeys((mid, v) for t in p.targets for mid, v in _modules(p, t, config, devices)
-                         if v in EXPORT_VARIANTS)
+    seen = dict.fromkeys((mid, export_variant(v)) for t in p.targets for mid, v in _modules(p, t, config, devices)
+                         if export_variant(v))
     return list(seen)
 
 
@@ -452,9 +500,9 @@ def _all_names(p: Plan, devices: dict, config: BuildConfig) -> list[str]:
             compiles.append((after, comp))
             if runs:
                 validates.append((_expected(val), val))
-            if not t.is_cpu:
+            if modelled(t, config.traffic):
                 validates.append((_expected(f"traffic:{b}/{t.name}/{stem}"), f"traffic:{b}/{t.name}/{stem}"))
-            export = f"export:{b}/{module_file(mid.key, v if v in EXPORT_VARIANTS else '')}"
+            export = f"export:{b}/{module_file(mid.key, export_variant(v))}"
             chain[export] = max(chain[export], _expected(export) + after)
     return _longest_first((s, e) for e, s in chain.items()) + _longest_first(compiles) + _longest_first(validates)
 

@@ -90,6 +90,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="ship failed kernels as explicitly unavailable instead of failing the build")
     p.add_argument("--no-bench", action="store_true", help="skip benchmarks (the report says so)")
     p.add_argument("--no-validate", action="store_true", help="skip validation and benchmarks")
+    p.add_argument("--no-traffic", action="store_true",
+                   help="GPU targets: no traffic model and no variants ranked by it (defaults in fixed order)")
     p.add_argument("--flag", action="append", metavar="TARGET=FLAG",
                    help="append an iree-compile flag for one target (repeatable)")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
@@ -118,6 +120,7 @@ def build_config(ns: argparse.Namespace):
         extra_flags=_flags(ns.flag),
         compile_timeout=ns.timeout,
         scheduler=ns.scheduler,
+        traffic=not ns.no_traffic,
     )
 
 

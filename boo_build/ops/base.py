@@ -30,6 +30,7 @@ IMPLS = ("aten", "manual")  # aten: torch's own ops; manual: the math written ou
 LANES = "lanes"  # the export variant of a manual forward with lane-split row sums (norm_math.row_sum)
 LANE_WIDTH = 8  # its lanes: one AVX2 float32 vector
 MIN_LANES_WIDTH = 64  # narrower rows gain nothing (and n32's single dispatch fails to compile with lanes)
+FUSED = "fused"  # the GPU export variant of a manual backward (norm_math.fused_backward) or dynamic forward
 
 
 def lanes_apply(sig) -> bool:
@@ -74,6 +75,8 @@ class Op:
     autocast_aten: str = ""  # the aten op whose autocast kernel decides where the custom op runs in float32
     format_version: int = 1  # the oldest bundle format whose loaders know this op (loader/format.py)
     command_shape: str = "tensor"  # how its MIOpen command gives the input (manifest/miopen.py): -X, or "ncdhw"
+    fused_backward: bool = False  # whether its manual backward has the ``fused`` GPU export variant
+    fused_forward: bool = False  # and its manual forward, where no single-dispatch pass applies (dynamic)
 
     # -- layout: how the op reduces, where its parameters lie, its key part -----
     # The defaults are a norm over trailing dims (``normalized_shape``, a suffix of

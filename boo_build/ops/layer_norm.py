@@ -24,12 +24,14 @@ from dataclasses import dataclass
 from typing import Callable
 
 from . import loader_calls
-from .base import BIAS_GRAD, DEFAULT_EPS, INPUT_GRAD, LANES, WEIGHT_GRAD, Op, stats_as
+from .base import BIAS_GRAD, DEFAULT_EPS, FUSED, INPUT_GRAD, LANES, WEIGHT_GRAD, Op, stats_as
 
 
 @dataclass(frozen=True)
 class LayerNorm(Op):
     name: str = "layer_norm"
+    fused_backward: bool = True
+    fused_forward: bool = True
     masks: tuple[int, ...] = (1, 2, 4, 6, 8, 10, 12, 14)
     grads: tuple[int, ...] = (INPUT_GRAD, WEIGHT_GRAD, BIAS_GRAD)
     stats: tuple[str, ...] = ("mean", "rstd")
@@ -204,7 +206,7 @@ def _implementations() -> dict[str, Callable]:
     precision is computed in float32 (ATen's opmath type), rounded once."""
     import torch
 
-    from .norm_math import col_sum_for, lanes_forward, nan_if_inf, row_dot, split_affine
+    from .norm_math import col_sum_for, fused_backward, lanes_forward, nan_if_inf, row_dot, split_affine
 
     def aten(m, *args):
         s = m.sig
@@ -231,6 +233,24 @@ def _implementations() -> dict[str, Callable]:
     def manual(m, *args):
         s = m.sig
         c = m.compute
+        if s.is_forward and m.variant == FUSED:
+            # a dynamic forward in one dispatch: ``x - mean`` read by the variance and by the
+            # output is one value with two consumers, which iree-compile 3.13 gives a dispatch
+            # of its own (statistics, then the output) where no single-dispatch pass applies;
+            # ``x + (-mean)`` is the same value in an op of its own. A row holding an infinity
+            # gets a NaN mean, as from ATen, through its NaN variance: ``nan_if_inf``'s select
+            # would split the dispatch again
+            x, w, b = split_affine(args, s)
+            xc = x.to(c)
+            mean = xc.mean(dim=m.norm_dims, keepdim=True)
+            var = (xc - mean).pow(2).mean(dim=m.norm_dims, keepdim=True)
+            rstd = torch.rsqrt(var + s.eps)
+            y = (xc + (-mean)) * rstd
+            if w is not None:
+                y = y * w.to(c)
+            if b is not None:
+                y = y + b.to(c)
+            return y.to(m.dtype), (mean + (var - var)).to(m.stats_dtype), rstd.to(m.stats_dtype)
         if s.is_forward and m.variant == LANES:
             y, mean, rstd = lanes_forward(m, *split_affine(args, s))
             return y.to(m.dtype), nan_if_inf(mean).to(m.stats_dtype), rstd.to(m.stats_dtype)
@@ -249,6 +269,8 @@ def _implementations() -> dict[str, Callable]:
             return y.to(m.dtype), nan_if_inf(mean).to(m.stats_dtype), rstd.to(m.stats_dtype)
         gy, x, mean, rstd, *rest = args
         w = rest[0] if rest else None
+        if m.variant == FUSED:
+            return m.grad_outputs(*fused_backward(m, gy, x, mean, rstd, w))
         n, width = float(s.width), s.width
         # 2-D views: rows x normalized elements
         gyc = gy.reshape(-1, width).to(c)

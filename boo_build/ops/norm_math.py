@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from .base import LANE_WIDTH
+from .base import BIAS_GRAD, INPUT_GRAD, LANE_WIDTH, WEIGHT_GRAD
 
 # Row blocks added per level in col_sum.
 COL_SPLIT = 16
@@ -60,6 +60,54 @@ def lanes_forward(m, x, w, b, bias_free: bool = False):
     if b is not None:
         y = y + b.reshape(-1).to(c)
     return y.reshape(x.shape), None if mean is None else mean.reshape(stats), rstd.reshape(stats)
+
+
+def fused_backward(m, gy, x, mean, rstd, w):
+    """The ``fused`` export variant of a manual combined backward (GPU targets):
+    (dx, dw, db), each None where ``m.sig.mask`` does not ask for it; ``mean``
+    None for RMS norm (no mean subtracted, no bias).
+
+    Written so that no full-size value has two consumers: iree-compile 3.13
+    materializes such a value in a dispatch of its own (written, then read back
+    by each consumer), which is most of the baseline's traffic. Each use of
+    ``x - mean``, ``grad_y * w`` or ``x * rstd`` is therefore its own expression
+    (``x - mean``, ``x + (-mean)``, ``(-mean) + x``: equal values, ops that
+    common-subexpression elimination keeps apart), and the row factors are folded
+    into per-row scalars. What remains: the row sums, the input gradient in the
+    same row pass, the column sums (weight and bias in one). ``docs/gpu-traffic.md``
+    has the figures."""
+    s, c = m.sig, m.compute
+    n, width = float(s.width), s.width
+    gyc = gy.reshape(-1, width).to(c)
+    xc = x.reshape(-1, width).to(c)
+    rs = rstd.reshape(-1, 1).to(c)
+    mu = None if mean is None else mean.reshape(-1, 1).to(c)
+    wc = None if w is None else w.reshape(-1).to(c)
+    dx = dw = db = None
+    if s.mask & INPUT_GRAD:
+        centred = xc if mu is None else xc - mu
+        # sum(g * xhat) / rstd, with g = grad_y * w
+        c1 = (centred * (gyc if wc is None else wc * gyc)).sum(-1, keepdim=True)
+        g_rs = gyc * rs if wc is None else (gyc * rs) * wc
+        x_part = xc if mu is None else xc + (-mu)
+        dx = g_rs - x_part * (rs * rs * rs * (c1 / n))
+        if mu is not None:  # layer norm: the mean's gradient, sum(g) / N per row
+            c2 = (gyc if wc is None else gyc * wc).sum(-1, keepdim=True)
+            dx = dx - rs * (c2 / n)
+        dx = dx.reshape(x.shape)
+    xhat = xc * rs if mu is None else ((-mu) + xc) * rs
+    if s.mask & WEIGHT_GRAD and s.mask & BIAS_GRAD:
+        # both column sums in one reduction over rows, [R, 2, W] -> [2, W]: the second
+        # factor is 1, written as a select on a constant index (a concatenation would be
+        # a tensor of its own), so grad_y is read once for both
+        first = torch.arange(2).view(1, 2, 1) == 0
+        cols = (gyc.unsqueeze(1) * torch.where(first, xhat.unsqueeze(1), 1.0)).sum(0)
+        return dx, cols[0].reshape(s.param_shape), cols[1].reshape(s.param_shape)
+    if s.mask & WEIGHT_GRAD:
+        dw = (gyc * xhat).sum(0).reshape(s.param_shape)
+    if s.mask & BIAS_GRAD:
+        db = gyc.sum(0).reshape(s.param_shape)
+    return dx, dw, db
 
 
 def row_dot(a: torch.Tensor, w: torch.Tensor | None) -> torch.Tensor:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from . import loader_calls
-from .base import INPUT_GRAD, LANES, WEIGHT_GRAD, Op, stats_as
+from .base import FUSED, INPUT_GRAD, LANES, WEIGHT_GRAD, Op, stats_as
 
 FLOAT32_EPS = 1.1920928955078125e-07  # torch's eps for rms_norm(eps=None): the opmath type's epsilon
 
@@ -38,6 +38,7 @@ def rms_default_eps() -> float:
 @dataclass(frozen=True)
 class RMSNorm(Op):
     name: str = "rms_norm"
+    fused_backward: bool = True
     masks: tuple[int, ...] = (1, 2, 4, 6)
     grads: tuple[int, ...] = (INPUT_GRAD, WEIGHT_GRAD)
     stats: tuple[str, ...] = ("rstd",)
@@ -181,7 +182,7 @@ def _implementations() -> dict[str, Callable]:
     """As layer norm's (``layer_norm._implementations``)."""
     import torch
 
-    from .norm_math import col_sum_for, lanes_forward, row_dot, split_affine
+    from .norm_math import col_sum_for, fused_backward, lanes_forward, row_dot, split_affine
 
     def aten(m, *args):
         s = m.sig
@@ -214,6 +215,8 @@ def _implementations() -> dict[str, Callable]:
             return y.to(m.dtype), rstd.to(m.stats_dtype)
         gy, x, rstd, *rest = args
         w = rest[0] if rest else None
+        if m.variant == FUSED:
+            return m.grad_outputs(*fused_backward(m, gy, x, None, rstd, w))
         n, width = float(s.width), s.width
         gyc = gy.reshape(-1, width).to(c)
         xc = x.reshape(-1, width).to(c)

@@ -12,6 +12,7 @@ import io
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
+from ..candidates import split_module_file
 from ..records import EAGER
 from ..signature import IMPLS, KernelSignature, ModuleId, shape_text
 from ..targets import Target
@@ -110,7 +111,12 @@ def table_rows(signatures: Iterable[KernelSignature], targets: Iterable, validat
                     row[TORCH_CALLS_COLUMN] = decision.torch_calls
             row["speedup_vs_eager"] = f"{eager_s / best:.2f}" if best and eager_s else ""
             row["validation"] = "; ".join(statuses)
-            models = [(impl, m) for impl in IMPLS if (m := (traffic or {}).get((ModuleId(sig, impl).key, t)))]
+            # each modelled module of the kernel: the implementations, then the GPU variants
+            keys = {ModuleId(sig, impl).key: impl for impl in IMPLS}
+            models = [(f"{keys[key]}+{variant}" if variant else keys[key], m)
+                      for (mfile, tt), m in sorted((traffic or {}).items(), key=lambda p: p[0])
+                      if tt == t and m is not None and (key := split_module_file(mfile)[0]) in keys
+                      for variant in (split_module_file(mfile)[1],)]
             if models:
                 row[TRAFFIC_COLUMN] = "; ".join(
                     f"{impl} {m.dispatches} dispatch{'es' if m.dispatches != 1 else ''} {m.ratio:.2f}x"

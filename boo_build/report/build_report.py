@@ -14,7 +14,7 @@ from typing import Any
 
 from ..build import not_run
 from ..build.layout import bench_subject, eager_subject
-from ..candidates import EXPORT_VARIANTS, candidates, explores, module_file
+from ..candidates import candidates, explores, export_variant, modelled, module_file
 from ..files import read_json
 from ..records import CompileStatus, ValidationStatus, stable_record
 from ..signature import ModuleId
@@ -62,7 +62,8 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
             dev, dev_reason = devices.get(t.name, (None, not_run.VALIDATION_DISABLED))
             explore = explores(t, bench=config.bench, distributed=bool(config.scheduler), device=dev)
             # candidates by name; without exploring, the implementations (names and records as ever)
-            cands = candidates(req.impls, t, lambda i: ModuleId(sig, i), explore)
+            model = modelled(t, config.traffic)  # the traffic model ranks a GPU target's variants
+            cands = candidates(req.impls, t, lambda i: ModuleId(sig, i), explore, model)
             impls: dict[str, Any] = {}  # per compiled module: <impl>[+<variant>]
             modules: dict[str, tuple] = {}
             compiled, vals, bens, benrecs, impl_failures = [], {}, {}, {}, []
@@ -76,14 +77,15 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
                     if dev:
                         note("validate", val)
                     modules[c.module] = comp, val
-                    ev = c.variant if c.variant in EXPORT_VARIANTS else ""
-                    if ev and mfile not in exports:  # an export variant's own export
-                        exports[mfile] = read_json(lay.export_record(mid, ev))
-                        note("export", exports[mfile])
+                    ev = export_variant(c.variant)
+                    efile = module_file(mid.key, ev)
+                    if efile not in exports:  # an export variant's own export, once
+                        exports[efile] = read_json(lay.export_record(mid, ev))
+                        note("export", exports[efile])
                     impls[c.module] = {"export": stable_record(exports.get(module_file(mid.key, ev))),
                                        "compile": stable_record(comp),
                                        "validation": stable_record(val), "bench": None}
-                    if not t.is_cpu:  # a GPU module's traffic model (stages/traffic.py)
+                    if model:  # a GPU module's traffic model (stages/traffic.py)
                         traffic = read_json(lay.traffic(t.name, mid, c.variant))
                         note("traffic", traffic)
                         impls[c.module]["traffic"] = stable_record(traffic)

@@ -10,6 +10,7 @@ import threading
 from collections import Counter
 from typing import Any, Mapping, Sequence
 
+from ..candidates import Candidate, module_file
 from ..signature import ModuleId
 from ..stages.selection import MODELLED
 from .page_charts import RC, chart_bandwidth, chart_compiles, chart_rows, chart_speedup, chart_validation
@@ -221,7 +222,7 @@ def _section_build(data: PageData, states) -> list[str]:
     failed = impl_failures(data, "build")
     if failed:
         out.append(f'<h3>Failed to build ({len(failed)})</h3><ul class="problems">' + "".join(
-            f"<li><code>{_e(ModuleId(k.signature, impl).key)}</code> on <b>{_e(t)}</b>: "
+            f"<li><code>{_e(_module_name(k.signature, impl))}</code> on <b>{_e(t)}</b>: "
             f'<span class="bad">{_e(why)}</span></li>' for k, t, impl, why in failed) + "</ul>")
     missing = [(k, t, s) for k, t, s in states if k.cells[t].status == "unavailable"]
     if missing:
@@ -232,6 +233,12 @@ def _section_build(data: PageData, states) -> list[str]:
         out.append('<p class="note">Everything built; every requested kernel is available on every target.</p>')
     out.append("</section>")
     return out
+
+
+def _module_name(sig, name: str) -> str:
+    """A candidate's module file stem: ``<module key>[+<variant>]``."""
+    c = Candidate.parse(name)
+    return module_file(ModuleId(sig, c.impl).key, c.variant)
 
 
 def _section_bundle(data: PageData) -> list[str]:

@@ -114,6 +114,21 @@ def _least_traffic(impls: Sequence[str], traffic: Mapping[str, Traffic | None]) 
     return i, t
 
 
+def modelled_gate(name: str, traffic: Mapping[str, Traffic | None]) -> str | None:
+    """Whether variant ``name`` of a kernel compiles where the traffic model ranks its
+    candidates (``traffic``: by candidate name, None where not modelled): None when
+    it has the least modelled traffic of them all (``select``'s order: bytes,
+    dispatches, then the baselines first), else why not. A baseline always compiles."""
+    mine = traffic.get(name)
+    if mine is None:
+        return "traffic not modelled: not compiled"
+    best = _least_traffic([n for n, t in traffic.items() if t is not None], traffic)
+    if best is None or best[0] == name:
+        return None
+    other, model = best
+    return f"{MODELLED} is {other}'s ({model.summary()}; this variant {mine.summary()}): not compiled"
+
+
 def select(sig: KernelSignature, target_name: str, compiled_impls: Sequence[str],
            validations: Mapping[str, ValidationResult | None], benches: Mapping[str, BenchResult | None], *,
            margin: float = MARGIN, traffic: Mapping[str, Traffic | None] | None = None) -> Selection:

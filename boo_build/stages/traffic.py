@@ -54,8 +54,10 @@ _ELEMENT_BYTES = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2, "i64": 8, "i32": 4, "
 
 _FUNC = re.compile(r"^\s*func\.func @(?P<name>[^\s(]+)\(")
 _LOAD = re.compile(r"^\s*(?P<res>%[\w.]+) = (?:iree_tensor_ext|flow)\.dispatch\.tensor\.load .*"
+                   r":\s*!(?:iree_tensor_ext|flow)\.dispatch\.tensor<\w+:tensor<(?P<binding>[^>]+)>>(?:\{[^}]*\})? "
                    r"-> tensor<(?P<type>[^>]+)>")
-_STORE = re.compile(r"^\s*(?:iree_tensor_ext|flow)\.dispatch\.tensor\.store .*: tensor<(?P<type>[^>]+)> ->")
+_STORE = re.compile(r"^\s*(?:iree_tensor_ext|flow)\.dispatch\.tensor\.store .*: tensor<(?P<type>[^>]+)> -> "
+                    r"!(?:iree_tensor_ext|flow)\.dispatch\.tensor<\w+:tensor<(?P<binding>[^>]+)>>")
 _ALIAS = re.compile(r"^\s*(?P<res>%[\w.]+) = tensor\.(?:expand_shape|collapse_shape|extract_slice|cast|reshape) "
                     r"(?P<src>%[\w.]+)")
 _LINALG_INS = re.compile(r"^\s*(?:(?P<res>%[\w.]+)(?::\d+)?(?:, %[\w.:]+)* = )?(?:linalg|iree_linalg_ext)\.\w+.*?"
@@ -63,6 +65,11 @@ _LINALG_INS = re.compile(r"^\s*(?:(?P<res>%[\w.]+)(?::\d+)?(?:, %[\w.:]+)* = )?(
 _STORED = re.compile(r"^\s*(?:iree_tensor_ext|flow)\.dispatch\.tensor\.store (?P<src>%[\w.]+),")
 _DISPATCH = re.compile(r"stream\.cmd\.dispatch @[^:\s]+::@[^:\s]+::@(?P<entry>[^\s{(\[]+)")
 _SSA = re.compile(r"%[\w.]+")
+_CONST = re.compile(r"^\s*(?P<res>%[\w.]+) = arith\.constant (?P<value>-?\d+) : index")
+# a loop inside a dispatch (split reduction: each iteration loads its own rows)
+_LOOP = re.compile(r"^(?P<indent>\s*)(?:%[\w.:]+ = )?scf\.(?:forall|for) .*?"
+                   r"(?:= \((?P<lb>[^)]*)\) to \((?P<ub>[^)]*)\) step \((?P<step>[^)]*)\)"
+                   r"|= (?P<lb1>\S+) to (?P<ub1>\S+) step (?P<step1>\S+))")
 
 
 class TrafficError(ValueError):
@@ -142,6 +149,39 @@ def _tensor_bytes(type_text: str, dynamic: tuple[int, ...]) -> int:
     return math.prod(values) * size
 
 
+def _trips(m: re.Match[str], consts: Mapping[str, int]) -> int | None:
+    """Iterations of a loop header (``_LOOP``) whose bounds are constants, else None."""
+    lb, ub, step = (m["lb"], m["ub"], m["step"]) if m["lb"] is not None else (m["lb1"], m["ub1"], m["step1"])
+    trips = 1
+    for lo, hi, st in zip(*(part.split(",") for part in (lb, ub, step))):
+        vals = [consts.get(t.strip(), None) if t.strip().startswith("%") else _int(t) for t in (lo, hi, st)]
+        if any(v is None for v in vals) or not vals[2]:
+            return None
+        trips *= max(0, -(-(vals[1] - vals[0]) // vals[2]))  # type: ignore[operator]
+    return trips
+
+
+def _int(text: str) -> int | None:
+    try:
+        return int(text.strip())
+    except ValueError:
+        return None
+
+
+def _in_loops(m: re.Match[str], loops: list[tuple[int, int | None]], dynamic: tuple[int, ...]) -> int:
+    """Bytes a load or store moves per launch: its tile's, once per iteration of the loops
+    around it; where a trip count is unknown (dynamic bounds), the whole binding's
+    (a split-reduction loop covers its binding)."""
+    tile = _tensor_bytes(m["type"], dynamic)
+    if not loops:
+        return tile
+    trips = math.prod(t for _, t in loops if t is not None)
+    if all(t is not None for _, t in loops):
+        return tile * trips
+    binding = m["binding"] if "binding" in m.re.groupindex else None
+    return _tensor_bytes(binding, dynamic) if binding else tile * trips
+
+
 def dispatch_functions(text: str, dynamic: tuple[int, ...] = ()) -> dict[str, DispatchTraffic]:
     """Every dispatch function of an ``executable-sources`` module, by entry name."""
     out: dict[str, DispatchTraffic] = {}
@@ -150,6 +190,8 @@ def dispatch_functions(text: str, dynamic: tuple[int, ...] = ()) -> dict[str, Di
     alias: dict[str, str] = {}  # reshaped/sliced value -> the value it views
     consumers: dict[str, list[str | None]] = {}  # value -> the elementwise ops' results it feeds; None: one pass
     writes = 0
+    consts: dict[str, int] = {}  # index constants, for loop bounds
+    loops: list[tuple[int, int | None]] = []  # open loops: (indent, trip count or None where unknown)
 
     def passes(v: str, seen: frozenset[str] = frozenset()) -> int:
         if v in seen:  # (SSA has no cycles; a guard all the same)
@@ -165,14 +207,21 @@ def dispatch_functions(text: str, dynamic: tuple[int, ...] = ()) -> dict[str, Di
         m = _FUNC.match(line)
         if m:
             close()
-            name, loads, alias, consumers, writes = m["name"], {}, {}, {}, 0
+            name, loads, alias, consumers, writes, consts, loops = m["name"], {}, {}, {}, 0, {}, []
             continue
         if name is None:
             continue
-        if m := _LOAD.match(line):
-            loads[m["res"]] = _tensor_bytes(m["type"], dynamic)
+        indent = len(line) - len(line.lstrip())
+        while loops and indent <= loops[-1][0] and line.lstrip().startswith("}"):
+            loops.pop()
+        if m := _CONST.match(line):
+            consts[m["res"]] = int(m["value"])
+        elif m := _LOOP.match(line):
+            loops.append((indent, _trips(m, consts)))
+        elif m := _LOAD.match(line):
+            loads[m["res"]] = _in_loops(m, loops, dynamic)
         elif m := _STORE.match(line):
-            writes += _tensor_bytes(m["type"], dynamic)
+            writes += _in_loops(m, loops, dynamic)
             if s := _STORED.match(line):
                 consumers.setdefault(alias.get(s["src"], s["src"]), []).append(None)
         elif m := _ALIAS.match(line):
@@ -223,6 +272,7 @@ class TrafficRecord:
     reason: str = ""
     run_id: str | None = None
     seconds: float | None = None
+    modelled_on: str | None = None  # the target whose model this is (same flags but the architecture)
 
     @property
     def ok(self) -> bool:
@@ -237,13 +287,15 @@ class TrafficRecord:
             out["reason"] = self.reason
         if self.seconds is not None:
             out["seconds"] = self.seconds
+        if self.modelled_on is not None:
+            out["modelled_on"] = self.modelled_on
         return out
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> TrafficRecord:
         t = d.get("traffic")
         return cls(str(d.get("module", "")), str(d.get("target", "")), Traffic.from_json(t) if t else None,
-                   str(d.get("reason", "")), d.get("run_id"), d.get("seconds"))
+                   str(d.get("reason", "")), d.get("run_id"), d.get("seconds"), d.get("modelled_on"))
 
 
 def executable_sources(mlir: str, flags: Iterable[str], compiler: str | None = None, timeout: float = 300.0) -> str:

@@ -1,0 +1,141 @@
+"""GPU candidates: the ``fused`` export variant of the manual backwards and the
+``nosplit`` compile variant, their names, and the traffic model's gate on what
+compiles. The fused variant targets GPUs, but its math is checked here: exported,
+compiled for the CPU and validated against float64 like every kernel."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from helpers import CPU_TARGET, ln, rms
+
+from boo_build.candidates import (
+    FUSED,
+    NOSPLIT,
+    SPLIT_REDUCTION,
+    Candidate,
+    applies,
+    candidates,
+    export_variant,
+    variant_flags,
+    variants,
+)
+from boo_build.loader.devices import discover
+from boo_build.signature import KernelSignature, ModuleId
+from boo_build.stages.compile import compile_mlir
+from boo_build.stages.export import export_mlir
+from boo_build.stages.selection import modelled_gate
+from boo_build.stages.traffic import Traffic
+from boo_build.stages.validate import validate_kernel
+from boo_build.targets import catalogue
+
+CAT = catalogue()
+
+FUSED_KERNELS = [
+    *(ln("float32", m) for m in (2, 4, 6, 8, 10, 12, 14)),
+    ln("bfloat16", 14), ln("float16", 14),
+    KernelSignature("layer_norm", (4, 6, 10), (10,), "float32", 2, affine=False, bias=False),
+    KernelSignature("layer_norm", (4, 6, 10), (10,), "float32", 6, bias=False),
+    KernelSignature("layer_norm", (4, 3, 5), (3, 5), "float32", 14),  # two normalized dims
+    KernelSignature("layer_norm", ("batch", 6, 10), (10,), "float32", 14),  # dynamic rows
+    *(KernelSignature("layer_norm", ("batch", 6, 10), (10,), dt, 1) for dt in ("float32", "bfloat16")),
+    KernelSignature("layer_norm", ("batch", 6, 10), (10,), "float32", 1, affine=False, bias=False),
+    *(rms("float32", m) for m in (2, 4, 6)),
+    rms("bfloat16", 6),
+    KernelSignature("rms_norm", (3, 37), (37,), "float32", 2, eps=1e-6, affine=False, bias=False),
+]
+
+
+def test_fused_backward_validates_on_the_cpu():
+    """Every mask and affine form of both ops, half precision, two normalized dims and
+    dynamic rows, and the dynamic layer-norm forward: the fused variant's outputs match
+    float64 within the tolerances, at plain inputs and at a mean offset, like the baseline's."""
+    cpu = discover(gpus=False)[0]
+    mids = [ModuleId(s, "manual") for s in FUSED_KERNELS]
+    assert all(applies(FUSED, m) for m in mids)
+    texts = {mid: export_mlir(mid, FUSED) for mid in mids}
+    assert all(texts[mid] != export_mlir(mid) for mid in mids[:2])  # other torch code than the baseline's
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        compiled = {mid: pool.submit(compile_mlir, texts[mid], CPU_TARGET.flags) for mid in mids}
+        for mid, fut in compiled.items():
+            res = fut.result()
+            assert res.ok, f"{mid.key}: {res.error}"
+            shapes = [(2, 6, 10), (5, 6, 10)] if mid.signature.is_dynamic else None
+            val = validate_kernel(res.vmfb, mid, CPU_TARGET, cpu, shapes=shapes)
+            assert val.passed, f"{mid.key}: {val.reason}"
+
+
+def test_variant_names_and_where_they_apply():
+    gfx942, gfx1100, sm80, cpu = CAT["gfx942"], CAT["gfx1100"], CAT["sm_80"], CAT["cpu"]
+    assert variants(gfx942) == (FUSED, f"{FUSED}.{NOSPLIT}")  # it splits reductions
+    assert variants(gfx1100) == variants(sm80) == (FUSED,)
+    assert FUSED not in variants(cpu)
+    c = Candidate.parse("manual+fused.nosplit")
+    assert (c.impl, c.variant, c.module, c.key) == ("manual", "fused.nosplit", "manual+fused.nosplit",
+                                                    "manual+fused.nosplit")
+    with pytest.raises(ValueError, match="unknown variant 'fused.bogus'"):
+        Candidate.parse("manual+fused.bogus")
+    assert export_variant("fused.nosplit") == export_variant(FUSED) == FUSED and export_variant(NOSPLIT) == ""
+    assert SPLIT_REDUCTION in gfx942.flags
+    assert SPLIT_REDUCTION not in variant_flags("fused.nosplit", gfx942.flags)
+    assert variant_flags(FUSED, gfx942.flags) == gfx942.flags
+    bwd, fwd = ModuleId(ln("float32", 14), "manual"), ModuleId(ln("float32", 1), "manual")
+    assert applies("fused.nosplit", bwd) and not applies(NOSPLIT, fwd)
+    # forwards: a static one is already one dispatch (single-dispatch preprocessing); a dynamic
+    # layer norm's is two without the fused form, a dynamic RMS norm's one
+    dyn = KernelSignature("layer_norm", ("batch", 6, 10), (10,), "float32", 1)
+    assert not applies(FUSED, fwd) and applies(FUSED, ModuleId(dyn, "manual"))
+    assert not applies(FUSED, ModuleId(rms("float32", 1).replace(input_shape=("batch", 37)), "manual"))
+    assert not applies(FUSED, ModuleId(ln("float32", 14), "aten")) and applies(NOSPLIT, ModuleId(ln("float32", 14), "aten"))
+    gn = KernelSignature("group_norm", (2, 8, 4, 4), (), "float32", 14, groups=2)
+    assert not applies(FUSED, ModuleId(gn, "manual"))  # group norm has no fused backward
+    names = [c.key for c in candidates(("aten", "manual"), gfx942, lambda i: ModuleId(bwd.signature, i), False,
+                                       model=True)]
+    assert names == ["aten", "manual", "manual+fused", "manual+fused.nosplit"]
+    assert [c.key for c in candidates(("aten", "manual"), gfx942, lambda i: ModuleId(bwd.signature, i),
+                                      False)] == ["aten", "manual"]
+
+
+def _t(modelled: int, dispatches: int) -> Traffic:
+    return Traffic(dispatches, modelled, 0, 100, (1,))
+
+
+def test_the_model_gates_which_variant_compiles():
+    models = {"aten": _t(400, 4), "manual": _t(300, 9), "manual+fused": _t(250, 5), "manual+fused.nosplit": _t(250, 3),
+              "manual+nosplit": None}
+    assert modelled_gate("manual+fused.nosplit", models) is None  # least bytes, fewer dispatches
+    why = modelled_gate("manual+fused", models)
+    assert why is not None and why.startswith("least modelled traffic is manual+fused.nosplit's") and \
+        why.endswith("not compiled")
+    assert modelled_gate("manual+nosplit", models) == "traffic not modelled: not compiled"
+    # a variant that only ties with an implementation does not compile: the implementation ships
+    tie = {"aten": _t(250, 3), "manual+fused": _t(250, 3)}
+    assert modelled_gate("manual+fused", tie) is not None
+
+
+def test_fused_variants_cut_what_the_model_counts():
+    """What the variants are for, on iree-compile's own output: the dynamic layer-norm
+    forward in one dispatch instead of two (the same passes over x); the mask-14
+    backward with no intermediate written and read back: fewer bytes than either
+    implementation, on a target that splits reductions (gfx942, without the split)
+    and on sm_80."""
+    from boo_build.stages.traffic import kernel_traffic
+
+    dyn = KernelSignature("layer_norm", ("batch", "seq", 768), (768,), "float32", 1)
+    at = dyn.bind((8, 128, 768))
+    sm80, gfx942 = CAT["sm_80"].flags, CAT["gfx942"].flags
+    base = kernel_traffic(export_mlir(ModuleId(dyn, "manual")), sm80, at, dyn)
+    fused = kernel_traffic(export_mlir(ModuleId(dyn, "manual"), FUSED), sm80, at, dyn)
+    assert (base.dispatches, fused.dispatches) == (2, 1)
+    assert fused.modelled_bytes <= base.modelled_bytes
+
+    bwd = ln("float32", 14, shape=(8, 128, 768), norm=(768,))
+    mid = ModuleId(bwd, "manual")
+    for flags, variant in ((gfx942, "fused.nosplit"), (sm80, FUSED)):
+        impls = [kernel_traffic(export_mlir(ModuleId(bwd, i)), flags, bwd) for i in ("aten", "manual")]
+        best = kernel_traffic(export_mlir(mid, FUSED), variant_flags(variant, flags), bwd)
+        assert best.modelled_bytes < min(t.modelled_bytes for t in impls), (variant, best, impls)
+        # 8 full tensors for a minimum of 3: grad_y's row sum (1), the row pass reading x and grad_y
+        # twice (4) and writing the input gradient (1), the column sums reading both once (2)
+        assert best.ratio == pytest.approx(8 / 3, abs=0.05)
