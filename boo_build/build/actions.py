@@ -75,7 +75,7 @@ def compile_action(mid_key: str, target: str, flags: list[str], mlir_path: str, 
         return record(CompileStatus.UNAVAILABLE, reason=reason)
 
     if exp is None or not exp.ok:
-        return unavailable(f"export unavailable: {exp.reason if exp is not None else 'no export record'}")
+        return unavailable(_export_unavailable(exp))
     if variant and gate:
         from ..stages.selection import modelled_gate
         from ..stages.traffic import TrafficRecord
@@ -106,6 +106,10 @@ def compile_action(mid_key: str, target: str, flags: list[str], mlir_path: str, 
     return record(CompileStatus.FAILED, command=res.command, error=res.error, seconds=round(res.seconds, 3))
 
 
+def _export_unavailable(exp: ExportRecord | None) -> str:
+    return f"export unavailable: {exp.reason if exp is not None else 'no export record'}"
+
+
 def traffic_action(mid_key: str, target: str, flags: list[str], mlir_path: str, export_record: str,
                    record_path: str, shape: list | None, run_id: str, variant: str = "") -> Status:
     """The traffic model of a GPU module (``stages/traffic.py``) at ``shape`` (a
@@ -119,8 +123,7 @@ def traffic_action(mid_key: str, target: str, flags: list[str], mlir_path: str, 
     exp_json = read_json(Path(export_record))
     exp = ExportRecord.from_json(exp_json) if exp_json else None
     if exp is None or not exp.ok:
-        rec = TrafficRecord(module_file(mid_key, variant), target,
-                            reason=f"export unavailable: {exp.reason if exp is not None else 'no export record'}")
+        rec = TrafficRecord(module_file(mid_key, variant), target, reason=_export_unavailable(exp))
     else:
         sig = mid.signature.bind(tuple(shape)) if shape else mid.signature
         mlir = Path(mlir_path).read_text()

@@ -199,25 +199,32 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
         for p in plans:
             lay = p.layout
             for t in p.targets:
-                gates, gate_stems = _gates(p, t, config, devices)
-                for mid, v in _modules(p, t, config, devices):
+                modules = _modules(p, t, config, devices)
+                # where the traffic model decides which variant compiles (a GPU target, the
+                # model on, no device to measure them): each kernel's modules, its peers
+                peers: dict[str, list[tuple[ModuleId, str]]] = {}
+                if modelled(t, config.traffic) and not explores(t, config, devices):
+                    for mid, v in modules:
+                        peers.setdefault(mid.signature.key, []).append((mid, v))
+                for mid, v in modules:
                     ev = export_variant(v)  # the export the module comes from
                     mlir, export_rec = str(lay.mlir(mid, ev)), str(lay.export_record(mid, ev))
                     vmfb, rec = lay.vmfb(t.name, mid, v), lay.compile_record(t.name, mid, v)
                     flags = _flags(config, t, mid, v)
-                    # a modelled GPU variant compiles only where the model ranks it first
-                    gate = gates.get(mid.signature.key) if v else None
+                    # a modelled variant compiles only where the model ranks it first of its peers
+                    gated = peers.get(mid.signature.key, []) if v else []
+                    gate = [(candidates.Candidate(m.impl, pv).key, str(lay.traffic(t.name, m, pv)))
+                            for m, pv in gated]
                     yield {
                         "name": f"{p.manifest.bundle.name}/{t.name}/{module_file(mid.key, v)}",
                         "actions": [(compile_action, [mid.key, t.name, flags, mlir, export_rec, str(vmfb),
                                                       str(rec), config.compile_timeout, run, config.scheduler, v,
-                                                      gate])],
+                                                      gate or None])],
                         "task_dep": [f"export:{p.manifest.bundle.name}/{module_file(mid.key, ev)}"]
-                        + [f"traffic:{p.manifest.bundle.name}/{t.name}/{stem}" for stem in gate_stems.get(
-                            mid.signature.key, ()) if gate],
+                        + [f"traffic:{p.manifest.bundle.name}/{t.name}/{module_file(m.key, pv)}" for m, pv in gated],
                         "targets": [str(rec)],
                         "uptodate": [config_changed({"flags": flags, "compiler": toolchain.compiler}),
-                                     inputs_unchanged(export_rec, mlir, *(path for _, path in gate or ())),
+                                     inputs_unchanged(export_rec, mlir, *(path for _, path in gate)),
                                      record_ok(rec)],
                         "clean": [_rm(vmfb), _rm(rec)],
                         "doc": f"compile {module_file(mid.key, v)} for {t.name}",
@@ -226,7 +233,7 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
     def task_traffic():
         """The traffic model of each GPU module (``stages/traffic.py``): dispatches and
         bytes per call, from iree-compile's executable sources, without a device
-        and before the compile (it ranks the variants: ``_gates``)."""
+        and before the compile (it ranks the variants: ``task_compile``'s peers)."""
         if not config.traffic:
             return
         for p in plans:
@@ -234,12 +241,11 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
             b = p.manifest.bundle.name
             modelled_on: dict[tuple, str] = {}  # (module, arch-free flags) -> the target that models it
             for t in p.targets:
-                if t.is_cpu:
+                if not modelled(t, config.traffic):
                     continue
                 for mid, v in _modules(p, t, config, devices):
                     ev = export_variant(v)
                     flags = _flags(config, t, mid, v)
-                    shape = _traffic_shape(p.manifest, mid.signature)
                     rec, exp = lay.traffic(t.name, mid, v), lay.export_record(mid, ev)
                     stem = module_file(mid.key, v)
                     leader = modelled_on.setdefault((stem, arch_free(t, flags)), t.name)
@@ -255,17 +261,18 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
                             "doc": f"traffic model of {stem} for {t.name} (as for {leader})",
                         }
                         continue
+                    shape = _traffic_shape(p.manifest, mid.signature)
                     yield {
-                        "name": f"{p.manifest.bundle.name}/{t.name}/{module_file(mid.key, v)}",
+                        "name": f"{b}/{t.name}/{stem}",
                         "actions": [(traffic_action, [mid.key, t.name, flags, str(lay.mlir(mid, ev)), str(exp),
                                                       str(rec), shape, run] + ([v] if v else []))],
                         "file_dep": [str(STAGES_DIR / "traffic.py")],
-                        "task_dep": [f"export:{p.manifest.bundle.name}/{module_file(mid.key, ev)}"],
+                        "task_dep": [f"export:{b}/{module_file(mid.key, ev)}"],
                         "targets": [str(rec)],
                         "uptodate": [config_changed({"flags": flags, "compiler": toolchain.compiler, "shape": shape}),
                                      inputs_unchanged(exp, lay.mlir(mid, ev))],
                         "clean": [_rm(rec)],
-                        "doc": f"traffic model of {module_file(mid.key, v)} for {t.name}",
+                        "doc": f"traffic model of {stem} for {t.name}",
                     }
 
     def _runnable(p: Plan):
@@ -445,23 +452,6 @@ def _modules(p: Plan, t: Target, config: BuildConfig, devices: dict) -> list[tup
     explored or modelled each variant that changes the module."""
     extra = variants(t) if explores(t, config, devices) or modelled(t, config.traffic) else ()
     return [(mid, v) for mid in p.manifest.module_ids for v in ("",) + tuple(x for x in extra if applies(x, mid))]
-
-
-def _gates(p: Plan, t: Target, config: BuildConfig,
-           devices: dict) -> tuple[dict[str, list[tuple[str, str]]], dict[str, list[str]]]:
-    """Per signature key, (candidate name, traffic record) of each module of ``t``,
-    and the modules' file stems (their traffic tasks), where the traffic model
-    decides which variant compiles: a GPU target, the model on and no device to
-    measure them (``actions.compile_action``)."""
-    if not modelled(t, config.traffic) or explores(t, config, devices):
-        return {}, {}
-    out: dict[str, list[tuple[str, str]]] = {}
-    stems: dict[str, list[str]] = {}
-    for mid, v in _modules(p, t, config, devices):
-        out.setdefault(mid.signature.key, []).append((candidates.Candidate(mid.impl, v).key,
-                                                      str(p.layout.traffic(t.name, mid, v))))
-        stems.setdefault(mid.signature.key, []).append(module_file(mid.key, v))
-    return out, stems
 
 
 def _flags(config: BuildConfig, t: Target, mid: ModuleId, variant: str) -> list[str]:

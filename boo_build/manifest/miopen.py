@@ -53,22 +53,30 @@ FLAGS = {
     "-w": "wall", "--wall": "wall",
 }
 _IGNORED = {"time", "iter", "verify", "wall"}
-_FLAG_LIST = "-X/--input, -F/--forw, -m/--mode, -e/--eps, -o/--normalized_dim, " \
-    "-t/--time, -i/--iter, -V/--verify, -w/--wall"
 
 # groupnorm's flags (``ncdhw``): the input's dims and groups instead of -X and -o
 NCDHW_FLAGS = {
-    **{k: v for k, v in FLAGS.items() if v not in ("input", "normalized_dim")},
     "-n": "batchsize", "--batchsize": "batchsize",
     "-c": "in_channels", "--in_channels": "in_channels",
     "-D": "in_d", "--in_d": "in_d",
     "-H": "in_h", "--in_h": "in_h",
     "-W": "in_w", "--in_w": "in_w",
     "-g": "num_groups", "--num_groups": "num_groups",
+    **{k: v for k, v in FLAGS.items() if v not in ("input", "normalized_dim")},
 }
 NCDHW_DEFAULTS = {"batchsize": 100, "in_channels": 6, "in_d": 0, "in_h": 32, "in_w": 32, "num_groups": 3}
-_NCDHW_FLAG_LIST = "-n/--batchsize, -c/--in_channels, -D/--in_d, -H/--in_h, -W/--in_w, -g/--num_groups, " \
-    "-F/--forw, -m/--mode, -e/--eps, -t/--time, -i/--iter, -V/--verify, -w/--wall"
+
+
+def _flag_list(table: dict[str, str]) -> str:
+    """``-X/--input, -F/--forw, ...``: each name's spellings, in the table's order."""
+    spellings: dict[str, list[str]] = {}
+    for flag, name in table.items():
+        spellings.setdefault(name, []).append(flag)
+    return ", ".join("/".join(flags) for flags in spellings.values())
+
+
+_FLAG_LIST = _flag_list(FLAGS)
+_NCDHW_FLAG_LIST = _flag_list(NCDHW_FLAGS)
 
 
 def commands() -> dict[str, tuple[str, str]]:

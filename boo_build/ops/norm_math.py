@@ -95,15 +95,15 @@ def fused_backward(m, gy, x, mean, rstd, w):
             c2 = (gyc if wc is None else gyc * wc).sum(-1, keepdim=True)
             dx = dx - rs * (c2 / n)
         dx = dx.reshape(x.shape)
-    xhat = xc * rs if mu is None else ((-mu) + xc) * rs
-    if s.mask & WEIGHT_GRAD and s.mask & BIAS_GRAD:
-        # both column sums in one reduction over rows, [R, 2, W] -> [2, W]: the second
-        # factor is 1, written as a select on a constant index (a concatenation would be
-        # a tensor of its own), so grad_y is read once for both
-        first = torch.arange(2).view(1, 2, 1) == 0
-        cols = (gyc.unsqueeze(1) * torch.where(first, xhat.unsqueeze(1), 1.0)).sum(0)
-        return dx, cols[0].reshape(s.param_shape), cols[1].reshape(s.param_shape)
     if s.mask & WEIGHT_GRAD:
+        xhat = xc * rs if mu is None else ((-mu) + xc) * rs
+        if s.mask & BIAS_GRAD:
+            # both column sums in one reduction over rows, [R, 2, W] -> [2, W]: the second
+            # factor is 1, written as a select on a constant index (a concatenation would be
+            # a tensor of its own), so grad_y is read once for both
+            first = torch.arange(2).view(1, 2, 1) == 0
+            cols = (gyc.unsqueeze(1) * torch.where(first, xhat.unsqueeze(1), 1.0)).sum(0)
+            return dx, cols[0].reshape(s.param_shape), cols[1].reshape(s.param_shape)
         dw = (gyc * xhat).sum(0).reshape(s.param_shape)
     if s.mask & BIAS_GRAD:
         db = gyc.sum(0).reshape(s.param_shape)

@@ -72,6 +72,11 @@ def table_rows(signatures: Iterable[KernelSignature], targets: Iterable, validat
 
     rows = []
     target_names = [t.name if isinstance(t, Target) else str(t) for t in targets]
+    modelled: dict[tuple[str, str], list] = {}  # (module key, target) -> [(variant, Traffic)], baseline first
+    for (mfile, t), m in sorted((traffic or {}).items(), key=lambda p: p[0]):
+        if m is not None:
+            key, variant = split_module_file(mfile)
+            modelled.setdefault((key, t), []).append((variant, m))
     for sig in signatures:
         for t in target_names:
             row: dict[str, str] = {
@@ -111,12 +116,9 @@ def table_rows(signatures: Iterable[KernelSignature], targets: Iterable, validat
                     row[TORCH_CALLS_COLUMN] = decision.torch_calls
             row["speedup_vs_eager"] = f"{eager_s / best:.2f}" if best and eager_s else ""
             row["validation"] = "; ".join(statuses)
-            # each modelled module of the kernel: the implementations, then the GPU variants
-            keys = {ModuleId(sig, impl).key: impl for impl in IMPLS}
-            models = [(f"{keys[key]}+{variant}" if variant else keys[key], m)
-                      for (mfile, tt), m in sorted((traffic or {}).items(), key=lambda p: p[0])
-                      if tt == t and m is not None and (key := split_module_file(mfile)[0]) in keys
-                      for variant in (split_module_file(mfile)[1],)]
+            # each modelled module of the kernel: each implementation, then its GPU variants
+            models = [(f"{impl}+{variant}" if variant else impl, m) for impl in IMPLS
+                      for variant, m in modelled.get((ModuleId(sig, impl).key, t), ())]
             if models:
                 row[TRAFFIC_COLUMN] = "; ".join(
                     f"{impl} {m.dispatches} dispatch{'es' if m.dispatches != 1 else ''} {m.ratio:.2f}x"

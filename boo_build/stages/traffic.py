@@ -151,19 +151,23 @@ def _tensor_bytes(type_text: str, dynamic: tuple[int, ...]) -> int:
 
 def _trips(m: re.Match[str], consts: Mapping[str, int]) -> int | None:
     """Iterations of a loop header (``_LOOP``) whose bounds are constants, else None."""
-    lb, ub, step = (m["lb"], m["ub"], m["step"]) if m["lb"] is not None else (m["lb1"], m["ub1"], m["step1"])
+    bounds = (m[g] if m[g] is not None else m[g + "1"] for g in ("lb", "ub", "step"))
     trips = 1
-    for lo, hi, st in zip(*(part.split(",") for part in (lb, ub, step))):
-        vals = [consts.get(t.strip(), None) if t.strip().startswith("%") else _int(t) for t in (lo, hi, st)]
-        if any(v is None for v in vals) or not vals[2]:
+    for lo, hi, st in zip(*(b.split(",") for b in bounds)):
+        low, high, step = (_index(t, consts) for t in (lo, hi, st))
+        if low is None or high is None or not step:
             return None
-        trips *= max(0, -(-(vals[1] - vals[0]) // vals[2]))  # type: ignore[operator]
+        trips *= max(0, -(-(high - low) // step))
     return trips
 
 
-def _int(text: str) -> int | None:
+def _index(text: str, consts: Mapping[str, int]) -> int | None:
+    """An index operand's value: a literal, or an ``arith.constant`` seen before; else None."""
+    text = text.strip()
+    if text.startswith("%"):
+        return consts.get(text)
     try:
-        return int(text.strip())
+        return int(text)
     except ValueError:
         return None
 
@@ -172,14 +176,10 @@ def _in_loops(m: re.Match[str], loops: list[tuple[int, int | None]], dynamic: tu
     """Bytes a load or store moves per launch: its tile's, once per iteration of the loops
     around it; where a trip count is unknown (dynamic bounds), the whole binding's
     (a split-reduction loop covers its binding)."""
-    tile = _tensor_bytes(m["type"], dynamic)
-    if not loops:
-        return tile
-    trips = math.prod(t for _, t in loops if t is not None)
-    if all(t is not None for _, t in loops):
-        return tile * trips
-    binding = m["binding"] if "binding" in m.re.groupindex else None
-    return _tensor_bytes(binding, dynamic) if binding else tile * trips
+    trips = [t for _, t in loops if t is not None]
+    if len(trips) < len(loops):
+        return _tensor_bytes(m["binding"], dynamic)
+    return _tensor_bytes(m["type"], dynamic) * math.prod(trips)
 
 
 def dispatch_functions(text: str, dynamic: tuple[int, ...] = ()) -> dict[str, DispatchTraffic]:
