@@ -112,16 +112,20 @@ def call_args(sig, seed: int = 0) -> dict:
     from boo_build import ops
     from boo_build.stages.torch_modules import sample_args
 
-    if sig.op not in ("layer_norm", "rms_norm"):
+    if sig.op not in ("layer_norm", "rms_norm", "group_norm"):
         raise NotImplementedError(f"no entry-point call for op {sig.op}")
     fwd = sample_args(sig.replace(mask=1), seed)
     x, w = fwd[0], (fwd[1] if sig.affine else None)
     a = {"x": x, "w": w, "b": fwd[2] if sig.bias else None, "ns": tuple(sig.normalized_shape)}
+    if sig.op == "group_norm":  # ATen's (N, C, HxW, group) in place of a normalized shape
+        a["ns"] = (x.shape[0], x.shape[1], math.prod(x.shape[2:]), sig.groups)
     if not sig.is_forward:
         a["gy"] = torch.randn(sig.input_shape, generator=torch.Generator().manual_seed(seed + 1)).to(x.dtype)
         a["mask"] = tuple(bool(sig.mask & bit) for bit in ops.get(sig.op).grads)
         if sig.op == "layer_norm":
             a["stats"] = tuple(torch.ops.aten.native_layer_norm(x, list(a["ns"]), a["w"], a["b"], sig.eps)[1:])
+        elif sig.op == "group_norm":
+            a["stats"] = tuple(torch.ops.aten.native_group_norm(x, a["w"], a["b"], *a["ns"], sig.eps)[1:])
         else:
             a["stats"] = (torch.ops.aten._fused_rms_norm(x, list(a["ns"]), w, sig.eps)[1],)
     return a
@@ -135,8 +139,13 @@ def loader_call(bundle, sig, seed: int = 0, args: dict | None = None):
     if sig.is_forward:
         if sig.op == "layer_norm":
             return lambda: bundle.native_layer_norm(x, ns, w, b, sig.eps)
+        if sig.op == "group_norm":
+            return lambda: bundle.native_group_norm(x, w, b, *ns, sig.eps)
         return lambda: bundle.fused_rms_norm(x, ns, w, sig.eps)
     gy, mask, stats = a["gy"], a["mask"], a["stats"]
+    if sig.op == "group_norm":
+        mean, rstd = stats
+        return lambda: bundle.native_group_norm_backward(gy, x, mean, rstd, w, *ns, mask, eps=sig.eps)
     if sig.op == "layer_norm":
         mean, rstd = stats
         return lambda: bundle.native_layer_norm_backward(gy, x, ns, mean, rstd, w, b, mask, eps=sig.eps)
@@ -147,7 +156,7 @@ def loader_call(bundle, sig, seed: int = 0, args: dict | None = None):
 def direct_call(sig, args: dict):
     """torch's op called directly on the same tensors, the baseline of a routed call:
     ATen's ``.default`` overloads (``native_layer_norm``, ``native_layer_norm_backward``
-    with the mask, ``_fused_rms_norm``); for the RMS backward, which has no ATen CPU
+    with the mask, ``native_group_norm`` and its backward, ``_fused_rms_norm``); for the RMS backward, which has no ATen CPU
     kernel, the torch function the loader's route itself calls (``Op.eager_route``)."""
     import torch
 
@@ -155,6 +164,11 @@ def direct_call(sig, args: dict):
 
     aten, a = torch.ops.aten, args
     x, w, b, ns = a["x"], a["w"], a["b"], list(a["ns"])
+    if sig.op == "group_norm":  # ns: (N, C, HxW, group)
+        if sig.is_forward:
+            return lambda: aten.native_group_norm.default(x, w, b, *ns, sig.eps)
+        gy, (mean, rstd), mask = a["gy"], a["stats"], list(a["mask"])
+        return lambda: aten.native_group_norm_backward.default(gy, x, mean, rstd, w, *ns, mask)
     if sig.op == "layer_norm":
         if sig.is_forward:
             return lambda: aten.native_layer_norm.default(x, ns, w, b, sig.eps)

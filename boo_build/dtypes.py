@@ -7,6 +7,7 @@ name, each library imported only by the function that returns its dtype.
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 
 # dtype name -> short code used in signature keys
 CODES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
@@ -18,6 +19,31 @@ ALIASES = {
     "float16": "float16", "f16": "float16", "fp16": "float16", "half": "float16",
     "bfloat16": "bfloat16", "bf16": "bfloat16", "bfp16": "bfloat16",
 }
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    atol: float
+    rtol: float
+
+
+# What a kernel's output may miss its float64 reference by, per dtype: the
+# validation's rule (``boo_build.stages.tolerances``, which says how they enter
+# it) and ``replace_norms``' check of a look-alike class's math. Here, beside
+# the dtypes, because the loader's side reads them too.
+TOLERANCES = {
+    # float32: accumulation error of reductions over a few thousand elements.
+    "float32": Tolerance(atol=1e-4, rtol=1e-4),
+    # float16: 11-bit mantissa, unit roundoff 4.9e-4, a few roundings per output.
+    "float16": Tolerance(atol=4e-3, rtol=4e-3),
+    # bfloat16: 8-bit mantissa, unit roundoff 3.9e-3: 4 units each (8 would
+    # let a uniform 5 % error pass).
+    "bfloat16": Tolerance(atol=1.6e-2, rtol=1.6e-2),
+}
+
+
+def tolerance(dtype: str) -> Tolerance:
+    return TOLERANCES[dtype]
 
 
 def canonical(name: object) -> str | None:

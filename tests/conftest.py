@@ -6,7 +6,7 @@ import pytest
 # helpers.py holds asserts too: rewrite them as in the test files
 pytest.register_assert_rewrite("helpers")
 
-from helpers import build_kernels  # noqa: E402
+from helpers import build_group_norms, build_kernels  # noqa: E402
 
 from boo_build.loader import open_bundle  # noqa: E402
 
@@ -15,6 +15,12 @@ from boo_build.loader import open_bundle  # noqa: E402
 def built(tmp_path_factory):
     """The session's compiled kernels and their bundle (helpers.build_kernels)."""
     return build_kernels(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def gn_built(tmp_path_factory):
+    """The session's group-norm build (helpers.GN_MANIFEST): its output folder."""
+    return build_group_norms(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

@@ -17,9 +17,9 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
+import torch
 
 from boo_build.loader.bundle import read_archive
 from boo_build.loader.format import CandidateRecord, EagerPreference, KernelRecord, TargetRecord
@@ -28,9 +28,6 @@ from boo_build.signature import KernelSignature, ModuleId
 from boo_build.stages.pack import canonical_json, compress, kernel_record, pack_bundle, packed_impl, tar_bytes
 from boo_build.stages.tolerances import tolerance
 from boo_build.targets import catalogue
-
-if TYPE_CHECKING:
-    import torch
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -179,6 +176,118 @@ def build_kernels(tmp_path_factory) -> Built:
                                kernels=kernels, vmfbs=vmfbs, provenance=PROVENANCE, csv_bytes=CSV)
             _BUILT = Built(root, vmfb, targets, kernels, vmfbs, path)
         return _BUILT
+
+
+# ------------------------------------------- the session's group-norm build
+# (the ``gn_built`` fixture in conftest.py: tests/test_group_norm.py's build, and
+# every group-norm mask for tests/test_layouts.py)
+GN_MANIFEST = """\
+commands = [
+    "groupnorm -n 2 -c 4 -H 0 -W 3 -g 2 -F 1",   # the first entry's forward (one spatial dim)
+]
+
+[bundle]
+name = "gn-test"
+version = "0.1.0"
+targets = ["cpu"]
+
+# float32, one spatial dim: every mask (the manual implementation; both for 1 and 14)
+[[kernels]]
+op = "group_norm"
+input_shape = [2, 4, 3]
+groups = 2
+masks = [1, 2, 4, 6, 8, 10, 12, 14]
+impls = ["manual"]
+
+[[kernels]]
+op = "group_norm"
+input_shape = [2, 4, 3]
+groups = 2
+masks = [1, 14]
+impls = ["aten"]
+
+# float16, three spatial dims, groups == C (instance norm)
+[[kernels]]
+op = "group_norm"
+input_shape = [2, 4, 2, 2, 3]
+groups = 4
+dtype = "float16"
+masks = [1, 14]
+
+# bfloat16, groups == 1
+[[kernels]]
+op = "group_norm"
+input_shape = [3, 6, 2, 2]
+groups = 1
+dtype = "bfloat16"
+masks = [1, 14]
+
+# the other affine forms: neither weight nor bias; a weight only
+[[kernels]]
+op = "group_norm"
+input_shape = [2, 4, 3]
+groups = 2
+affine = false
+masks = [1, 2]
+impls = ["manual"]
+
+[[kernels]]
+op = "group_norm"
+input_shape = [2, 4, 3]
+groups = 2
+bias = false
+masks = [1, 6]
+impls = ["manual"]
+
+# any batch: the conv net's norms below (the aten forward does not export with a
+# dynamic batch: its decomposition's as_strided wants static sizes)
+[[kernels]]
+op = "group_norm"
+input_shape = ["batch", 8, 6, 6]
+groups = 4
+masks = [1, 14]
+impls = ["manual"]
+"""
+
+
+def build_group_norms(tmp_path_factory) -> Path:
+    """``GN_MANIFEST`` built by ``boo-build build`` (validated, not benchmarked:
+    bench.csv still has a row per kernel; the benchmarks would triple the build's
+    time, tests/test_benchmark.py covers them) -> its output folder."""
+    d = tmp_path_factory.mktemp("gn")
+    (d / "gn.toml").write_text(GN_MANIFEST)
+    proc = subprocess.run([str(BIN / "boo-build"), "build", "gn.toml", "--out", "out", "-q", "--no-bench"], cwd=d,
+                          env=env(), capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # every kernel validated against the reference
+    return d / "out"
+
+
+def with_extra_kernels(tmp_path_factory, extra, name: str) -> Path:
+    """A CPU bundle ``name``-0.1.0 of the session's kernels and ``extra``, (signature,
+    impl) pairs exported and compiled here (one impl each, recorded as validated)."""
+    from boo_build.stages.compile import compile_mlir
+    from boo_build.stages.export import export_mlir
+    from boo_build.targets import dynamic_flags
+
+    built = build_kernels(tmp_path_factory)
+    root = tmp_path_factory.mktemp(name)
+    cpu = catalogue()["cpu"]
+    entries, vmfbs = built.entries(targets=("cpu",)), dict(built.vmfbs)
+    mids = [ModuleId(sig, impl) for sig, impl in extra]
+    texts = {mid: export_mlir(mid) for mid in mids}  # in-process: one at a time
+
+    def comp(mid):
+        res = compile_mlir(texts[mid], cpu.flags + dynamic_flags(cpu, mid.signature.is_dynamic))
+        assert res.ok, f"{mid.key}: {res.error}"
+        return res.vmfb
+
+    with ThreadPoolExecutor(max(1, min(2, os.cpu_count() or 1))) as ex:
+        compiled = list(ex.map(comp, mids))
+    for (sig, impl), vmfb in zip(extra, compiled):
+        art = packed_impl(vmfbs, "cpu", sig, impl, vmfb, validation={"status": "passed"}, benchmark={"median_us": 1.0})
+        entries.append(kernel_record(sig, {"cpu": TargetRecord.available(impl, {impl: art}, "only one")}))
+    return pack_bundle(root / "out", name=name, version="0.1.0", targets=[cpu], kernels=entries, vmfbs=vmfbs,
+                       provenance=PROVENANCE, csv_bytes=CSV)
 
 
 # ------------------------------------------------------ changed bundle copies
@@ -337,3 +446,61 @@ def one_error(tmp_path, body, **kw) -> str:
 
 def keys(m: Manifest) -> list[str]:
     return [k.signature.key for k in m.kernels]
+
+
+# ---------------------------------------- RMS norm classes of other libraries
+# (rms_classes: tests/test_torch_integration.py, tests/test_trace.py)
+class _WeightAndVarianceEpsilon(torch.nn.Module):
+    """What Llama's, Cohere's and Qwen's norm classes hold: a weight of ones, a ``variance_epsilon``."""
+
+    def __init__(self, hidden_size, eps=1e-6):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+
+
+class LlamaRMSNorm(_WeightAndVarianceEpsilon):
+    """RMS norm as Hugging Face's Llama writes it."""
+
+    def forward(self, hidden_states):
+        dtype = hidden_states.dtype
+        h = hidden_states.to(torch.float32)
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
+        return self.weight * h.to(dtype)
+
+
+# Written as transformers writes them (no network): each computes something else than
+# F.rms_norm(x, weight.shape, weight, eps), or takes more than the input.
+class GemmaRMSNorm(torch.nn.Module):
+    """Gemma's: eps named ``eps``, the weight stored as an offset from 1 (zeros at init)."""
+
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = torch.nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x):
+        out = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.eps)
+        return (out * (1.0 + self.weight.float())).type_as(x)
+
+
+class CohereLayerNorm(_WeightAndVarianceEpsilon):
+    """Cohere's: a ``variance_epsilon``, but it subtracts the mean."""
+
+    def forward(self, hidden_states):
+        dtype = hidden_states.dtype
+        h = hidden_states.to(torch.float32)
+        h = h - h.mean(-1, keepdim=True)
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
+        return (self.weight.to(torch.float32) * h).to(dtype)
+
+
+class RMSNormGated(LlamaRMSNorm):
+    """Qwen3-Next's gated norm: Llama's math, then a gate the forward takes too."""
+
+    def forward(self, hidden_states, gate):
+        return super().forward(hidden_states) * torch.nn.functional.silu(gate.float()).to(hidden_states.dtype)
+
+
+LOOKALIKES = {GemmaRMSNorm: "scales by 1 + weight", CohereLayerNorm: "subtracts the mean",
+              RMSNormGated: "forward takes more than the input (forward(hidden_states, gate))"}

@@ -180,86 +180,10 @@ def test_autocast_runs_the_op_in_float32_on_cuda():
 
 
 # ------------------------------------------------------------------ one build
-MANIFEST = """\
-commands = [
-    "groupnorm -n 2 -c 4 -H 0 -W 3 -g 2 -F 1",   # the first entry's forward (one spatial dim)
-]
-
-[bundle]
-name = "gn-test"
-version = "0.1.0"
-targets = ["cpu"]
-
-# float32, one spatial dim: every mask (the manual implementation; both for 1 and 14)
-[[kernels]]
-op = "group_norm"
-input_shape = [2, 4, 3]
-groups = 2
-masks = [1, 2, 4, 6, 8, 10, 12, 14]
-impls = ["manual"]
-
-[[kernels]]
-op = "group_norm"
-input_shape = [2, 4, 3]
-groups = 2
-masks = [1, 14]
-impls = ["aten"]
-
-# float16, three spatial dims, groups == C (instance norm)
-[[kernels]]
-op = "group_norm"
-input_shape = [2, 4, 2, 2, 3]
-groups = 4
-dtype = "float16"
-masks = [1, 14]
-
-# bfloat16, groups == 1
-[[kernels]]
-op = "group_norm"
-input_shape = [3, 6, 2, 2]
-groups = 1
-dtype = "bfloat16"
-masks = [1, 14]
-
-# the other affine forms: neither weight nor bias; a weight only
-[[kernels]]
-op = "group_norm"
-input_shape = [2, 4, 3]
-groups = 2
-affine = false
-masks = [1, 2]
-impls = ["manual"]
-
-[[kernels]]
-op = "group_norm"
-input_shape = [2, 4, 3]
-groups = 2
-bias = false
-masks = [1, 6]
-impls = ["manual"]
-
-# any batch: the conv net's norms below (the aten forward does not export with a
-# dynamic batch: its decomposition's as_strided wants static sizes)
-[[kernels]]
-op = "group_norm"
-input_shape = ["batch", 8, 6, 6]
-groups = 4
-masks = [1, 14]
-impls = ["manual"]
-"""
-
-
+# (helpers.GN_MANIFEST, built once per session: tests/test_layouts.py runs it too)
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    d = tmp_path_factory.mktemp("gn")
-    (d / "gn.toml").write_text(MANIFEST)
-    # validated, not benchmarked (bench.csv still has a row per kernel): the benchmarks
-    # would triple the build's time; tests/test_benchmark.py covers them
-    proc = subprocess.run([str(BIN / "boo-build"), "build", "gn.toml", "--out", "out", "-q", "--no-bench"], cwd=d,
-                          env=env(),
-                          capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stdout + proc.stderr  # every kernel validated against the reference
-    return d / "out"
+def built(gn_built):
+    return gn_built
 
 
 @pytest.fixture(scope="module")

@@ -13,15 +13,24 @@ import sys
 
 import pytest
 import torch
-from helpers import CSV, F32_EPS, PROVENANCE, REPO, _ln, _rms32, build_kernels
+from helpers import (
+    F32_EPS,
+    LOOKALIKES,
+    REPO,
+    CohereLayerNorm,
+    GemmaRMSNorm,
+    LlamaRMSNorm,
+    RMSNormGated,
+    _ln,
+    _rms32,
+    assert_close,
+    with_extra_kernels,
+)
 from torch._dynamo.testing import CompileCounterWithBackend
 
 from boo_build.loader import nn as boo_nn
 from boo_build.loader import open_bundle
-from boo_build.loader.format import TargetRecord
-from boo_build.signature import KernelSignature, ModuleId
-from boo_build.stages.pack import kernel_record, pack_bundle, packed_impl
-from boo_build.targets import catalogue, dynamic_flags
+from boo_build.signature import KernelSignature
 
 W = 10
 # Kernels besides the session's (static float32 4x6x10, every mask the tests use):
@@ -38,22 +47,7 @@ DYN = EXTRA[2][0]
 @pytest.fixture(scope="module")
 def path(tmp_path_factory):
     """One CPU bundle: the session's kernels and EXTRA."""
-    from boo_build.stages.compile import compile_mlir
-    from boo_build.stages.export import export_mlir
-
-    built = build_kernels(tmp_path_factory)
-    root = tmp_path_factory.mktemp("torch-kernels")
-    cpu = catalogue()["cpu"]
-    entries, vmfbs = built.entries(targets=("cpu",)), dict(built.vmfbs)
-    for sig, impl in EXTRA:
-        mid = ModuleId(sig, impl)
-        res = compile_mlir(export_mlir(mid), cpu.flags + dynamic_flags(cpu, sig.is_dynamic))
-        assert res.ok, f"{mid.key}: {res.error}"
-        art = packed_impl(vmfbs, "cpu", sig, impl, res.vmfb, validation={"status": "passed"},
-                          benchmark={"median_us": 1.0})
-        entries.append(kernel_record(sig, {"cpu": TargetRecord.available(impl, {impl: art}, "only one")}))
-    return pack_bundle(root / "out", name="torch-norms", version="0.1.0", targets=[cpu], kernels=entries,
-                       vmfbs=vmfbs, provenance=PROVENANCE, csv_bytes=CSV)
+    return with_extra_kernels(tmp_path_factory, EXTRA, "torch-norms")
 
 
 class Net(torch.nn.Module):
@@ -235,21 +229,6 @@ def test_autocast_gives_torch_dtypes(path):
 
 
 # ----------------------------------------------------------- replace_norms
-class LlamaRMSNorm(torch.nn.Module):
-    """RMS norm as Hugging Face's Llama writes it."""
-
-    def __init__(self, hidden_size, eps=1e-6):
-        super().__init__()
-        self.weight = torch.nn.Parameter(torch.ones(hidden_size))
-        self.variance_epsilon = eps
-
-    def forward(self, hidden_states):
-        dtype = hidden_states.dtype
-        h = hidden_states.to(torch.float32)
-        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
-        return self.weight * h.to(dtype)
-
-
 class NoEps(torch.nn.Module):  # named in rms_classes, but not of the Llama form
     def __init__(self):
         super().__init__()
@@ -292,8 +271,14 @@ def test_replace_norms_keeps_parameters_and_reports_what_it_left(path):
     assert "eps 0.001" in left["rms_eps"] and "[10] float32" in left["rms_eps"]  # what it lacks, what it has
     assert "normalized shape [12]" in left["wide"] and "no weight" in left["plain"]
     assert "dtype float64" in left["f64"] and "subclass of torch.nn.LayerNorm" in left["sub"]
-    assert "variance_epsilon" in left["noeps"]
+    assert left["noeps"] == ("named in rms_classes, but it has no numeric eps (`variance_epsilon` or `eps`); "
+                             "it defines no forward")
     assert "3 replaced, 6 left" in str(report) and "rms_eps" in str(report)
+    # exactly what the kernels serve, per mask where they differ: the forward also has a bounded dynamic kernel
+    assert report.replaced[0].serves == (
+        "serves input shapes [rows, 10] (any leading dims, of any rank: [..., 10], at most 65536 elements), "
+        "[4, 6, 10] for mask 1; input shape [4, 6, 10] for masks 2, 6, 14: a call of another shape "
+        "raises KernelNotFound"), report
 
     # same Parameter objects, flags, eps; the Llama norm is one new module in both places
     assert dict(m.named_parameters(remove_duplicate=False)) == params
@@ -331,6 +316,55 @@ def test_replace_norms_keeps_parameters_and_reports_what_it_left(path):
     m = _zoo()
     report = boo_nn.replace_norms(m, str(path), fallback="eager")
     assert {s.name for s in report.left} == {"f64", "sub"} and m.wide.bundle.fallback == "eager"
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_rms_form_names_what_each_lookalike_computes(dtype):
+    from boo_build.torch_classes import rms_form
+
+    dt = getattr(torch, dtype)
+    for cls, why in LOOKALIKES.items():
+        m = cls(W).to(dt)
+        form = rms_form(m)
+        assert len(form.problems) == 1 and form.problems[0].startswith(why), (cls.__name__, form)
+    assert rms_form(LlamaRMSNorm(W, eps=1e-6).to(dt)) == (1e-6, ())
+    noeps = rms_form(NoEps())
+    assert noeps.eps is None and noeps.problems == ("it has no numeric eps (`variance_epsilon` or `eps`)",
+                                                    "it defines no forward"), noeps
+
+
+def test_replace_norms_leaves_lookalikes_and_swaps_what_computes_rms_norm(path):
+    """Classes named in rms_classes whose math differs are left, each with its reason; the Llama
+    form and torch.nn.RMSNorm still swap. The check changes nothing: weights, random stream, hooks."""
+    b = open_bundle(path, device="local-task")
+    torch.manual_seed(0)
+    m = torch.nn.Module()
+    m.llama, m.torch_rms = LlamaRMSNorm(W, eps=F32_EPS), torch.nn.RMSNorm(W)
+    m.gemma, m.cohere, m.gated = GemmaRMSNorm(W, eps=F32_EPS), CohereLayerNorm(W, eps=F32_EPS), RMSNormGated(W)
+    with torch.no_grad():
+        m.gemma.weight.add_(0.3)  # trained weights: the check does not depend on them
+    weights = {n: p.detach().clone() for n, p in m.named_parameters()}
+    seen = []
+    for name in ("llama", "gemma", "cohere"):
+        getattr(m, name).register_forward_hook(lambda mod, a, out, name=name: seen.append(name))
+    state = torch.random.get_rng_state()
+    report = boo_nn.replace_norms(m, b, rms_classes=[LlamaRMSNorm, GemmaRMSNorm, CohereLayerNorm, RMSNormGated])
+
+    assert sorted(s.name for s in report.replaced) == ["llama", "torch_rms"], report
+    left = {s.name: s.reason for s in report.left}
+    for name, cls in (("gemma", GemmaRMSNorm), ("cohere", CohereLayerNorm), ("gated", RMSNormGated)):
+        assert left[name].startswith("named in rms_classes, but " + LOOKALIKES[cls]), left
+        assert type(getattr(m, name)) is cls  # left as it was
+    assert isinstance(m.llama, boo_nn.RMSNorm) and m.llama.eps == F32_EPS
+    assert all(torch.equal(p, weights[n]) for n, p in m.named_parameters()), "a weight changed"
+    assert torch.equal(torch.random.get_rng_state(), state) and not seen  # no random draw, no hook call
+    assert "2 replaced, 3 left" in str(report) and "scales by 1 + weight" in str(report)
+    # what is left still computes its own math; what is swapped, torch's RMS norm
+    x = torch.randn(4, 6, W) + 1
+    with torch.no_grad():
+        assert_close(m.llama(x), torch.nn.functional.rms_norm(x, (W,), m.llama.weight, F32_EPS), "float32")
+        gemma = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + F32_EPS) * (1 + m.gemma.weight)
+        assert_close(m.gemma(x), gemma, "float32")
 
 
 # ------------------------------------------------------------------- exit

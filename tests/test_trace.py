@@ -13,7 +13,17 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import F32_EPS, REPO, assert_close, boo
+from helpers import (
+    F32_EPS,
+    LOOKALIKES,
+    REPO,
+    CohereLayerNorm,
+    GemmaRMSNorm,
+    LlamaRMSNorm,
+    RMSNormGated,
+    assert_close,
+    boo,
+)
 
 from boo_build.loader import open_bundle
 from boo_build.loader.nn import replace_norms
@@ -74,7 +84,7 @@ def test_trace_writes_a_manifest_that_builds_and_serves_a_new_size(traced):
     boo_model = copy.deepcopy(ref)
     report = replace_norms(boo_model, bundle, rms_classes=["trace_model.LlamaRMSNorm"])
     assert sorted(s.name for s in report.replaced) == ["ln1", "ln2", "out_norm", "rms"] and not report.left, report
-    assert all(s.serves == "serves any input size (dynamic kernels)" for s in report.replaced), report
+    assert all(s.serves == "serves any input [..., 16] (dynamic kernels)" for s in report.replaced), report
     loss_ref, grads_ref = trace_model.train_step(ref, *THIRD)
     loss_boo, grads_boo = trace_model.train_step(boo_model, *THIRD)
     totals = bundle.stats(totals=True)
@@ -238,6 +248,68 @@ def test_other_threads_are_not_recorded_and_compiled_code_runs_eagerly():
     assert _keys(rec) == {_ln((2, 3, 16), 1): 3, _rms((2, 3, 16), 1): 2}
 
 
+class _CountedGemma(GemmaRMSNorm):
+    runs = 0
+
+    def forward(self, x):
+        type(self).runs += 1
+        return super().forward(x)
+
+
+class _Mixed(torch.nn.Module):
+    """A Llama norm, three look-alikes, a torch LayerNorm and an F.layer_norm call, width 10."""
+
+    def __init__(self):
+        super().__init__()
+        self.llama = LlamaRMSNorm(10, eps=F32_EPS)
+        self.gemma, self.cohere, self.gated = _CountedGemma(10), CohereLayerNorm(10), RMSNormGated(10)
+        self.ln = torch.nn.LayerNorm(10)
+
+    def forward(self, x):
+        h = self.cohere(self.gemma(self.llama(x)))
+        h = self.gated(h, x)
+        return self.ln(F.layer_norm(h, [10]))
+
+
+def test_lookalikes_are_checked_before_recording_and_function_calls_are_listed(built):
+    torch.manual_seed(0)
+    model = _Mixed()
+    twin = copy.deepcopy(model)
+    x = torch.randn(4, 6, 10) + 1
+    ref = model(x.clone().requires_grad_())
+    ref.sum().backward()
+    _CountedGemma.runs = 0
+    with record_norms(rms_classes=[LlamaRMSNorm, _CountedGemma, CohereLayerNorm, RMSNormGated]) as rec:
+        for _ in range(2):
+            out = twin(x.clone().requires_grad_())
+            out.sum().backward()
+    assert torch.equal(out, ref)  # the checks change nothing the model computes
+    assert _CountedGemma.runs == 2 + 1  # the model's two calls, and one check (once per module)
+    unrecorded = {u.source.rsplit(".", 1)[1]: u for u in rec.unrecorded}
+    assert sorted(unrecorded) == ["CohereLayerNorm", "RMSNormGated", "_CountedGemma"], rec.unrecorded
+    for name, cls in (("_CountedGemma", GemmaRMSNorm), ("CohereLayerNorm", CohereLayerNorm),
+                      ("RMSNormGated", RMSNormGated)):
+        u = unrecorded[name]
+        assert u.calls == 2 and u.reason.startswith("named in rms_classes, but " + LOOKALIKES[cls]), u
+        assert u.reason.endswith("(replace_norms leaves it)") and ";" not in u.reason  # one condition failed
+    rms = KernelSignature("rms_norm", (4, 6, 10), (10,), "float32", 1, eps=F32_EPS, bias=False).key
+    ln_f = KernelSignature("layer_norm", (4, 6, 10), (10,), "float32", 1, affine=False, bias=False).key
+    ln_m = KernelSignature("layer_norm", (4, 6, 10), (10,), "float32", 1).key
+    assert {k: n for k, n in _keys(rec).items() if k.endswith("-m1")} == {rms: 2, ln_f: 2, ln_m: 2}
+    (fc,) = rec.function_calls()
+    assert (fc.source, fc.op, fc.calls, fc.keys) == ("F.layer_norm", "layer_norm", 2, (ln_f,))
+    assert ("not swappable F.layer_norm: 2 calls (1 kernel signature) are function calls, not modules: "
+            "replace_norms cannot swap them; to serve them, hold a boo_build.loader.nn.LayerNorm") in rec.table()
+
+    # replace_norms with the recording: the same list, beside what it swapped and left
+    report = replace_norms(twin, open_bundle(built.path, device="local-task"),
+                           rms_classes=[LlamaRMSNorm, _CountedGemma, CohereLayerNorm, RMSNormGated], recording=rec)
+    assert sorted(s.name for s in report.replaced) == ["llama", "ln"] and len(report.left) == 3, report
+    assert report.function_calls == (fc,) and f"  not swappable {fc}" in str(report)
+    assert "2 replaced, 3 left, 1 function not swappable" in str(report)
+    assert replace_norms(copy.deepcopy(model), open_bundle(built.path, device="local-task")).function_calls == ()
+
+
 # ------------------------------------------------------------ the manifest
 def _calls(*items):
     return [RecordedCall(KernelSignature.parse(k), n, ("test",)) for k, n in items]
@@ -363,7 +435,7 @@ def test_report_says_which_sizes_a_static_bundle_serves(built):
         b = open_bundle(built.path, device="local-task", fallback=fallback)
         report = replace_norms(torch.nn.Sequential(torch.nn.LayerNorm(10)), b)
         (swapped,) = report.replaced
-        assert swapped.serves == f"serves only input shape [4, 6, 10]: a call of another size {other}", report
+        assert swapped.serves == f"serves only input shape [4, 6, 10]: a call of another shape {other}", report
         assert swapped.serves in str(report)
 
 
@@ -489,7 +561,9 @@ def test_group_norm_is_recorded_and_its_bundle_trains_a_new_batch_size(gn_traced
     boo_model = copy.deepcopy(ref)
     report = replace_norms(boo_model, bundle)
     assert [s.name for s in report.replaced] == ["gn1", "gn2"] and not report.left, report
-    assert all(s.serves == "serves any input size (dynamic kernels)" for s in report.replaced), report
+    # dynamic in the batch only: the spatial sizes are the kernels' own
+    assert all(s.serves == "serves input shape [batch, 8, 4, 4] (any batch): a call of another shape raises "
+               "KernelNotFound" for s in report.replaced), report
     loss_ref, grads_ref = _conv_step(ref, 3, seed=1)
     loss_boo, grads_boo = _conv_step(boo_model, 3, seed=1)
     totals = bundle.stats(totals=True)

@@ -296,6 +296,7 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
                                                        str(lay.validation(t.name, mid, v)), dev, run,
                                                        config.scheduler, shapes])],
                         "file_dep": [str(STAGES_DIR / f) for f in ("tolerances.py", "reference.py", "validate.py")]
+                        + [str(PKG_DIR / "dtypes.py")]  # the tolerance table
                         + list(OP_SOURCES),  # the reference's forward is the op's
                         "task_dep": [f"compile:{p.manifest.bundle.name}/{t.name}/{name}"],
                         "targets": [str(lay.validation(t.name, mid, v))],

@@ -41,7 +41,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--static", type=int, default=4, metavar="N",
                    help="static entries beside a dynamic one: its N most-called shapes (default 4)")
     p.add_argument("--rms-class", action="append", default=[], metavar="module.Class",
-                   help="a Llama-style RMS norm class (weight, variance_epsilon) to record; repeatable")
+                   help="a Llama-style RMS norm class (weight, variance_epsilon or eps) to record; repeatable")
     p.add_argument("--merge", type=Path, metavar="OLD.toml",
                    help="add to this manifest (its text, comments and [bundle] kept) what it does not cover")
     p.add_argument("script", type=Path, help="the Python script to run")

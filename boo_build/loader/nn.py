@@ -33,8 +33,9 @@ import torch
 
 from .. import dtypes
 from .. import ops as op_registry
+from ..shapes import DEFAULT_MAX_ELEMENTS
 from ..signature import KernelSignature, SignatureError
-from ..torch_classes import class_label, spelling_of
+from ..torch_classes import FunctionCalls, class_label, rms_form, spelling_of
 from . import custom_ops
 from .bundle import FALLBACKS, Bundle, open_bundle
 from .custom_ops import BUNDLE_ENV, default_bundle, set_default_bundle
@@ -204,17 +205,23 @@ class Left:
 
 @dataclass(frozen=True)
 class ReplaceReport:
-    """What ``replace_norms`` did: every norm it found, replaced or left with its reason."""
+    """What ``replace_norms`` did: every norm it found, replaced or left with its reason;
+    given a recording of the model's calls, the norm calls it cannot swap (``function_calls``)."""
 
     bundle: str
     replaced: tuple[Swapped, ...]
     left: tuple[Left, ...]
+    function_calls: tuple[FunctionCalls, ...] = ()  # calls through functions: no module to swap
 
     def __str__(self) -> str:
-        lines = [f"replace_norms with {self.bundle}: {len(self.replaced)} replaced, {len(self.left)} left"]
+        head = f"replace_norms with {self.bundle}: {len(self.replaced)} replaced, {len(self.left)} left"
+        if self.function_calls:
+            head += f", {len(self.function_calls)} function{'s' if len(self.function_calls) > 1 else ''} not swappable"
+        lines = [head]
         lines += [f"  replaced {s.name or '(model)'}: {s.was} -> {s.now}" + (f" ({s.note})" if s.note else "")
                   + (f"; {s.serves}" if s.serves else "") for s in self.replaced]
         lines += [f"  left     {s.name or '(model)'}: {s.was}: {s.reason}" for s in self.left]
+        lines += [f"  not swappable {f}" for f in self.function_calls]
         return "\n".join(lines)
 
 
@@ -282,10 +289,29 @@ def _check(bundle: Bundle, op: str, normalized_shape: tuple[int, ...], params: l
     return "", ""
 
 
+def _shape_form(s: KernelSignature) -> tuple[str, bool]:
+    """(the input shapes kernel ``s`` takes, as a user reads them; whether it takes
+    every input of its normalized shape: any leading dims, flattened, at the default bound)."""
+    shape = "[" + ", ".join(str(d) for d in s.input_shape) + "]"
+    if not s.is_dynamic:
+        return shape, False
+    n = len(s.normalized_shape)
+    lead = s.input_shape[:len(s.input_shape) - n]
+    bounded = s.max_elements != DEFAULT_MAX_ELEMENTS
+    limit = f", at most {s.max_elements} elements" if bounded else ""
+    if n and all(isinstance(d, str) for d in lead) and len(set(lead)) == len(lead):  # KernelSignature.bind
+        tail = ", ".join(str(d) for d in s.normalized_shape)
+        return f"{shape} (any leading dims, of any rank: [..., {tail}]{limit})", not bounded
+    names = ", ".join(dict.fromkeys(d for d in s.input_shape if isinstance(d, str)))
+    return f"{shape} (any {names}{limit})", False
+
+
 def _serves(bundle: Bundle, op: str, normalized_shape: tuple[int, ...], params: list[torch.Tensor], affine: bool,
             bias: bool, eps: float) -> str:
-    """Which input sizes the bundle's kernels for this norm serve (any, through
-    a dynamic kernel, or the static shapes listed), and what another size does."""
+    """Exactly which input shapes the bundle's kernels for this norm take, per mask
+    where they differ (a dynamic kernel: its named dims any size, all its leading
+    dims where they are all named; a static one: its shape), and what a call of
+    another shape does."""
     kinds = (str(params[0].dtype).removeprefix("torch."),) if params else dtypes.NAMES
     want = _family_masks(op, normalized_shape, kinds, affine, bias, eps)
     found: dict[int, list[KernelSignature]] = {}
@@ -295,38 +321,45 @@ def _serves(bundle: Bundle, op: str, normalized_shape: tuple[int, ...], params: 
             found.setdefault(served, []).append(s)
     if 1 not in found:  # no forward kernel: the note says what runs
         return ""
-    dynamic = sorted(m for m, sigs in found.items() if any(s.is_dynamic for s in sigs))
-    static = sorted(set(found) - set(dynamic))
-    if not static:
-        return "serves any input size (dynamic kernels)"
-    shapes = sorted({tuple(s.input_shape) for m in static for s in found[m]}, key=lambda t: (len(t), t))
-    listed = ", ".join(str(list(t)) for t in shapes[:4]) + (f" and {len(shapes) - 4} more" if len(shapes) > 4 else "")
+    forms: dict[int, dict[str, bool]] = {}
+    for mask, sigs in found.items():
+        # dynamic kernels first, then the static shapes by rank and size
+        for sig in sorted(sigs, key=lambda s: (not s.is_dynamic, len(s.input_shape), str(s.input_shape))):
+            text, every = _shape_form(sig)
+            forms.setdefault(mask, {})[text] = every
+    if all(any(f.values()) for f in forms.values()):  # every mask: any input of this normalized shape
+        shape = ", ".join(str(d) for d in normalized_shape)
+        return f"serves any input [..., {shape}] (dynamic kernels)"
+    by_forms: dict[tuple[str, ...], list[int]] = {}
+    for mask in sorted(forms):
+        by_forms.setdefault(tuple(forms[mask]), []).append(mask)
+    dynamic = any(s.is_dynamic for sigs in found.values() for s in sigs)
+
+    def listed(texts: tuple[str, ...]) -> str:
+        head = "input shape" + ("s" if len(texts) > 1 else "")
+        more = f" and {len(texts) - 4} more" if len(texts) > 4 else ""
+        return f"{head} {', '.join(texts[:4])}{more}"
+
+    if len(by_forms) == 1:
+        what = listed(next(iter(by_forms)))
+    else:
+        what = "; ".join(f"{listed(texts)} for mask{'s' if len(ms) > 1 else ''} {', '.join(map(str, ms))}"
+                         for texts, ms in by_forms.items())
     other = ("raises KernelNotFound" if bundle.fallback is None
              else "runs torch's op (fallback='eager', counted as a miss)")
-    masks = lambda ms: f"mask{'s' if len(ms) > 1 else ''} {', '.join(map(str, ms))}"  # noqa: E731
-    head = f"serves any input size for {masks(dynamic)}, {masks(static)} only" if dynamic else "serves only"
-    return f"{head} input shape{'s' if len(shapes) > 1 else ''} {listed}: a call of another size {other}"
-
-
-def _llama_form(m: torch.nn.Module) -> str:
-    """Why a module named in ``rms_classes`` is not of the Llama form, or ""."""
-    w = getattr(m, "weight", None)
-    if not isinstance(w, torch.nn.Parameter):
-        return "named in rms_classes, but it has no `weight` Parameter"
-    eps = getattr(m, "variance_epsilon", None)
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)):
-        return "named in rms_classes, but it has no numeric `variance_epsilon`"
-    return ""
+    return f"serves {'' if dynamic else 'only '}{what}: a call of another shape {other}"
 
 
 def replace_norms(model: torch.nn.Module, bundle: Bundle | str | os.PathLike | None = None, *,
-                  fallback: str | None = None, rms_classes: Iterable[type | str] = ()) -> ReplaceReport:
+                  fallback: str | None = None, rms_classes: Iterable[type | str] = (),
+                  recording: Any = None) -> ReplaceReport:
     """Replace, in place, every ``torch.nn.LayerNorm``, ``torch.nn.RMSNorm`` and ``torch.nn.GroupNorm``
     of ``model`` with this module's ``LayerNorm`` / ``RMSNorm`` / ``GroupNorm`` running
     ``bundle``'s kernels; returns a ``ReplaceReport`` of the norms replaced and
-    of those left, each with its reason; a replaced one's ``serves`` says which
-    input sizes the bundle's kernels take (any, through dynamic kernels, or
-    the static shapes listed) and what a call of another size does.
+    of those left, each with its reason; a replaced one's ``serves`` says exactly
+    which input shapes the bundle's kernels take, per mask where they differ (a
+    dynamic kernel's named dims any size; a static kernel its shape), and what a
+    call of another shape does.
 
     A replaced norm keeps its ``Parameter`` objects (an optimizer built before
     keeps working), their ``requires_grad``, device and dtype, its eps (None
@@ -341,11 +374,23 @@ def replace_norms(model: torch.nn.Module, bundle: Bundle | str | os.PathLike | N
     bundle's own fallback.
 
     ``rms_classes``: classes (or class names) of RMS norms written the Llama
-    way in other libraries: a ``weight`` Parameter and a ``variance_epsilon``,
-    computing in float32. Each such module is replaced by an ``RMSNorm`` over
-    its weight's shape holding the same weight (a new module: hooks on the old
-    one are not carried over); it then computes as ``torch.nn.RMSNorm`` does
-    (output in the input's dtype).
+    way in other libraries: a ``weight`` Parameter and an eps
+    (``variance_epsilon`` or ``eps``), computing ``F.rms_norm(x, weight.shape,
+    weight, eps)`` in float32. Each module of such a class is checked first
+    (``torch_classes.rms_form``: its forward takes the input alone, and on a
+    small input with a non-zero mean its output is that math within the
+    validation tolerance); one that fails is left, its reason naming each
+    condition (it "scales by 1 + weight", "subtracts the mean", its "forward
+    takes more than the input"...). The others are replaced by an ``RMSNorm``
+    over the weight's shape holding the same weight (a new module: hooks on the
+    old one are not carried over); it then computes as ``torch.nn.RMSNorm``
+    does (output in the input's dtype).
+
+    ``recording``: a ``boo_build.trace.Recording`` of the model's calls
+    (``with record_norms() as rec: model(x)``): the report then lists the norm
+    calls made through functions (``F.layer_norm``, ``torch.ops.aten.*``,
+    subclasses of torch's norms), which have no module to swap, and how to
+    serve them (``function_calls``).
     """
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -392,21 +437,25 @@ def replace_norms(model: torch.nn.Module, bundle: Bundle | str | os.PathLike | N
             base = next(c.__name__ for c in _SWAPS if isinstance(m, c))
             left.append(Left(name, was, f"a subclass of torch.nn.{base}: its forward may differ"))
         elif rms_classes and spelling_of(cls, rms_classes) is not None:
-            why = _llama_form(m) or ("the model itself: swap it where it is held" if not name else "")
+            form = rms_form(m)  # not torch's class: its form and math are checked before it is swapped
+            why = ("named in rms_classes, but " + "; ".join(form.problems) if form.problems
+                   else "the model itself: swap it where it is held" if not name else "")
             if not why:
-                w = m.weight
-                why, note = _check(b, "rms_norm", tuple(w.shape), [w], True, False, float(m.variance_epsilon))
+                w, eps = m.weight, form.eps
+                assert eps is not None  # no problems
+                why, note = _check(b, "rms_norm", tuple(w.shape), [w], True, False, eps)
             if why:
                 left.append(Left(name, was, why))
                 continue
-            new = RMSNorm(tuple(w.shape), eps=float(m.variance_epsilon), device="meta", bundle=b)
+            new = RMSNorm(tuple(w.shape), eps=eps, device="meta", bundle=b)
             new.weight = w  # the same Parameter
             new.train(m.training)
             for parent, attr in parents.get(id(m), ()):
                 setattr(parent, attr, new)
-            serves = _serves(b, "rms_norm", tuple(w.shape), [w], True, False, float(m.variance_epsilon))
+            serves = _serves(b, "rms_norm", tuple(w.shape), [w], True, False, eps)
             replaced.append(Swapped(name, was, class_label(RMSNorm), note, serves))
-    return ReplaceReport(repr(b), tuple(replaced), tuple(left))
+    calls = tuple(recording.function_calls()) if recording is not None else ()
+    return ReplaceReport(repr(b), tuple(replaced), tuple(left), calls)
 
 
 __all__ = ["LayerNorm", "RMSNorm", "GroupNorm", "replace_norms", "ReplaceReport", "Swapped", "Left", "set_default_bundle",

@@ -49,6 +49,18 @@ def norm_shape(normalized_shape) -> tuple[int, ...]:
         raise TypeError(f"normalized_shape must be an int or a sequence of ints, got {normalized_shape!r}") from None
 
 
+def dense(t):
+    """``t`` contiguous (None stays None; a contiguous tensor is returned as it is).
+    ATen's CPU norm kernels index some arguments as if they were contiguous
+    (torch 2.13: ``native_group_norm_backward`` reads a transposed, sliced or
+    channels-last ``grad_out`` or input, a strided weight or statistics, by their
+    sizes alone, and so does ``native_layer_norm_backward`` with strided
+    statistics; dx/dw/db come out off by 3-25), while torch's autograd always
+    hands them contiguous tensors. The loader's routes hand on whatever layout
+    the caller gave, so every torch call of an op's eager path goes through this."""
+    return t if t is None or t.is_contiguous() else t.contiguous()
+
+
 def stats_as(torch, t, sig):
     """Statistics ``t`` of a torch op in the kernel's dtype and layout; as they
     are where they already match (the loader's eager route runs this per call,
@@ -244,7 +256,7 @@ class Op:
         ns, mask, grads = self.eager_param(sig), sig.mask, self.grads
 
         def backward(gy, x, stats, w, b):
-            it = iter(self.eager_backward(ns, mask, gy, x, *(stats_as(torch, t, sig) for t in stats), w, b))
+            it = iter(self.eager_backward(ns, mask, gy, x, *(dense(stats_as(torch, t, sig)) for t in stats), w, b))
             return tuple([next(it) if mask & bit else None for bit in grads])
         return backward
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from . import loader_calls
-from .base import BIAS_GRAD, DEFAULT_EPS, INPUT_GRAD, WEIGHT_GRAD, Op, stats_as
+from .base import BIAS_GRAD, DEFAULT_EPS, INPUT_GRAD, WEIGHT_GRAD, Op, dense, stats_as
 
 MAX_SPATIAL = 3  # [N, C, D, H, W]: the kernels' ranks 2 to 5
 
@@ -166,7 +166,9 @@ class GroupNorm(Op):
         import torch
 
         n, c = x.shape[0], x.shape[1]
-        y, mean, rstd = torch.ops.aten.native_group_norm(x, w, b, n, c, math.prod(x.shape[2:]), sig.groups, sig.eps)
+        # dense: ATen refuses a transposed input and misreads a strided weight or bias (base.dense)
+        y, mean, rstd = torch.ops.aten.native_group_norm(dense(x), dense(w), dense(b), n, c, math.prod(x.shape[2:]),
+                                                         sig.groups, sig.eps)
         return y, stats_as(torch, mean, sig), stats_as(torch, rstd, sig)
 
     def eager_backward(self, groups, mask, gy, x, mean, rstd, w, b=None):  # type: ignore[override]
@@ -177,16 +179,51 @@ class GroupNorm(Op):
         if want[1] and w is None:  # ATen needs a weight to size its gradient; its value is unused then
             w = torch.ones(c, dtype=x.dtype, device=x.device)
         dt = x.dtype
+        # every tensor dense: ATen's CPU kernel misreads any other layout of each (base.dense),
+        # such as the transposed grad_out autograd hands on for y = gn(x.transpose(1, 2)).transpose(1, 2)
         if gy.dtype == dt and (w is None or w.dtype == dt):
             # ATen's CPU kernel wants the statistics in the input's dtype
             outs = torch.ops.aten.native_group_norm_backward(
-                gy, x, mean.to(dt).reshape(n, groups), rstd.to(dt).reshape(n, groups), w, n, c, hw, groups, want)
+                dense(gy), dense(x), dense(mean.to(dt).reshape(n, groups)), dense(rstd.to(dt).reshape(n, groups)),
+                dense(w), n, c, hw, groups, want)
             return tuple(o for o, wanted in zip(outs, want) if wanted)
         f = torch.float32  # mixed dtypes, which ATen refuses: all in float32
         outs = torch.ops.aten.native_group_norm_backward(
-            gy.to(f), x.to(f), mean.to(f).reshape(n, groups), rstd.to(f).reshape(n, groups),
-            None if w is None else w.to(f), n, c, hw, groups, want)
+            dense(gy.to(f)), dense(x.to(f)), dense(mean.to(f).reshape(n, groups)), dense(rstd.to(f).reshape(n, groups)),
+            None if w is None else dense(w.to(f)), n, c, hw, groups, want)
         return tuple(o.to(dt) for o, wanted in zip(outs, want) if wanted)
+
+    def eager_route(self, sig, stats=None):
+        """ATen's ops with the sizes, mask and dtypes decided here, once per call key (as
+        layer norm's): the base route decides them per call, through ``eager_forward`` /
+        ``eager_backward``. Every tensor dense (``base.dense``): ATen's CPU kernels misread
+        any other layout. Mixed dtypes (a half input with float32 statistics) take the base route."""
+        import torch
+
+        aten, shape, g, eps = torch.ops.aten, sig.input_shape, sig.groups, sig.eps
+        n, c, hw = shape[0], shape[1], math.prod(shape[2:])
+        if sig.is_forward:
+            forward, sd = aten.native_group_norm.default, getattr(torch, sig.stats_dtype)
+
+            def run(x, w, b):
+                y, mean, rstd = forward(dense(x), dense(w), dense(b), n, c, hw, g, eps)
+                return (y, mean, rstd) if mean.dtype is sd else (y, mean.to(sd), rstd.to(sd))
+            return run
+        dt = getattr(torch, sig.dtype)
+        if stats is None or any(t.dtype != dt for t in stats):
+            return super().eager_route(sig, stats)
+        backward, want = aten.native_group_norm_backward.default, [bool(sig.mask & bit) for bit in self.grads]
+        if any(tuple(t.shape) != (n, g) for t in stats):  # the key pins their shape: ATen's, or another of as many
+            def run_reshaped(gy, x, stats, w, b):
+                mean, rstd = stats
+                return backward(dense(gy), dense(x), dense(mean.reshape(n, g)), dense(rstd.reshape(n, g)), dense(w),
+                                n, c, hw, g, want)
+            return run_reshaped
+
+        def run_backward(gy, x, stats, w, b):
+            mean, rstd = stats
+            return backward(dense(gy), dense(x), dense(mean), dense(rstd), dense(w), n, c, hw, g, want)
+        return run_backward
 
     def eager_call(self, sig, x, w, b, grad_out, compiled):
         """``aten.native_group_norm`` / ``native_group_norm_backward`` with the output mask."""

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from . import loader_calls
-from .base import BIAS_GRAD, DEFAULT_EPS, FUSED, INPUT_GRAD, LANES, WEIGHT_GRAD, Op, stats_as
+from .base import BIAS_GRAD, DEFAULT_EPS, FUSED, INPUT_GRAD, LANES, WEIGHT_GRAD, Op, dense, stats_as
 
 
 @dataclass(frozen=True)
@@ -71,11 +71,12 @@ class LayerNorm(Op):
             # statistics in it too (ATen's own CPU forward saves half-precision statistics)
             if mean.dtype != dt:
                 mean, rstd = mean.to(dt), rstd.to(dt)
-            outs = torch.ops.aten.native_layer_norm_backward(gy, x, list(ns), mean, rstd, w, b, want)
+            # dense statistics: ATen's CPU kernel misreads strided ones (base.dense)
+            outs = torch.ops.aten.native_layer_norm_backward(gy, x, list(ns), dense(mean), dense(rstd), w, b, want)
             return tuple(o for o, wanted in zip(outs, want) if wanted)
         c = torch.float32  # mixed dtypes, which ATen refuses: all in float32
         outs = torch.ops.aten.native_layer_norm_backward(
-            gy.to(c), x.to(c), list(ns), mean.to(c), rstd.to(c),
+            gy.to(c), x.to(c), list(ns), dense(mean.to(c)), dense(rstd.to(c)),
             None if w is None else w.to(c), None if b is None else b.to(c), want)
         return tuple(o.to(dt) for o, wanted in zip(outs, want) if wanted)
 
@@ -115,8 +116,8 @@ class LayerNorm(Op):
 
             def run_mixed_backward(gy, x, stats, w, b):
                 mean, rstd = stats
-                dx, dw, db = backward(gy, x, ns, mean.float().reshape(ss), rstd.float().reshape(ss), w.float(),
-                                      None if b is None else fb, want)
+                dx, dw, db = backward(gy, x, ns, dense(mean.float().reshape(ss)), dense(rstd.float().reshape(ss)),
+                                      w.float(), None if b is None else fb, want)
                 return dx, None if dw is None else dw.to(dt), None if db is None else db.to(dt)
             return run_mixed_backward
         # as eager_backward: statistics in the input's dtype and ATen's layout, as its CPU
@@ -124,11 +125,14 @@ class LayerNorm(Op):
         if stats is None or any(t.dtype != dt or tuple(t.shape) != ss for t in stats):
             def run_fixed(gy, x, stats, w, b):
                 mean, rstd = stats
-                return backward(gy, x, ns, mean.to(dt).reshape(ss), rstd.to(dt).reshape(ss), w, b, want)
+                return backward(gy, x, ns, dense(mean.to(dt).reshape(ss)), dense(rstd.to(dt).reshape(ss)), w, b,
+                                want)
             return run_fixed
 
         def run_as_given(gy, x, stats, w, b):
             mean, rstd = stats
+            if not (mean.is_contiguous() and rstd.is_contiguous()):  # ATen misreads strided statistics
+                mean, rstd = mean.contiguous(), rstd.contiguous()
             return backward(gy, x, ns, mean, rstd, w, b, want)
         return run_as_given
 

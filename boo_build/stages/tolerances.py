@@ -56,26 +56,11 @@ On the default manifest the worst kernel uses 0.58 of its bound in float32
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ..dtypes import TOLERANCES, Tolerance, tolerance  # the table (the loader's side reads it too)
 from ..records import ValidationFloor
 
+__all__ = ["TOLERANCES", "Tolerance", "tolerance", "error_scale", "floor"]
 
-@dataclass(frozen=True)
-class Tolerance:
-    atol: float
-    rtol: float
-
-
-TOLERANCES = {
-    # float32: accumulation error of reductions over a few thousand elements.
-    "float32": Tolerance(atol=1e-4, rtol=1e-4),
-    # float16: 11-bit mantissa, unit roundoff 4.9e-4, a few roundings per output.
-    "float16": Tolerance(atol=4e-3, rtol=4e-3),
-    # bfloat16: 8-bit mantissa, unit roundoff 3.9e-3: 4 units each (8 would
-    # let a uniform 5 % error pass).
-    "bfloat16": Tolerance(atol=1.6e-2, rtol=1.6e-2),
-}
 
 # The conditioning floor. FACTOR: where it decides, the width-1 and width-2
 # kernels of both ops (aten and manual, every dtype and mask, 300 seeds, both
@@ -95,10 +80,6 @@ SPACING_AT_ZERO = {"float32": 2.0 ** -149, "float16": 2.0 ** -24, "bfloat16": 2.
 
 SCALE = ValidationFloor.SCALE  # OutputCheck.bound: atol * rms(ref) decided
 CONDITIONING = ValidationFloor.CONDITIONING  # FACTOR * formula_error decided
-
-
-def tolerance(dtype: str) -> Tolerance:
-    return TOLERANCES[dtype]
 
 
 def error_scale(ref) -> float:

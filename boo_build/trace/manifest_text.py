@@ -306,8 +306,10 @@ def write(path: str | Path, text: str) -> str:
     return text
 
 
-def table(calls: Sequence[Any], unrecorded: Sequence[Any] = ()) -> str:
-    """The recorded signatures with their call counts and where they came from."""
+def table(calls: Sequence[Any], unrecorded: Sequence[Any] = (), function_calls: Sequence[Any] = ()) -> str:
+    """The recorded signatures with their call counts and where they came from; then
+    what was not recorded, and the calls made through functions (``replace_norms``
+    cannot swap them: how to serve them)."""
     rows = [(str(c.calls), c.signature.key, ", ".join(c.sources)) for c in calls]
     width = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(("calls", "kernel signature"))]
     lines = [f"{'calls':>{width[0]}}  {'kernel signature':<{width[1]}}  from"]
@@ -315,4 +317,5 @@ def table(calls: Sequence[Any], unrecorded: Sequence[Any] = ()) -> str:
     for u in unrecorded:
         lines.append(f"not recorded ({u.calls} calls) {u.source}: {u.reason}")
     lines.append(f"{sum(c.calls for c in calls)} calls of {len(calls)} kernel signatures")
+    lines += [f"not swappable {f}" for f in function_calls]
     return "\n".join(lines)

@@ -46,10 +46,10 @@ from ..dtypes import NAMES, name_of
 from ..ops.autograd import autocast_devices
 from ..ops.base import BIAS_GRAD, FORWARD, INPUT_GRAD, WEIGHT_GRAD
 from ..signature import KernelSignature, SignatureError
-from ..torch_classes import class_label, spelling_of
+from ..torch_classes import FunctionCalls, class_label, rms_form, spelling_of
 
-__all__ = ["RecordedCall", "Recording", "Unrecorded", "UnknownRmsClass", "class_label", "from_misses",
-           "record_norms", "resolve_rms_classes"]
+__all__ = ["FunctionCalls", "RecordedCall", "Recording", "Unrecorded", "UnknownRmsClass", "class_label",
+           "from_misses", "record_norms", "resolve_rms_classes"]
 
 OPS = ("layer_norm", "rms_norm", "group_norm")  # the ops recorded (their fields are what the manifest writer writes)
 # Where torch (and so the swapped module's op) runs the norms in float32 under
@@ -194,7 +194,8 @@ class Recording:
         self.source = source  # what made the calls, for the manifest's header
         self._lock = threading.Lock()
         self._counts: Counter[KernelSignature] = Counter()
-        self._sources: dict[KernelSignature, dict[str, None]] = {}
+        self._sources: dict[KernelSignature, Counter[str]] = {}  # per signature: calls per source, in order seen
+        self._functions: dict[str, str] = {}  # sources that are function calls -> their op
         self._unrecorded: Counter[tuple[str, str]] = Counter()
         self.rms_classes: tuple[type | str, ...] = ()  # what record_norms was given
         self._matched: set[type | str] = set()  # the spellings of those that named a module called
@@ -210,10 +211,14 @@ class Recording:
             return tuple(c if isinstance(c, str) else class_label(c) for c in self.rms_classes
                          if c not in self._matched)
 
-    def add(self, sig: KernelSignature, source: str, n: int = 1) -> None:
+    def add(self, sig: KernelSignature, source: str, n: int = 1, function: bool = False) -> None:
+        """Count ``n`` calls of ``sig`` from ``source``; ``function``: the source is a
+        function call (``F.layer_norm``...), not a module ``replace_norms`` swaps."""
         with self._lock:
             self._counts[sig] += n
-            self._sources.setdefault(sig, {})[source] = None
+            self._sources.setdefault(sig, Counter())[source] += n
+            if function:
+                self._functions[source] = sig.op
 
     def add_unrecorded(self, source: str, reason: str, n: int = 1) -> None:
         with self._lock:
@@ -224,6 +229,16 @@ class Recording:
         with self._lock:
             return tuple(RecordedCall(s, n, tuple(self._sources[s])) for s, n in
                          sorted(self._counts.items(), key=lambda kv: kv[0].key))
+
+    def function_calls(self) -> tuple[FunctionCalls, ...]:
+        """The forward calls made through functions, per function (``replace_norms``
+        swaps modules only: these keep running torch unless the model's code changes)."""
+        with self._lock:
+            out = []
+            for source, op in sorted(self._functions.items()):
+                sigs = {s: c[source] for s, c in self._sources.items() if s.is_forward and source in c}
+                out.append(FunctionCalls(source, op, sum(sigs.values()), tuple(sorted(s.key for s in sigs))))
+            return tuple(out)
 
     @property
     def unrecorded(self) -> tuple[Unrecorded, ...]:
@@ -252,7 +267,7 @@ class Recording:
     def table(self) -> str:
         from .manifest_text import table
 
-        return table(self.calls, self.unrecorded)
+        return table(self.calls, self.unrecorded, self.function_calls())
 
 
 def from_misses(bundle: Any, source: str | None = None) -> Recording:
@@ -303,14 +318,31 @@ class _Recorder:
         self.local = threading.local()
         self.table = _function_table()
         self.kinds: dict[type, str] = {}  # module class -> "norm", "rms", "fast" or ""
+        # an rms_classes module -> (it, torch_classes.rms_form of it): checked once per recording
+        self.forms: dict[int, tuple[torch.nn.Module, Any]] = {}
         self.mode: _Mode | None = None
 
     def inside_module(self) -> bool:
-        return getattr(self.local, "depth", 0) > 0
+        """Inside a recorded norm module, or checking one's math (its calls are not the model's)."""
+        return getattr(self.local, "depth", 0) > 0 or getattr(self.local, "probing", False)
 
-    def record(self, op: str, x: Any, param: Any, weight: Any, bias: Any, eps: Any, out: Any, source: str) -> None:
+    def form_of(self, module: torch.nn.Module):
+        """``rms_form(module)``, once per module, its probe unrecorded."""
+        hit = self.forms.get(id(module))
+        if hit is None or hit[0] is not module:
+            self.local.probing = True
+            try:
+                hit = (module, rms_form(module))
+            finally:
+                self.local.probing = False
+            self.forms[id(module)] = hit
+        return hit[1]
+
+    def record(self, op: str, x: Any, param: Any, weight: Any, bias: Any, eps: Any, out: Any, source: str,
+               function: bool = False) -> None:
         """One call of ``op`` on ``x``; ``param``: its shape parameter (normalized_shape;
-        group norm's groups), as the loader reads it (``Op.call_param`` / ``call_fields``)."""
+        group norm's groups), as the loader reads it (``Op.call_param`` / ``call_fields``);
+        ``function``: made through a function, not a module ``replace_norms`` swaps."""
         if not isinstance(x, torch.Tensor):
             return
         shape = tuple(int(d) for d in x.shape)
@@ -333,7 +365,7 @@ class _Recorder:
         except SignatureError as e:
             self.rec.add_unrecorded(source, str(e))
             return
-        self.rec.add(sig, source)
+        self.rec.add(sig, source, function=function)
         if not torch.is_grad_enabled():
             return
         mask = ((INPUT_GRAD if _needs_grad(x) else 0) | (WEIGHT_GRAD if _needs_grad(weight) else 0)
@@ -346,7 +378,7 @@ class _Recorder:
 
         def ran(grad_outputs: Any) -> None:
             if self.active:  # a backward after the context is not recorded
-                self.rec.add(back, source)
+                self.rec.add(back, source, function=function)
 
         node.register_prehook(ran)
 
@@ -360,7 +392,7 @@ class _Recorder:
         return k
 
     def pre_hook(self, module: torch.nn.Module, args: tuple) -> None:
-        if threading.get_ident() != self.thread or not self.active:
+        if threading.get_ident() != self.thread or not self.active or getattr(self.local, "probing", False):
             return
         k = self.kind(type(module))
         if k in ("norm", "rms"):
@@ -372,7 +404,7 @@ class _Recorder:
             lifted.append(torch._C._pop_torch_function_stack() if top is not None and top is self.mode else None)
 
     def post_hook(self, module: torch.nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
-        if threading.get_ident() != self.thread or not self.active:
+        if threading.get_ident() != self.thread or not self.active or getattr(self.local, "probing", False):
             return
         k = self.kind(type(module))
         if k == "fast":
@@ -397,13 +429,14 @@ class _Recorder:
         spelling = spelling_of(type(module), self.rms_classes)
         assert spelling is not None  # kind "rms"
         self.rec.note_rms_class(spelling)
-        w, eps = getattr(module, "weight", None), getattr(module, "variance_epsilon", None)
-        if not isinstance(w, torch.nn.Parameter) or isinstance(eps, bool) or not isinstance(eps, (int, float)):
-            self.rec.add_unrecorded(label, "named in rms_classes, but it has no `weight` Parameter and numeric "
-                                    "`variance_epsilon` (replace_norms leaves it)")
+        form = self.form_of(module)  # replace_norms' own check: what it leaves is not recorded
+        if form.problems:
+            self.rec.add_unrecorded(label, "named in rms_classes, but " + "; ".join(form.problems)
+                                    + " (replace_norms leaves it)")
             return
         # replace_norms makes it a torch.nn.RMSNorm over its weight's shape
-        self.record("rms_norm", x, tuple(w.shape), w, None, eps, output, label)
+        w = module.weight
+        self.record("rms_norm", x, tuple(w.shape), w, None, form.eps, output, label)
 
 
 class _Mode(TorchFunctionMode):
@@ -425,7 +458,7 @@ class _Mode(TorchFunctionMode):
         bound = _bind(names, defaults, args, kwargs)
         if bound is not None:
             r.record(op, bound["input"], bound[_SHAPE_PARAM[names]], bound["weight"], bound.get("bias"),
-                     bound["eps"], out, label)
+                     bound["eps"], out, label, function=True)
         return out
 
 
@@ -439,7 +472,9 @@ def record_norms(rms_classes: Iterable[type | str] = (), source: str = "") -> It
         rec.write("model.toml", name="my-model", targets=["cpu"])
 
     ``rms_classes``: Llama-style RMS norm classes (a ``weight`` Parameter and
-    a ``variance_epsilon``), spelled as ``replace_norms`` takes them: a class,
+    an eps, ``variance_epsilon`` or ``eps``; a module whose form or math
+    ``replace_norms`` would refuse, ``torch_classes.rms_form``, is left out with
+    its reasons: ``unrecorded``), spelled as ``replace_norms`` takes them: a class,
     its name or ``module.Class`` (``resolve_rms_classes``; ``UnknownRmsClass``
     for a dotted name that names no class). ``source``: what runs, for the
     manifest's header. Results are those of an unrecorded run, bit for bit;
