@@ -291,7 +291,7 @@ class ValidationResult:
     @classmethod
     def not_run(cls, module: str, target: str, reason: str,
                 tolerance: Mapping[str, Any] | None = None) -> "ValidationResult":
-        """The "not run" record (``build.not_run`` words the reasons)."""
+        """The "not run" record (``stages.not_run`` words the reasons)."""
         return cls(module=module, target=target, status=ValidationStatus.NOT_RUN, reason=reason,
                    tolerance=dict(tolerance or {}))
 
@@ -440,7 +440,7 @@ class BenchResult:
 
     @classmethod
     def not_run(cls, subject: str, signature: str, target: str, reason: str) -> "BenchResult":
-        """The "not run" record (``build.not_run`` words the reasons)."""
+        """The "not run" record (``stages.not_run`` words the reasons)."""
         return cls(subject=subject, signature=signature, target=target, status=BenchStatus.NOT_RUN, reason=reason)
 
     @property

@@ -33,6 +33,13 @@ REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 
+def compiles(fixture_function):
+    """Mark a fixture function as one that compiles (iree-compile, a build): the tests
+    using it are marked ``build`` (conftest.py). Put it under ``@pytest.fixture``."""
+    fixture_function.boo_builds = True
+    return fixture_function
+
+
 # ------------------------------------------------------------ the boo-build CLI
 def env() -> dict:
     """os.environ with the venv's console scripts first on PATH."""
@@ -47,6 +54,31 @@ def boo(*args: str, cwd: Path, check: bool = True, extra_env: dict | None = None
                           capture_output=True, text=True, timeout=900)
     if check and proc.returncode != 0:
         raise AssertionError(f"boo-build {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def boo_main(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
+    """``boo`` run in this process (``boo_build.cli.main``, what the console script calls)
+    from folder ``cwd``: its exit status and what it printed, without starting Python and
+    importing torch again (seconds a process). The console script itself is run by ``boo``."""
+    import contextlib
+
+    from boo_build.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    here = os.getcwd()
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(list(args))
+            except SystemExit as e:  # argparse's refusals
+                code = e.code if isinstance(e.code, int) else 1
+    finally:
+        os.chdir(here)
+    proc = subprocess.CompletedProcess(["boo-build", *args], code, out.getvalue(), err.getvalue())
+    if check and code != 0:
+        raise AssertionError(f"boo-build {' '.join(args)} exited {code}\n{proc.stdout}\n{proc.stderr}")
     return proc
 
 
@@ -288,6 +320,24 @@ def with_extra_kernels(tmp_path_factory, extra, name: str) -> Path:
         entries.append(kernel_record(sig, {"cpu": TargetRecord.available(impl, {impl: art}, "only one")}))
     return pack_bundle(root / "out", name=name, version="0.1.0", targets=[cpu], kernels=entries, vmfbs=vmfbs,
                        provenance=PROVENANCE, csv_bytes=CSV)
+
+
+def write_decision(root: Path, target: str, sig: KernelSignature, impl: str | None, reason: str,
+                   rejected: dict | None = None, kind=None, measured: bool = True) -> Path:
+    """A select record (``stages/select.py``) in build folder ``root``: ``impl`` shipped
+    (None: nothing) for ``reason``, ``rejected`` {module: (kind, text)}; what the pack
+    task reads beside a hand-made build report."""
+    from boo_build.files import write_json
+    from boo_build.layout import Layout
+    from boo_build.reasons import Kind, Reason
+    from boo_build.stages.select import SelectRecord
+    from boo_build.stages.selection import Decision, Selection
+
+    why = {i: Reason(k, text) for i, (k, text) in (rejected or {}).items()}
+    sel = Selection(impl, measured, Reason(kind or (Kind.FASTEST if impl else Kind.NONE_AVAILABLE), reason), why)
+    path = Layout(Path(root).parent, Path(root).name).select(target, sig.key)
+    write_json(path, SelectRecord(sig.key, target, Decision(sel, dict(why))).to_json())
+    return path
 
 
 # ------------------------------------------------------ changed bundle copies

@@ -161,7 +161,11 @@ def _cycle_through(start: str, comp: list[str], graph: dict[str, dict[str, int]]
 def import_cycles(package_dir: Path) -> list[str]:
     """Cycles as lines ``a -> b (line 12) -> a (line 40)``, the line of each import: for each
     component of modules that import each other, shortest cycles until each member is in one."""
-    graph = import_graph(package_dir)
+    return cycles_of(import_graph(package_dir))
+
+
+def cycles_of(graph: dict[str, dict[str, int]]) -> list[str]:
+    """``import_cycles`` of any graph of that form (node -> {node -> line})."""
     lines = []
     for comp in strongly_connected(graph):
         covered: set[str] = set()
@@ -172,6 +176,43 @@ def import_cycles(package_dir: Path) -> list[str]:
             covered.update(cyc)
             lines.append(" -> ".join([cyc[0]] + [f"{b} (line {graph[a][b]})" for a, b in zip(cyc, cyc[1:])]))
     return lines
+
+
+def package_of(module: str, root: str) -> str:
+    """The node of ``module`` in the package graph: its subpackage of the root
+    (``pkg.build.tasks`` -> ``pkg.build``), or itself for a module directly under
+    the root (``pkg.records``) and for the root's ``__init__`` (``pkg``)."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) > 2 else module
+
+
+def package_graph(package_dir: Path) -> dict[str, dict[str, int]]:
+    """``import_graph`` between packages (``package_of``): node -> {node it imports -> line},
+    the line of the first import making that edge; imports within a node left out. A
+    package of boo_build is a layer (loader, ops, stages, build, report...): two that
+    import each other, at any depth and inside functions too, are one layer in two folders.
+    Imports under ``if TYPE_CHECKING:`` do not count here either: they never run, and
+    annotations alone (``from __future__ import annotations``) make no layer depend on
+    another at run time; they are the way a module names a type it is handed from above."""
+    root = Path(package_dir).name
+    graph: dict[str, dict[str, int]] = {}
+    for mod, deps in import_graph(package_dir).items():
+        node = package_of(mod, root)
+        edges = graph.setdefault(node, {})
+        for dep, line in deps.items():
+            other = package_of(dep, root)
+            if other != node:
+                edges.setdefault(other, line)
+    for deps in list(graph.values()):
+        for d in deps:
+            graph.setdefault(d, {})
+    return graph
+
+
+def package_cycles(package_dir: Path) -> list[str]:
+    """``import_cycles`` between packages (``package_graph``): lines ``a -> b (line 3) -> a (line 9)``,
+    the line of the first import of each edge in a module of its package."""
+    return cycles_of(package_graph(package_dir))
 
 
 def long_modules(package_dir: Path, limit: int = LONG_MODULE) -> list[tuple[str, int]]:
@@ -225,6 +266,13 @@ def private_imports(package_dir: Path) -> list[str]:
 def test_no_import_cycles():
     cycles = import_cycles(PACKAGE)
     assert not cycles, "import cycles among boo_build's modules (function-level imports count):\n" + \
+        "\n".join(cycles)
+
+
+def test_no_package_cycles():
+    """boo_build's packages (layers: loader, ops, stages, build, report, ...) import each other one way."""
+    cycles = package_cycles(PACKAGE)
+    assert not cycles, "packages of boo_build importing each other (function-level imports count):\n" + \
         "\n".join(cycles)
 
 
@@ -287,6 +335,24 @@ def test_checker_finds_planted_cycles(planted):
     assert cycles == ["pkg.a -> pkg.b (line 1) -> pkg.a (line 2)",
                       "pkg.c -> pkg.sub.d (line 1) -> pkg.sub.e (line 1) -> pkg.c (line 3)",
                       "pkg.h -> pkg.h (line 2)"]
+
+
+def test_checker_finds_planted_package_cycles(planted, tmp_path):
+    # planted: pkg.c -> pkg.sub (pkg.sub.d), and pkg.sub (pkg.sub.e) -> pkg.c; a and b: one package each
+    graph = package_graph(planted)
+    assert graph["pkg.sub"] == {"pkg.c": 3} and graph["pkg.c"] == {"pkg.sub": 1}
+    assert package_cycles(planted) == ["pkg.a -> pkg.b (line 1) -> pkg.a (line 2)",
+                                       "pkg.c -> pkg.sub (line 1) -> pkg.c (line 3)"]
+    # two packages importing each other through different modules, one inside a function: one cycle;
+    # a TYPE_CHECKING import back: none
+    two = _write(tmp_path / "two", {
+        "pkg/__init__.py": "", "pkg/x/__init__.py": "", "pkg/y/__init__.py": "",
+        "pkg/x/one.py": "from ..y import two\n", "pkg/y/two.py": "x = 1\n",
+        "pkg/y/three.py": "def f():\n    from ..x.four import g\n", "pkg/x/four.py": "g = 1\n",
+        "pkg/z/__init__.py": "", "pkg/z/five.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                                   "    from ..x import one\n",
+        "pkg/x/six.py": "from ..z import five\n"})
+    assert package_cycles(two) == ["pkg.x -> pkg.y (line 1) -> pkg.x (line 2)"]
 
 
 def test_checker_finds_planted_long_module(planted):

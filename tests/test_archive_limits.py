@@ -87,6 +87,7 @@ def test_member_larger_than_the_bound_is_refused_before_reading(tmp_path):
         read_archive(p, max_size=16 * MiB)
 
 
+@pytest.mark.slow
 def test_five_gib_bomb_refused_in_bounded_memory(tmp_path):
     """A 5 GiB stream of zeros (~160 KB on disk, about a second to make):
     open_bundle refuses it at the default 4 GiB bound with a flat peak RSS."""

@@ -126,6 +126,7 @@ def test_a_companion_runs_before_every_call_and_is_not_timed():
 
 
 # ----------------------------------------------------------------- kernels
+@pytest.mark.build
 def test_bench_kernel_on_the_cpu():
     mid = GOOD[0]
     cpu = discover(gpus=False)[0]

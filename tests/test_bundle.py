@@ -10,15 +10,17 @@ import dataclasses
 import hashlib
 import io
 import json
+import shutil
 import tarfile
 
 import pytest
 import zstandard
-from helpers import CSV, KERNELS, PROVENANCE, _ln, _rms16, _rms32, flip_byte, rewrite
+from helpers import CSV, KERNELS, PROVENANCE, _ln, _rms16, _rms32, flip_byte, rewrite, write_decision
 
 from boo_build.cli import diff, info, main, verify
 from boo_build.loader.bundle import BundleFormatError, read_archive
 from boo_build.loader.format import EagerPreference, KernelRecord, TargetRecord
+from boo_build.reasons import Kind
 from boo_build.signature import ModuleId
 from boo_build.stages.pack import (
     PackError,
@@ -91,8 +93,9 @@ def test_index_schema(built):
     assert (m["sha256"], m["size"]) == (hashlib.sha256(data).hexdigest(), len(data))
     assert m["validation"]["status"] == "passed" and m["benchmark"] == {"median_us": 16.0}
     gfx = ix["kernels"][_ln(2).key]["targets"]["gfx942"]
-    assert gfx == {"status": "unavailable", "reason": "compile failed: test",
-                   "rejected": {"aten": "compile failed: test"}}
+    # each reason's kind beside its text (reasons.py; this entry was made from text: kinds from its words)
+    assert gfx == {"status": "unavailable", "reason": "compile failed: test", "reason_kind": "none-available",
+                   "rejected": {"aten": "compile failed: test"}, "rejected_kinds": {"aten": "compile-failed"}}
     text = read_archive(built.path).members["bundle.json"].decode()
     assert "mtime" not in text and "time" not in json.dumps(ix["provenance"])
 
@@ -160,7 +163,6 @@ def test_pack_refuses_bad_inputs(built, tmp_path):
 
 def test_pack_from_report(built, tmp_path):
     """The graph's entry point: a build report (boo_build.report.build_report) -> bundle."""
-    root = built.root
     sig_ok, sig_bad = _ln(2), _ln(6)
     report = {
         "format": "boo-build-report", "format_version": 1, "manifest": "/somewhere/norms.toml",
@@ -180,6 +182,11 @@ def test_pack_from_report(built, tmp_path):
     }
     rp = tmp_path / "build-report.json"
     rp.write_text(json.dumps(report))
+    root = tmp_path / "norms"  # the build folder: the decisions (select records) and the session's vmfbs
+    shutil.copytree(built.root / "vmfb", root / "vmfb")
+    write_decision(root, "cpu", sig_ok, "aten", "only one passed",
+                   {"manual": (Kind.VALIDATION_FAILED, "validation failed: max error 1")})
+    write_decision(root, "cpu", sig_bad, None, "nothing works", {"aten": (Kind.COMPILE_FAILED, "compile failed: boom")})
     out = pack_from_report(rp, root, tmp_path / "norms-0.1.0.tar.zst", csv_path=tmp_path / "absent.csv")
     ix = read_index(out)
     assert ix["provenance"]["versions"] == {"boo-build": "0.1.0", "torch": "2.13.0"}
@@ -189,12 +196,19 @@ def test_pack_from_report(built, tmp_path):
     assert (t["selected"], t["reason"], list(t["impls"])) == ("aten", "only one passed", ["aten"])
     assert t["impls"]["aten"]["benchmark"] == {"median_us": 3.0}
     assert t["rejected"] == {"manual": "validation failed: max error 1"}
-    assert ix["kernels"][sig_bad.key]["targets"]["cpu"]["status"] == "unavailable"
+    assert t["rejected_kinds"] == {"manual": "validation-failed"} and t["reason_kind"] == "fastest"
+    bad = ix["kernels"][sig_bad.key]["targets"]["cpu"]
+    assert (bad["status"], bad["reason"], bad["reason_kind"]) == ("unavailable", "aten: compile failed: boom",
+                                                                   "none-available")
     targets, kernels, vmfbs = entries_from_report(report, root)
     assert targets[0].arch == "x86-64-v3"
     assert [k.key for k in kernels] == [sig_ok.key, sig_bad.key]
     assert set(vmfbs) == {t["impls"]["aten"]["member"]}
     assert vmfbs[t["impls"]["aten"]["member"]] == built.vmfb[(sig_ok.key, "aten")].read_bytes()
+    # no select record: the pack task refuses, naming it
+    (root / "select" / "cpu" / f"{sig_bad.key}.json").unlink()
+    with pytest.raises(PackError, match=f"kernel {sig_bad.key} target cpu: no select record"):
+        pack_from_report(rp, root, tmp_path / "again-0.1.0.tar.zst")
 
 
 # ----------------------------------------------------------------- the reader

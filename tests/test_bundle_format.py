@@ -34,8 +34,17 @@ SIGS = (KernelSignature("layer_norm", (4, 6, 10), (10,), "float32", 1),
         KernelSignature("layer_norm", (4, 6, 10), (10,), "float32", 14),
         KernelSignature("rms_norm", (3, 37), (37,), "bfloat16", 1, bias=False),
         KernelSignature("rms_norm", (3, 37), (37,), "bfloat16", 6, bias=False))
-# sha256 of bundle.json as pack.py wrote it before the index was typed (same inputs as _pack)
+# sha256 of bundle.json as pack.py wrote it before the index was typed (same inputs as _pack), and since
+# reasons have kinds (the same index with each reason's kind beside its text)
 BUNDLE_JSON_SHA256 = "f71d2459c1b8fd2cda6e75bebbf5e232a2acc923afb27a96800e51f425914e1b"
+BUNDLE_JSON_WITH_KINDS_SHA256 = "4b44eff10589560e2e18b37a356a04e8ae2798801f1789cc535f96c26eaba2aa"
+KIND_FIELDS = ("reason_kind", "rejected_kinds", "eager_rejected_kind", "kind")
+
+
+def _without_kinds(obj):
+    if isinstance(obj, dict):
+        return {k: _without_kinds(v) for k, v in obj.items() if k not in KIND_FIELDS}
+    return [_without_kinds(v) for v in obj] if isinstance(obj, list) else obj
 
 
 def _pack(root: Path, **kw) -> Path:
@@ -87,7 +96,10 @@ def test_written_and_old_indexes_round_trip_exactly(tmp_path):
 
 
 def test_pack_writes_the_bytes_it_wrote_before_the_typed_index(tmp_path):
-    assert hashlib.sha256(_index_bytes(_pack(tmp_path))).hexdigest() == BUNDLE_JSON_SHA256
+    raw = _index_bytes(_pack(tmp_path))
+    assert hashlib.sha256(raw).hexdigest() == BUNDLE_JSON_WITH_KINDS_SHA256
+    # the kinds are all that changed: without them, the bytes of before
+    assert hashlib.sha256(canonical_json(_without_kinds(json.loads(raw)))).hexdigest() == BUNDLE_JSON_SHA256
 
 
 def test_unknown_and_absent_fields_are_kept(tmp_path):
@@ -101,7 +113,7 @@ def test_unknown_and_absent_fields_are_kept(tmp_path):
     del k["functions"]
     te = k["targets"]["cpu"]
     te["measured"] = {"device": "CPU", "bytes": 10}
-    del te["reason"]
+    del te["reason"], te["reason_kind"]  # a reason and its kind: one field
     m = te["impls"][te["selected"]]
     m["extra"] = 1
     del m["validation"]
@@ -151,7 +163,9 @@ def test_mode_and_candidates_round_trip_and_stay_absent(tmp_path):
     # a candidate read without times writes none back; one made by the writer names both (null when unmeasured)
     bare = {"status": "not run", "reason": "no device"}
     assert CandidateRecord.from_json(bare).to_json() == bare
-    assert CandidateRecord("not run", "no device").to_json() == {**bare, "median_s": None, "min_s": None}
+    # (made by hand from text, its kind comes from its words: none known here)
+    assert CandidateRecord("not run", "no device").to_json() == {**bare, "median_s": None, "min_s": None,
+                                                                 "kind": "unknown"}
     assert CandidateRecord.from_json({**bare, "min_s": 2e-6}).compared_s == 2e-6
     gone = TargetRecord.unavailable("every candidate failed", {"aten": "failed"}, candidates=cands)
     assert TargetRecord.from_json(gone.to_json()) == gone and "mode" not in gone.to_json()
@@ -175,7 +189,8 @@ def test_records_are_typed_and_read_only(tmp_path):
     new = ix.with_entry(key, "cpu", TargetRecord.unavailable("measured on X: none", measured={"bytes": 1}))
     assert not new.kernels[key].targets["cpu"].is_available and ix.kernels[key].targets["cpu"].is_available
     assert new.to_json()["kernels"][key]["targets"]["cpu"] == {
-        "status": "unavailable", "reason": "measured on X: none", "rejected": {}, "measured": {"bytes": 1}}
+        "status": "unavailable", "reason": "measured on X: none", "reason_kind": "none-available", "rejected": {},
+        "measured": {"bytes": 1}}
 
 
 @pytest.mark.parametrize("change, message", [

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import boo
+from helpers import boo, compiles
 
 from boo_build.candidates import (
     LANES,
@@ -103,6 +103,7 @@ WIDE = KernelSignature("rms_norm", (4, 16, 64), (64,), "float32", 1, eps=1e-6, b
 
 
 @pytest.fixture(scope="module")
+@compiles
 def builds(tmp_path_factory):
     """The manifest built with benchmarks (candidates tried) and with --no-bench."""
     d = tmp_path_factory.mktemp("cands")

@@ -14,7 +14,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 import torch
-from helpers import GOOD, REPO, kernel_set
+from helpers import GOOD, REPO, compiles, kernel_set
 
 from boo_build.loader import devices as devmod
 from boo_build.loader.devices import (
@@ -140,6 +140,7 @@ def test_match_this_machine():
 
 # ---------------------------------------------------------------- invoke
 @pytest.fixture(scope="module")
+@compiles
 def kernels():
     return kernel_set()
 

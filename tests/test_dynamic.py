@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 import torch
-from helpers import BIN, env
+from helpers import BIN, compiles, env
 
 from boo_build.loader import DYNAMIC_FORMAT_VERSION, KernelNotFound, open_bundle, read_archive
 from boo_build.loader import nn as boo_nn
@@ -192,6 +192,7 @@ def test_validation_and_bench_shapes():
 
 # ------------------------------------------------------------------- the build
 @pytest.fixture(scope="module")
+@compiles
 def built(tmp_path_factory):
     """One build of MANIFEST through the real graph (no benchmarks)."""
     d = tmp_path_factory.mktemp("dyn")

@@ -9,7 +9,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 import torch
-from helpers import GOOD, kernel_set
+from helpers import GOOD, compiles, kernel_set
 
 from boo_build.loader.arrays import torch_dtype_of
 from boo_build.loader.invoke import KernelRunner, numpy_from_torch, open_device
@@ -20,6 +20,7 @@ CASES = [GOOD[0], GOOD[4]]  # layer norm float32 forward; bfloat16 backward (inp
 
 
 @pytest.fixture(scope="module")
+@compiles
 def runners():
     kernels, dev = kernel_set(), open_device("local-task")
     out = {}

@@ -30,6 +30,8 @@ from boo_build.stages.traffic import Traffic
 from boo_build.stages.validate import validate_kernel
 from boo_build.targets import catalogue
 
+pytestmark = pytest.mark.build  # every test compiles
+
 CAT = catalogue()
 
 FUSED_KERNELS = [

@@ -11,9 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import BIN, REPO, boo, env
+from helpers import BIN, REPO, boo, compiles, env
 
 from boo_build.stages.compile import COMPILER_ENV, compiler_path
+
+pytestmark = pytest.mark.build  # every test builds through the real graph
 
 SMALL = """
 [bundle]
@@ -47,6 +49,7 @@ def run_ids(out: Path, kind: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
+@compiles
 def built(tmp_path_factory):
     """One cold build of the small manifest (validation on: cpu kernels run)."""
     d = tmp_path_factory.mktemp("graph")
@@ -87,7 +90,13 @@ def test_cpu_vmfbs_load_and_run(built):
     import iree.runtime as rt
 
     d, _ = built
-    for vmfb in (d / "out" / "small" / "vmfb").glob("*/*.vmfb"):
+    vmfbs = sorted((d / "out" / "small" / "vmfb").glob("*/*.vmfb"))
+    # one per compile record that says ok: none missing, on every target
+    ok = sorted(r.with_name(r.name.removesuffix(".compile.json") + ".vmfb")
+                for r in (d / "out" / "small" / "vmfb").glob("*/*.compile.json")
+                if json.loads(r.read_text())["status"] == "ok")
+    assert vmfbs and vmfbs == ok and {v.parent.name for v in vmfbs} == {"cpu", "gfx942"}
+    for vmfb in vmfbs:
         # every vmfb loads; the cpu ones were run by validation in the build
         cfg = rt.Config("local-task")
         rt.VmModule.copy_buffer(cfg.vm_instance, vmfb.read_bytes())
@@ -102,6 +111,7 @@ def test_noop_rebuild_runs_nothing(built):
     after = {**run_ids(d / "out", "export"), **run_ids(d / "out", "compile")}
     assert before == after
     assert "export   built 0" in proc.stdout and "compile  built 0" in proc.stdout
+    assert "select   built 0" in proc.stdout  # each kernel decided once: its records are unchanged
 
 
 def test_identical_reexport_recompiles_nothing(built):
@@ -174,7 +184,8 @@ def test_broken_mlir_fails_alone_and_sets_exit_status(tmp_path):
     report = json.loads((tmp_path / "out/small/build-report.json").read_text())
     rms = next(k for k in report["kernels"] if k["key"].startswith("rms_norm"))
     assert rms["targets"]["cpu"]["status"] == "available" and rms["targets"]["cpu"]["selected"] == "aten"
-    assert "compile failed" in rms["targets"]["cpu"]["rejected"]["manual"]
+    rejected = rms["targets"]["cpu"]["decision"]["rejected"]["manual"]  # the select record's, in the report
+    assert rejected["kind"] == "compile-failed" and "compile failed" in rejected["text"]
     # the summary says "dropped" (not FAILED) for it, and names what ships instead
     summary = proc.stdout[proc.stdout.index("== small 0.1.0 =="):]
     assert re.search(rf"^  dropped  {victim.stem} on cpu: compile failed: .* \(ships aten\)$", summary, re.M)

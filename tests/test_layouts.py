@@ -24,7 +24,7 @@ import math
 
 import pytest
 import torch
-from helpers import F32_EPS, _ln, _rms32, assert_close, with_extra_kernels, with_prefer_eager
+from helpers import F32_EPS, _ln, _rms32, assert_close, compiles, with_extra_kernels, with_prefer_eager
 
 from boo_build import ops
 from boo_build.loader import nn as boo_nn
@@ -164,6 +164,7 @@ def _run(bundle, sig: KernelSignature, dtype: torch.dtype, route: str) -> None:
 
 # ------------------------------------------------------------------ the bundles
 @pytest.fixture(scope="module")
+@compiles
 def paths(gn_built, tmp_path_factory):
     """op -> (its bundle, a copy whose every entry routes torch tensors to torch's op)."""
     d = tmp_path_factory.mktemp("layouts")

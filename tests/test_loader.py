@@ -340,6 +340,7 @@ def test_runs_without_the_build_side(built, tmp_path):
     assert proc.stdout.split() == ["OK", str(len(KERNELS)), str(n_out)]
 
 
+@pytest.mark.slow
 def test_import_is_light():
     code = ("import sys, boo_build.loader, boo_build.loader.bundle, boo_build.cli.info, boo_build.cli.verify, boo_build.cli.diff\n"
             "heavy = ('iree.compiler', 'iree.turbine', 'doit', 'torch', 'iree.runtime', 'boo_build.stages.export',"

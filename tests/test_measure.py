@@ -16,7 +16,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import REPO, boo
+from helpers import REPO, boo, compiles
 
 from boo_build.loader import open_bundle
 from boo_build.loader.bundle import read_archive
@@ -74,6 +74,7 @@ BLOCKER = textwrap.dedent('''
 
 
 @pytest.fixture(scope="module")
+@compiles
 def tiny(tmp_path_factory) -> Path:
     """The tiny bundle, built without validation: both implementations shipped on both targets."""
     d = tmp_path_factory.mktemp("tiny")
@@ -162,6 +163,7 @@ def test_run_script_measures_on_the_cpu_without_the_build_side(tiny, tmp_path):
     assert open_bundle(results / "measured.tar.zst").target.name == "cpu"
 
 
+@pytest.mark.build
 def test_measure_drops_an_implementation_that_fails(tmp_path):
     (tmp_path / "one.toml").write_text(TINY.split("[[kernels]]")[0].replace('"cpu", "sm_80"', '"cpu"')
                                        + '[[kernels]]\nop = "layer_norm"\ninput_shape = [4, 64]\nmasks = [1]\n')

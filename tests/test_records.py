@@ -9,9 +9,9 @@ import stat
 import pytest
 
 from boo_build import files, records
-from boo_build.build import not_run
 from boo_build.records import BenchStatus, CompileStatus, ExportStatus, ValidationStatus
 from boo_build.signature import KernelSignature, ModuleId
+from boo_build.stages import not_run
 
 SIG = KernelSignature.parse("layer_norm-f32-4x6x10-n10-wb-m1")
 MID = ModuleId(SIG, "manual")

@@ -15,7 +15,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from helpers import boo, env
+from helpers import boo, compiles, env
 
 from boo_build.stages.torch_modules import PLANT_ERROR_ENV
 
@@ -112,6 +112,7 @@ def assert_self_contained(page: Page) -> None:
 
 
 @pytest.fixture(scope="module")
+@compiles
 def built(tmp_path_factory):
     d = tmp_path_factory.mktemp("page")
     (d / "small.toml").write_text(MANIFEST)

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import hashlib
 
+import pytest
 from helpers import boo
+
+pytestmark = pytest.mark.build  # builds twice
 
 MANIFEST = """
 [bundle]

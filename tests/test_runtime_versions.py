@@ -20,7 +20,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from helpers import REPO, assert_close, rewrite
+from helpers import REPO, assert_close, rewrite, write_decision
 
 from boo_build.loader import BundleFormatError, RuntimeTooOld, UntestedRuntimeWarning, open_bundle, read_archive
 from boo_build.loader.bundle import RUNTIME_FIELD, iree_release
@@ -81,6 +81,7 @@ def recorded(tmp_path_factory) -> Path:
             "impls": {te["selected"]: {"validation": {"status": "passed"}, "bench": None}}}}}],
     }
     (root / "build-report.json").write_text(json.dumps(report))
+    write_decision(root, "cpu", sig, te["selected"], "only one")
     return pack_from_report(root / "build-report.json", root, root / "recorded-0.1.0.tar.zst")
 
 
@@ -198,6 +199,7 @@ def _probe(runtime_dir: Path, bundle: Path) -> list[str]:
     return proc.stdout.splitlines()
 
 
+@pytest.mark.slow
 def test_oldest_supported_runtime_runs_a_kernel(runtimes, recorded):
     lines = _probe(runtimes[OLDEST], recorded)
     assert lines[0].startswith(f"RUNTIME {OLDEST}") and lines[0].endswith(" True"), lines

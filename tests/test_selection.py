@@ -92,8 +92,13 @@ def test_a_validated_impl_beats_an_unvalidated_faster_one():
 
 
 def test_selection_json_round_trip():
-    s = Selection("aten", True, "fastest validated: 1.0 us", {"manual": "slower: 2.0 us vs 1.0 us (aten)"})
-    assert Selection.from_json(s.to_json()) == s
+    from boo_build.reasons import Kind, Reason
+
+    s = Selection("aten", True, Reason(Kind.FASTEST, "fastest validated: 1.0 us"),
+                  {"manual": Reason(Kind.SLOWER, "slower: 2.0 us vs 1.0 us (aten)")})
+    back = Selection.from_json(s.to_json())
+    assert back == s and back.reason.kind is Kind.FASTEST and back.rejected["manual"].kind is Kind.SLOWER
+    assert s.to_json()["rejected"] == {"manual": {"kind": "slower", "text": "slower: 2.0 us vs 1.0 us (aten)"}}
 
 
 # ---------------------------------------------------------------- candidates

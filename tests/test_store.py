@@ -59,7 +59,8 @@ class StoreServer:
         self.release, self.lock = threading.Event(), threading.Lock()
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02},
+                                       daemon=True)  # a short poll: shutdown returns at once
         self.thread.start()
 
     @property
@@ -281,6 +282,7 @@ def test_a_url_pinned_by_sha256_and_file_urls(store, server, cache):
         open_bundle(store / rel, name=NAME)
 
 
+@pytest.mark.slow
 def test_eight_processes_one_download(store, server, cache, tmp_path):
     write_lock(lock([NAME], server.url), tmp_path / "boo.lock")
     server.modes[bundle_path(NAME, "0.2.0")] = "slow"  # the first download is still running when the others ask

@@ -75,6 +75,7 @@ def test_the_op_joins_the_shared_vocabulary(scale_rows):
         KernelSignature("scale_rows", (4, 32), (32,), "float32", 1, bias=True)
 
 
+@pytest.mark.build
 def test_build_for_cpu_and_run_through_the_loader(scale_rows, tmp_path):
     manifest = tmp_path / "third.toml"
     manifest.write_text(MANIFEST)

@@ -24,6 +24,7 @@ from helpers import (
     _ln,
     _rms32,
     assert_close,
+    compiles,
     with_extra_kernels,
 )
 from torch._dynamo.testing import CompileCounterWithBackend
@@ -45,6 +46,7 @@ DYN = EXTRA[2][0]
 
 
 @pytest.fixture(scope="module")
+@compiles
 def path(tmp_path_factory):
     """One CPU bundle: the session's kernels and EXTRA."""
     return with_extra_kernels(tmp_path_factory, EXTRA, "torch-norms")

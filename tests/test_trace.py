@@ -23,6 +23,8 @@ from helpers import (
     RMSNormGated,
     assert_close,
     boo,
+    boo_main,
+    compiles,
 )
 
 from boo_build.loader import open_bundle
@@ -55,6 +57,7 @@ def _rms(shape, mask, eps=1e-6, dtype="float32"):
 
 # ------------------------------------------------------------ the whole workflow
 @pytest.fixture(scope="module")
+@compiles
 def traced(tmp_path_factory):
     """``boo-build trace`` of the training script at two sizes, then ``boo-build build`` for cpu."""
     tmp = tmp_path_factory.mktemp("trace")
@@ -391,8 +394,8 @@ def _script(tmp_path, name):
 
 def test_a_script_that_raises_still_writes_what_was_recorded(tmp_path):
     out = tmp_path / "m.toml"
-    proc = boo("trace", "--out", str(out), "--targets", "cpu", str(_script(tmp_path, "raises.py")), cwd=tmp_path,
-               check=False)
+    proc = boo_main("trace", "--out", str(out), "--targets", "cpu", str(_script(tmp_path, "raises.py")),
+                    cwd=tmp_path, check=False)
     assert proc.returncode == 1, proc
     assert "ValueError: the script's own error" in proc.stderr and 'in fail' in proc.stderr, proc.stderr
     assert "runpy" not in proc.stderr and "the script raised" in proc.stderr
@@ -403,7 +406,7 @@ def test_a_script_that_raises_still_writes_what_was_recorded(tmp_path):
 
 def test_no_norm_call_writes_nothing(tmp_path):
     out = tmp_path / "m.toml"
-    proc = boo("trace", "--out", str(out), str(_script(tmp_path, "nonorm.py")), cwd=tmp_path, check=False)
+    proc = boo_main("trace", "--out", str(out), str(_script(tmp_path, "nonorm.py")), cwd=tmp_path, check=False)
     assert proc.returncode == 1 and "made no norm call: nothing written" in proc.stderr, proc
     assert "2.0" in proc.stdout and not out.exists()
 
@@ -412,17 +415,18 @@ def test_unknown_rms_class_and_unwritable_out(tmp_path):
     train = str(FIXTURES / "train.py")
     out = tmp_path / "m.toml"
     # a module.Class that names no class: refused before the script runs
-    proc = boo("trace", "--out", str(out), "--rms-class", "trace_model.NoSuchNorm", train, cwd=tmp_path, check=False)
+    proc = boo_main("trace", "--out", str(out), "--rms-class", "trace_model.NoSuchNorm", train, cwd=tmp_path,
+                    check=False)
     assert proc.returncode == 2 and "module 'trace_model' has no class 'NoSuchNorm'" in proc.stderr, proc
     assert "step" not in proc.stdout and not out.exists()
     # a bare name no module of the script has: known only after it ran, nothing written
-    proc = boo("trace", "--out", str(out), "--targets", "cpu", "--rms-class", "LlamaRMSNorn", train, "2x3",
-               cwd=tmp_path, check=False)
+    proc = boo_main("trace", "--out", str(out), "--targets", "cpu", "--rms-class", "LlamaRMSNorn", train, "2x3",
+                    cwd=tmp_path, check=False)
     assert proc.returncode == 2 and "--rms-class LlamaRMSNorn: no module of that class ran" in proc.stderr, proc
     assert not out.exists()
     # an --out that cannot be written (under a file, not a folder: refused even to root): before the script runs
     (tmp_path / "afile").write_text("x")
-    proc = boo("trace", "--out", str(tmp_path / "afile" / "m.toml"), train, cwd=tmp_path, check=False)
+    proc = boo_main("trace", "--out", str(tmp_path / "afile" / "m.toml"), train, cwd=tmp_path, check=False)
     assert proc.returncode == 2 and "cannot write in" in proc.stderr, proc
     assert "step" not in proc.stdout and (tmp_path / "afile").read_text() == "x"
 
@@ -439,6 +443,7 @@ def test_report_says_which_sizes_a_static_bundle_serves(built):
         assert swapped.serves in str(report)
 
 
+@pytest.mark.slow
 def test_the_recorder_imports_torch_only():
     """It runs in the application's process: no compiler, iree-turbine, doit or loader runtime; and the
     loader never imports it."""
@@ -464,8 +469,8 @@ def test_merge_on_the_command_line(tmp_path):
     old.write_text('# keep me\n[bundle]\nname = "mine"\nversion = "1.0.0"\ntargets = ["cpu"]\n\n'
                    '[[kernels]]\nop = "layer_norm"\ninput_shape = [2, 16]\naffine = false\nmasks = [1]\n')
     out = tmp_path / "new.toml"
-    proc = boo("trace", "--out", str(out), "--merge", str(old), "--static", "0", str(_script(tmp_path, "two.py")),
-               cwd=tmp_path)
+    proc = boo_main("trace", "--out", str(out), "--merge", str(old), "--static", "0",
+                    str(_script(tmp_path, "two.py")), cwd=tmp_path)
     assert f"added to {old} and wrote {out}" in proc.stdout, proc.stdout
     text = out.read_text()
     assert text.startswith(old.read_text()) and old.read_text().startswith("# keep me")
@@ -527,6 +532,7 @@ def _gn_record(model, fn):
 
 
 @pytest.fixture(scope="module")
+@compiles
 def gn_traced(tmp_path_factory):
     """The conv net recorded training at batches 2 and 4, its manifest (dynamic
     entries only: 4 kernels) built for cpu."""

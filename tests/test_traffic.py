@@ -16,6 +16,8 @@ from boo_build.stages.export import export_mlir
 from boo_build.stages.traffic import Traffic, TrafficError, executable_sources, kernel_traffic, minimal_bytes, model
 from boo_build.targets import catalogue
 
+pytestmark = pytest.mark.build  # every test runs iree-compile for the model
+
 SM80 = catalogue()["sm_80"].flags
 ROWS, W = 1024, 768
 X = ROWS * W * 4  # one float32 8x128x768 tensor: 3 MiB

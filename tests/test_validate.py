@@ -12,7 +12,7 @@ import math
 
 import pytest
 import torch
-from helpers import CPU_TARGET, GOOD, PLANTED, kernel_set, ln, rms
+from helpers import CPU_TARGET, GOOD, PLANTED, compiles, kernel_set, ln, rms
 
 from boo_build.loader.devices import DeviceInfo, discover
 from boo_build.signature import ModuleId
@@ -32,6 +32,7 @@ from boo_build.targets import catalogue
 
 
 @pytest.fixture(scope="session")
+@compiles
 def kernels():
     return kernel_set()
 
@@ -253,6 +254,7 @@ def _narrow_kernels() -> dict[ModuleId, bytes]:
     return out
 
 
+@pytest.mark.build
 def test_width_1_and_2_kernels_validate(cpu):
     """Ill-conditioned widths: at width 2 a layer norm's output is about +-1
     whatever the input, so its input gradient is tiny next to the rounding of

@@ -23,11 +23,11 @@ from doit.exceptions import TaskFailed
 
 from ..candidates import Candidate, apply_variant, module_file, split_module_file
 from ..files import read_json, record_bytes, write_atomic, write_json
+from ..layout import subject_signature
 from ..records import BenchResult, CompileRecord, CompileStatus, ExportRecord, ExportStatus, ValidationResult
 from ..signature import KernelSignature, ModuleId
+from ..stages import not_run
 from ..targets import catalogue
-from . import not_run
-from .layout import subject_signature
 
 Status = dict[str, str]  # {"status": ...}: the task's values
 
@@ -226,6 +226,19 @@ def bench_action(subject: str, target_name: str, vmfb_path: str | None, validati
     rec = dataclasses.replace(res, validation=eager_validation, variant=variant, mode=mode, run_id=run_id)
     write_json(Path(record_path), rec.to_json())
     return {"status": rec.status}
+
+
+def select_action(kt, root: str, record_path: str, run_id: str) -> Status:
+    """The decision for ``kt`` (a ``select.KernelTarget``) from its candidates' records
+    in the build folder ``root``, written as its ``SelectRecord``."""
+    from ..layout import Layout
+    from ..stages.select import KernelRecords, SelectRecord
+
+    lay = Layout(Path(root).parent, Path(root).name)
+    decision = KernelRecords.read(lay, kt).decide()
+    rec = SelectRecord(kt.sig.key, kt.target.name, decision, run_id)
+    write_json(Path(record_path), rec.to_json())
+    return {"status": "ok" if decision.available else "unavailable"}  # progress prints the latter in capitals
 
 
 def report_action(plan, config, devices, toolchain) -> bool | TaskFailed:

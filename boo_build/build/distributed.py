@@ -54,8 +54,8 @@ from distributed.client import FutureCancelledError
 from distributed.comm.addressing import normalize_address
 from distributed.comm.core import CommClosedError
 
+from ..stages import not_run
 from ..stages.compile import CompileResult
-from . import not_run
 from .worker import (
     DistributedError,
     SchedulerLost,

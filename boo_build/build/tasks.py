@@ -6,13 +6,20 @@ them, so there is one graph. Task names:
 
     export:<bundle>/<module key>                     one per (signature, impl)
     compile:<bundle>/<target>/<module key>           one per module x target
+    traffic:<bundle>/<target>/<module key>           a GPU module's modelled traffic, before it compiles
     validate:<bundle>/<target>/<module key>          one per module x target with a device
-    bench:<bundle>/<target>/<module key | sig-eager> serial, after every compile/validate
     ready:<bundle>                                   barrier before the benchmarks
+    bench:<bundle>/<target>/<module key | sig-eager> serial, after every compile/validate
+    select:<bundle>/<target>/<signature key>         the decision per kernel x target (stages/select.py)
     report:<bundle>                                  always runs: summary, build report, CSV
-    pack:<bundle>                                    the bundle file
+    pack:<bundle>                                    the bundle file, from the decisions
     page:<bundle>                                    report.html, redrawn when what it shows changed
     build                                            everything
+
+(export, traffic, compile, validate, bench, select, report, pack, page: the
+stages in the order data flows; a module's ``+<variant>`` and a benchmark
+subject's ``@<mode>`` name the candidates, ``candidates.candidates``, which
+every generator here, the select stage and the report enumerate alike.)
 
 A stage depends on the *content* of the previous stage's output
 (``inputs_unchanged``): the MLIR text, and records minus their run id and
@@ -42,13 +49,16 @@ from typing import Callable, Iterator, Sequence
 from doit.tools import config_changed
 
 from .. import candidates
-from ..candidates import applies, export_variant, modelled, modes, module_file, variant_flags, variants
+from ..candidates import Candidate, export_variant, modelled, module_file, variant_flags
 from ..errors import BuildError
 from ..files import read_json, write_json
+from ..layout import Layout, bench_subject, eager_subject
 from ..manifest.reader import Manifest, load_manifest
 from ..records import stable_record
 from ..signature import KernelSignature, ModuleId
 from ..stages.compile import DEFAULT_TIMEOUT_S  # stdlib only: cheap at graph load
+from ..stages.not_run import VALIDATION_DISABLED
+from ..stages.select import KernelTarget
 from ..targets import Target, arch_free, catalogue, dynamic_flags, resolve
 from .actions import (
     bench_action,
@@ -56,13 +66,12 @@ from .actions import (
     export_action,
     pack_action,
     report_action,
+    select_action,
     traffic_action,
     traffic_copy_action,
     validate_action,
 )
 from .durations import expected as expected_seconds
-from .layout import Layout, bench_subject, eager_subject
-from .not_run import VALIDATION_DISABLED
 from .toolchain import Toolchain
 from .uptodate import content_digest, inputs_unchanged, record_ok
 
@@ -77,6 +86,8 @@ STAGES_DIR = PKG_DIR / "stages"
 OP_SOURCES = tuple(str(p) for p in sorted((PKG_DIR / "ops").glob("*.py")))
 EXPORT_SOURCES = (str(STAGES_DIR / "torch_modules.py"), str(STAGES_DIR / "export.py"),
                   str(PKG_DIR / "signature.py")) + OP_SOURCES
+# Source files whose change must decide every kernel again (the rules, their reasons)
+SELECT_SOURCES = tuple(str(p) for p in (STAGES_DIR / "selection.py", STAGES_DIR / "select.py", PKG_DIR / "reasons.py"))
 
 
 @dataclass(frozen=True)
@@ -317,13 +328,13 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
             for t, dev in _runnable(p):
                 # (module file, mode, vmfb, validation record, inputs, shapes); torch eager's has no vmfb
                 subjects: list[tuple[str, str, str | None, str | None, list[Path], Sequence[Sequence[int]]]] = []
-                for mid, v in _modules(p, t, config, devices):
-                    lay = p.layout
-                    for m in _modes(t, config, devices):  # each CPU driver, where explored
-                        subjects.append((module_file(mid.key, v), m, str(lay.vmfb(t.name, mid, v)),
-                                         str(lay.validation(t.name, mid, v)),
-                                         [lay.compile_record(t.name, mid, v), lay.validation(t.name, mid, v)],
-                                         p.manifest.bench_shapes(mid.signature)))
+                lay = p.layout
+                for mid, c in _candidate_modules(p, t, config, devices):  # each CPU driver (mode), where explored
+                    v = c.variant
+                    subjects.append((module_file(mid.key, v), c.mode, str(lay.vmfb(t.name, mid, v)),
+                                     str(lay.validation(t.name, mid, v)),
+                                     [lay.compile_record(t.name, mid, v), lay.validation(t.name, mid, v)],
+                                     p.manifest.bench_shapes(mid.signature)))
                 for req in p.manifest.kernels:
                     subjects.append((eager_subject(req.signature.key), "", None, None, [],
                                      p.manifest.bench_shapes(req.signature)))
@@ -347,6 +358,29 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
                     }
                     previous = name
 
+    def task_select():
+        """Decide each kernel on each target from its candidates' records (``stages/select.py``).
+        Its inputs are those records (``file_dep``: doit orders it after the tasks that
+        write them, and reruns it when one changes)."""
+        for p in plans:
+            b = p.manifest.bundle.name
+            for req in p.manifest.kernels:
+                for t in p.targets:
+                    kt = _kernel_target(req.signature, req.impls, t, config, devices)
+                    out = p.layout.select(t.name, req.signature.key)
+                    yield {
+                        "name": f"{b}/{t.name}/{req.signature.key}",
+                        "actions": [(select_action, [kt, str(p.layout.root), str(out), run])],
+                        "file_dep": [str(f) for f in kt.inputs(p.layout)] + list(SELECT_SOURCES),
+                        "task_dep": [f"ready:{b}"],
+                        "targets": [str(out)],
+                        # (no record check: its record is small and written whole; doit reruns it when missing)
+                        "uptodate": [config_changed({"explore": kt.explore, "model": kt.model, "bench": kt.bench,
+                                                     "no_device": kt.no_device})],
+                        "clean": [_rm(out)],
+                        "doc": f"select {req.signature.key} on {t.name}",
+                    }
+
     def task_ready():
         """Barrier: every export, compile and validation of a bundle is done."""
         for p in plans:
@@ -361,7 +395,8 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
             yield {
                 "name": b,
                 "actions": [(report_action, [p, config, devices, toolchain])],
-                "task_dep": [f"ready:{b}"] + _bench_names(p, devices, config),
+                "task_dep": [f"ready:{b}"] + _bench_names(p, devices, config)
+                + [f"select:{b}/{t.name}/{r.signature.key}" for r in p.manifest.kernels for t in p.targets],
                 "uptodate": [False],
                 "verbosity": 2,
                 "doc": f"report on {b}",
@@ -376,7 +411,9 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
                 "name": b,
                 "actions": [(pack_action, [p, config, toolchain])],
                 "task_dep": [f"report:{b}"],
-                "file_dep": [str(p.layout.report), str(STAGES_DIR / "pack.py")],
+                # the decisions it writes (the report embeds them too: it changes with them)
+                "file_dep": [str(p.layout.report), str(STAGES_DIR / "pack.py")]
+                + [str(p.layout.select(t.name, r.signature.key)) for r in p.manifest.kernels for t in p.targets],
                 "targets": [str(out)],
                 "clean": [_rm(out)],
                 "doc": f"pack {out.name}",
@@ -412,6 +449,7 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
         "task_validate": task_validate,
         "task_ready": task_ready,
         "task_bench": task_bench,
+        "task_select": task_select,
         "task_report": task_report,
         "task_pack": task_pack,
         "task_page": task_page,
@@ -448,11 +486,23 @@ def explores(t: Target, config: BuildConfig, devices: dict) -> bool:
                                device=devices.get(t.name, (None,))[0])
 
 
-def _modules(p: Plan, t: Target, config: BuildConfig, devices: dict) -> list[tuple]:
-    """(module id, variant) of every module of ``t``: the baselines, and where
-    explored or modelled each variant that changes the module."""
-    extra = variants(t) if explores(t, config, devices) or modelled(t, config.traffic) else ()
-    return [(mid, v) for mid in p.manifest.module_ids for v in ("",) + tuple(x for x in extra if applies(x, mid))]
+def _kernel_target(sig: KernelSignature, impls, t: Target, config: BuildConfig, devices: dict) -> KernelTarget:
+    """What decides a kernel's candidates (``candidates.candidates``) and records on ``t``."""
+    dev, why = devices.get(t.name, (None, VALIDATION_DISABLED))
+    return KernelTarget.of(sig, impls, t, bench=config.bench, distributed=bool(config.scheduler), device=dev,
+                           why_no_device=why, traffic=config.traffic)
+
+
+def _candidate_modules(p: Plan, t: Target, config: BuildConfig, devices: dict) -> list[tuple[ModuleId, Candidate]]:
+    """(module id, candidate) of every candidate of every kernel of ``p`` on ``t`` (``candidates.candidates``:
+    the baselines, and where explored or modelled each variant that changes the module, each mode)."""
+    return [(ModuleId(r.signature, c.impl), c) for r in p.manifest.kernels
+            for c in _kernel_target(r.signature, r.impls, t, config, devices).candidates()]
+
+
+def _modules(p: Plan, t: Target, config: BuildConfig, devices: dict) -> list[tuple[ModuleId, str]]:
+    """(module id, variant) of every compiled module of ``t``: its candidates' modules."""
+    return list(dict.fromkeys((mid, c.variant) for mid, c in _candidate_modules(p, t, config, devices)))
 
 
 def _flags(config: BuildConfig, t: Target, mid: ModuleId, variant: str) -> list[str]:
@@ -464,10 +514,6 @@ def _export_variants(p: Plan, config: BuildConfig, devices: dict) -> list[tuple]
     seen = dict.fromkeys((mid, export_variant(v)) for t in p.targets for mid, v in _modules(p, t, config, devices)
                          if export_variant(v))
     return list(seen)
-
-
-def _modes(t: Target, config: BuildConfig, devices: dict) -> tuple[str, ...]:
-    return modes(t) if explores(t, config, devices) else ("",)
 
 
 def _all_names(p: Plan, devices: dict, config: BuildConfig) -> list[str]:
@@ -514,8 +560,8 @@ def _bench_names(p: Plan, devices: dict, config: BuildConfig) -> list[str]:
     out = []
     for t in p.targets:
         if devices.get(t.name, (None,))[0]:
-            out += [f"bench:{b}/{t.name}/{bench_subject(module_file(m.key, v), mode)}"
-                    for m, v in _modules(p, t, config, devices) for mode in _modes(t, config, devices)]
+            out += [f"bench:{b}/{t.name}/{bench_subject(module_file(m.key, c.variant), c.mode)}"
+                    for m, c in _candidate_modules(p, t, config, devices)]
             out += [f"bench:{b}/{t.name}/{eager_subject(r.signature.key)}" for r in p.manifest.kernels]
     return out
 

@@ -19,8 +19,8 @@ from functools import lru_cache
 from ..errors import DistributedError as DistributedError
 from ..errors import SchedulerLost as SchedulerLost
 from ..errors import WorkerMismatch
+from ..stages import not_run
 from ..stages.compile import CompileResult
-from . import not_run
 
 
 def target_resource(target_name: str) -> str:
@@ -113,9 +113,9 @@ def _eager_threads() -> int | None:
 
 
 def bench_on_worker(vmfb: bytes | None, subject: str, target, device: dict | None, shapes=()) -> dict:
+    from ..layout import subject_signature
     from ..signature import KernelSignature, ModuleId
     from ..stages.benchmark import bench_eager_at, bench_kernel_at
-    from .layout import subject_signature
 
     if vmfb is None:  # torch eager for a signature, as actions.bench_action does
         return bench_eager_at(KernelSignature.parse(subject_signature(subject)), shapes,

@@ -19,6 +19,7 @@ from typing import Mapping, TextIO
 
 from ..loader.archive import DEFAULT_MAX_SIZE, Archive
 from ..loader.format import CandidateRecord, ImplRecord
+from ..reasons import Kind
 from ..stages.selection import Decision
 from .text import add_max_size, bench_value, provenance_versions, read_bundle, runtime_fit, short, size_text
 
@@ -141,8 +142,9 @@ def candidate_lines(candidates: Mapping[str, CandidateRecord], eager_s: float | 
     order = sorted(candidates.items(), key=lambda p: (time_of(p[1]) is None, time_of(p[1]) or 0.0, p[0]))
     for name, c in order:
         status, why = c.status or "?", short(c.reason, 60)
+        # a slower candidate's reason says so itself ("slower: 20.0 us vs 10.0 us")
         lines.append(f"  {name:24s} {us(time_of(c)):>11s}  "
-                     + (why if why.startswith(status) else f"{status}: {why}" if why else status))
+                     + (why if c.reason.kind is Kind.SLOWER else f"{status}: {why}" if why else status))
     return lines
 
 

@@ -57,6 +57,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping
 
 from .. import ops
+from ..reasons import Kind, Reason, with_kind
 from ..signature import KernelSignature, SignatureError
 from .errors import BundleFormatError
 from .json_fields import as_mapping, extra_fields, freeze_fields, is_by_rows, is_seconds, plain, typed_value
@@ -152,10 +153,11 @@ class CandidateRecord:
     """What the build measured of one candidate (``impl[+variant][@mode]``):
     its times (seconds; ``mean_s`` is what the selection compares, absent in
     bundles built before it was recorded), its ``status`` ("selected", "slower",
-    "failed", "not run") and why it lost ("" for the selected one)."""
+    "failed", "not run") and why it lost ("" for the selected one; ``kind``
+    beside it in the JSON, absent in bundles built before kinds: ``reasons``)."""
 
     status: str
-    reason: str = ""
+    reason: Reason = Reason(Kind.SELECTED, "")
     median_s: float | None = None
     min_s: float | None = None
     mean_s: float | None = None
@@ -163,10 +165,13 @@ class CandidateRecord:
     # of median_s/min_s: not in the JSON read (rather than null), so not written back;
     # mean_s is written only when set
     absent: frozenset[str] = frozenset()
+    legacy: bool = field(default=False, compare=False)  # read without a kind: written back without one
 
-    _KNOWN = ("status", "reason", "median_s", "min_s", "mean_s")
+    _KNOWN = ("status", "reason", "kind", "median_s", "min_s", "mean_s")
 
     def __post_init__(self) -> None:
+        # a reason given as text (a record made by hand, or read without a kind): its kind from its words
+        object.__setattr__(self, "reason", with_kind(self.reason, None, default=None if self.reason else Kind.SELECTED))
         freeze_fields(self, "extra")
 
     @classmethod
@@ -175,14 +180,21 @@ class CandidateRecord:
         for f in ("median_s", "min_s", "mean_s"):
             if d.get(f) is not None and not is_seconds(d[f]):
                 raise IndexProblem(f"{where}: {f} is not {is_seconds.__doc__}: {d[f]!r}")
-        return cls(status=typed_value(d.get("status", ""), str, f"{where} status"), reason=d.get("reason") or "",
+        text = typed_value(d.get("reason") or "", str, f"{where} reason")
+        try:
+            reason = with_kind(text, d.get("kind"), f"{where} kind", default=None if text else Kind.SELECTED)
+        except ValueError as e:
+            raise IndexProblem(str(e)) from None
+        return cls(status=typed_value(d.get("status", ""), str, f"{where} status"), reason=reason,
                    median_s=d.get("median_s"), min_s=d.get("min_s"), mean_s=d.get("mean_s"),
                    extra=extra_fields(d, cls._KNOWN),
-                   absent=frozenset(k for k in ("median_s", "min_s") if k not in d))
+                   absent=frozenset(k for k in ("median_s", "min_s") if k not in d), legacy="kind" not in d and bool(text))
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {k: getattr(self, k) for k in ("median_s", "min_s") if k not in self.absent}
-        out.update(status=self.status, reason=self.reason)
+        out.update(status=self.status, reason=self.reason.text)
+        if self.reason and not self.legacy:
+            out["kind"] = str(self.reason.kind)
         if self.mean_s is not None:
             out["mean_s"] = self.mean_s
         out.update(plain(self.extra))
@@ -209,6 +221,9 @@ class EagerPreference:
     reason: str
     by_rows: tuple[tuple[int, bool], ...] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # the times compared, in words, as the reason ends with them (the selection's, for the
+    # reason it gives where eager's results fail validation); not in the index
+    times: str = field(default="", compare=False, repr=False)
 
     _KNOWN = ("eager_s", "kernel_s", "reason", "by_rows")
 
@@ -242,25 +257,41 @@ class TargetRecord:
     where it is not the target's; ``candidates``: what the build measured, per
     candidate's text form; ``prefer_eager``: where torch tensors go to torch;
     ``eager_rejected``: why they do not although torch eager was faster (its
-    results failed validation). ``None`` fields are absent from the JSON."""
+    results failed validation). ``None`` fields are absent from the JSON.
+
+    Reasons are typed (``reasons.Reason``: text and kind); the JSON keeps each
+    text where it always was and its kind beside it (``reason_kind``,
+    ``rejected_kinds``, ``eager_rejected_kind``). An entry read without kinds
+    (a bundle written before them) gets them from its words once, here
+    (``reasons.legacy_kind``; an unavailable entry's reason is
+    ``NONE_AVAILABLE``), and is written back without them (``legacy``)."""
 
     status: Status
-    reason: str | None = None
+    reason: Reason | None = None
     selected: str | None = None
     impls: Mapping[str, ImplRecord] | None = None
-    rejected: Mapping[str, str] | None = None
+    rejected: Mapping[str, Reason] | None = None
     # fields this code does not know (measure's "measured", ...)
     extra: Mapping[str, Any] = field(default_factory=dict)
     mode: str | None = None
     candidates: Mapping[str, CandidateRecord] | None = None
     prefer_eager: EagerPreference | None = None
-    eager_rejected: str | None = None
+    eager_rejected: Reason | None = None
+    legacy: bool = field(default=False, compare=False)  # read without kinds: written back without them
 
     _KNOWN = ("status", "reason", "selected", "impls", "rejected", "mode", "candidates", "prefer_eager",
-              "eager_rejected")
+              "eager_rejected", "reason_kind", "rejected_kinds", "eager_rejected_kind")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))
+        # reasons given as text (an entry made by hand): their kinds from their words
+        if self.reason is not None:
+            object.__setattr__(self, "reason", with_kind(self.reason, None, default=Kind.NONE_AVAILABLE
+                                                         if self.status is Status.UNAVAILABLE else None))
+        if self.rejected is not None:
+            object.__setattr__(self, "rejected", {i: with_kind(r, None) for i, r in self.rejected.items()})
+        if self.eager_rejected is not None:
+            object.__setattr__(self, "eager_rejected", with_kind(self.eager_rejected, None))
         # given as JSON (a hand-made entry): the typed records
         if isinstance(self.prefer_eager, Mapping):
             object.__setattr__(self, "prefer_eager", EagerPreference.from_json(self.prefer_eager))
@@ -270,20 +301,21 @@ class TargetRecord:
         freeze_fields(self, "impls", "rejected", "extra", "candidates")
 
     @classmethod
-    def available(cls, selected: str, impls: Mapping[str, ImplRecord], reason: str = "",
-                  rejected: Mapping[str, str] | None = None, *, mode: str | None = None,
+    def available(cls, selected: str, impls: Mapping[str, ImplRecord], reason: Reason | str = "",
+                  rejected: Mapping[str, Reason | str] | None = None, *, mode: str | None = None,
                   candidates: Mapping[str, CandidateRecord] | None = None,
-                  prefer_eager: EagerPreference | None = None, eager_rejected: str | None = None,
+                  prefer_eager: EagerPreference | None = None, eager_rejected: Reason | None = None,
                   **extra: Any) -> "TargetRecord":
-        return cls(Status.AVAILABLE, reason, selected, impls, dict(rejected or {}), extra, mode, candidates,
-                   prefer_eager, eager_rejected or None)
+        """An available entry (``reason``/``rejected`` as text: an entry made by hand, kinds from the words)."""
+        return cls(Status.AVAILABLE, reason, selected, impls, dict(rejected or {}),  # type: ignore[arg-type]
+                   extra, mode, candidates, prefer_eager, eager_rejected or None)
 
     @classmethod
-    def unavailable(cls, reason: str, rejected: Mapping[str, str] | None = None, *,
-                    candidates: Mapping[str, CandidateRecord] | None = None, eager_rejected: str | None = None,
+    def unavailable(cls, reason: Reason | str, rejected: Mapping[str, Reason | str] | None = None, *,
+                    candidates: Mapping[str, CandidateRecord] | None = None, eager_rejected: Reason | None = None,
                     **extra: Any) -> "TargetRecord":
-        return cls(Status.UNAVAILABLE, reason, None, None, dict(rejected or {}), extra, candidates=candidates,
-                   eager_rejected=eager_rejected or None)
+        return cls(Status.UNAVAILABLE, reason, None, None, dict(rejected or {}),  # type: ignore[arg-type]
+                   extra, candidates=candidates, eager_rejected=eager_rejected or None)
 
     @property
     def is_available(self) -> bool:
@@ -314,26 +346,55 @@ class TargetRecord:
             cands = {c: CandidateRecord.from_json(v, f"{where}: candidate {c}")
                      for c, v in as_mapping(cands, "candidates").items()}
         pref = None if d.get("prefer_eager") is None else EagerPreference.from_json(d["prefer_eager"], where)
-        why = d.get("eager_rejected")
-        if why is not None and not isinstance(why, str):
-            raise IndexProblem(f"{where}: eager_rejected must be a reason (text), got {why!r}")
-        rec = cls(status=status, reason=d.get("reason"), selected=d.get("selected"), impls=impls,
-                  rejected=None if d.get("rejected") is None else dict(as_mapping(d["rejected"], "rejected")),
+        reason, rejected, why = cls.reasons_of(d, status, where)
+        legacy = not any(k in d for k in ("reason_kind", "rejected_kinds", "eager_rejected_kind"))
+        rec = cls(status=status, reason=reason, selected=d.get("selected"), impls=impls, rejected=rejected,
                   extra=extra_fields(d, cls._KNOWN), mode=mode, candidates=cands, prefer_eager=pref,
-                  eager_rejected=why)
+                  eager_rejected=why, legacy=legacy)
         if status is Status.AVAILABLE and (impls is None or rec.selected not in impls):
             raise IndexProblem(f"{where}: selected impl {d.get('selected')!r} has no entry")
         return rec
 
+    @staticmethod
+    def reasons_of(d: Mapping[str, Any], status: Status | str,
+                   where: str = "target entry") -> tuple[Reason | None, dict[str, Reason] | None, Reason | None]:
+        """(reason, rejected, eager_rejected) of a target entry's JSON, typed: each text with
+        its recorded kind, or, without one (a bundle written before kinds), the kind of its
+        words (an unavailable entry's reason: ``NONE_AVAILABLE``)."""
+        why = d.get("eager_rejected")
+        if why is not None and not isinstance(why, str):
+            raise IndexProblem(f"{where}: eager_rejected must be a reason (text), got {why!r}")
+        kinds = as_mapping(d.get("rejected_kinds") or {}, "rejected_kinds")
+        try:
+            reason = d.get("reason")
+            if reason is not None:
+                reason = with_kind(typed_value(reason, str, f"{where} reason"), d.get("reason_kind"),
+                                   f"{where}: reason_kind",
+                                   default=Kind.NONE_AVAILABLE if status == Status.UNAVAILABLE else None)
+            rejected = None if d.get("rejected") is None else {
+                i: with_kind(typed_value(r, str, f"{where} rejected {i}"), kinds.get(i), f"{where}: rejected_kinds {i}")
+                for i, r in as_mapping(d["rejected"], "rejected").items()}
+            if why is not None:
+                why = with_kind(why, d.get("eager_rejected_kind"), f"{where}: eager_rejected_kind")
+        except ValueError as e:
+            raise IndexProblem(str(e)) from None
+        return reason, rejected, why
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"status": self.status.value}
-        for k in ("reason", "selected"):
-            if getattr(self, k) is not None:
-                out[k] = getattr(self, k)
+        kinds = not self.legacy
+        if self.reason is not None:
+            out["reason"] = self.reason.text
+            if kinds:
+                out["reason_kind"] = str(self.reason.kind)
+        if self.selected is not None:
+            out["selected"] = self.selected
         if self.impls is not None:
             out["impls"] = {i: m.to_json() for i, m in self.impls.items()}
         if self.rejected is not None:
-            out["rejected"] = dict(self.rejected)
+            out["rejected"] = {i: r.text for i, r in self.rejected.items()}
+            if kinds and self.rejected:
+                out["rejected_kinds"] = {i: str(r.kind) for i, r in self.rejected.items()}
         if self.mode is not None:
             out["mode"] = self.mode
         if self.candidates is not None:
@@ -341,7 +402,9 @@ class TargetRecord:
         if self.prefer_eager is not None:
             out["prefer_eager"] = self.prefer_eager.to_json()
         if self.eager_rejected is not None:
-            out["eager_rejected"] = self.eager_rejected
+            out["eager_rejected"] = self.eager_rejected.text
+            if kinds:
+                out["eager_rejected_kind"] = str(self.eager_rejected.kind)
         out.update(plain(self.extra))
         return out
 

@@ -51,12 +51,13 @@ from ..loader.devices import DeviceInfo, discover, match_target
 from ..loader.errors import BundleFormatError
 from ..loader.format import CSV_NAME, BundleIndex, TargetRecord
 from ..loader.target_choice import bundle_targets
-from ..records import BenchStatus
+from ..reasons import Kind, Reason
+from ..records import BenchStatus, ValidationStatus
 from ..report.bench_table import COLUMNS, eager_key, table_rows, table_text
 from ..signature import KernelSignature, ModuleId
 from ..stages.benchmark import COMPILED, EAGER, BenchResult, bench_eager_at, bench_kernel_at
 from ..stages.pack import write_bundle
-from ..stages.selection import decide
+from ..stages.selection import decide, target_entry
 from ..stages.traffic import minimal_bytes
 from ..stages.validate import ValidationResult, eager_record, validate_kernel
 from ..targets import Target, cuda_capability
@@ -314,20 +315,23 @@ def _update_entry(index: BundleIndex, members: dict[str, bytes], m: KernelMeasur
             kept[impl] = dataclasses.replace(rec, validation=v.to_json(), absent=frozenset(),
                                              benchmark=b.to_json() if b is not None else None)
         else:
-            rejected[impl] = m.selection.rejected.get(impl) or f"validation {v.status}: {v.reason}"
+            rejected[impl] = m.selection.rejected.get(impl) or Reason(
+                _NOT_PASSED.get(v.status, Kind.NOT_VALIDATED), f"validation {v.status}: {v.reason}")
             members.pop(rec.member, None)
     ev = m.eager_validation
     measured = {"device": dev.name, "bytes": m.bytes_moved,
                 "eager": {**m.eager.to_json(), "validation": ev.to_json() if ev is not None else None},
                 "torch_compile": m.compiled.to_json()}
-    rejected = dict(sorted(rejected.items()))
+    why = None
     if m.selection.impl is None or m.selection.impl not in kept:
         reason = m.selection.reason if m.selection.impl is None else f"{m.selection.impl} not validated"
-        new = TargetRecord.unavailable(f"measured on {dev.name}: {reason}", rejected, measured=measured)
-    else:
-        new = TargetRecord.available(m.selection.impl, kept, m.selection.reason, rejected, measured=measured,
-                                     prefer_eager=m.decision.prefer_eager, eager_rejected=m.decision.eager_rejected)
-    return index.with_entry(m.key, m.target, new)
+        why = Reason(Kind.NONE_AVAILABLE, f"measured on {dev.name}: {reason}")
+    # the build's one way to write a decision into the index (selection.target_entry)
+    return index.with_entry(m.key, m.target, target_entry(m.decision, kept, rejected, why, measured=measured))
+
+
+# a validation status that did not pass -> the kind of its rejection
+_NOT_PASSED = {ValidationStatus.FAILED: Kind.VALIDATION_FAILED, ValidationStatus.ERROR: Kind.VALIDATION_ERROR}
 
 
 def _merged_csv(archive: Archive, measured: list[KernelMeasurement]) -> bytes:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from ..candidates import split_module_file
+from ..reasons import Kind
 from ..records import EAGER
 from ..signature import IMPLS, KernelSignature, ModuleId, shape_text
 from ..targets import Target
@@ -68,8 +69,6 @@ def table_rows(signatures: Iterable[KernelSignature], targets: Iterable, validat
     ``decisions[(signature key, target)]`` -> ``selection.Decision`` (its
     candidates where they were tried, where torch tensors go).
     """
-    from ..stages.selection import MODELLED
-
     rows = []
     target_names = [t.name if isinstance(t, Target) else str(t) for t in targets]
     modelled: dict[tuple[str, str], list] = {}  # (module key, target) -> [(variant, Traffic)], baseline first
@@ -127,7 +126,7 @@ def table_rows(signatures: Iterable[KernelSignature], targets: Iterable, validat
             if sel is None or sel.impl is None:
                 row["selected"] = "" if sel is None else "none"
             else:
-                how = "modelled" if sel.reason.startswith(MODELLED) else "default"
+                how = "modelled" if sel.reason.kind is Kind.MODELLED else "default"
                 row["selected"] = sel.impl if sel.measured else f"{sel.impl} ({how})"
             rows.append({c: row.get(c, "") for c in COLUMNS + OPTIONAL_COLUMNS if c in COLUMNS or c in row})
     return rows

@@ -1,9 +1,12 @@
 """Gather stage records into the build report, its summary and the CSV rows.
 
-The report file holds no run-specific fields (run ids, compile seconds), so
-an unchanged build rewrites nothing and the pack task stays up to date.
-Pure functions of the records on disk; ``actions.report_action`` writes the
-report and prints the summary.
+The report gathers; it decides nothing: each kernel's decision on each target
+is its select record (``stages/select.py``), embedded as it is (``decision``),
+beside the records of its candidates' modules. The report file holds no
+run-specific fields (run ids, compile seconds), so an unchanged build
+rewrites nothing and the pack task stays up to date. Pure functions of the
+records on disk; ``actions.report_action`` writes the report and prints the
+summary.
 """
 
 from __future__ import annotations
@@ -12,19 +15,24 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from ..build import not_run
-from ..build.layout import bench_subject, eager_subject
-from ..candidates import candidates, explores, export_variant, modelled, module_file
-from ..files import read_json
-from ..records import CompileStatus, ValidationStatus, stable_record
+from ..candidates import export_variant, module_file
+from ..layout import bench_subject
+from ..reasons import Kind, Reason
+from ..records import BenchResult, CompileStatus, ValidationResult, ValidationStatus, stable_record
 from ..signature import ModuleId
-from ..stages.traffic import Traffic, TrafficRecord
+from ..stages import not_run
+from ..stages.select import KernelRecords, KernelTarget, SelectRecord
+from ..stages.selection import Decision, Selection, compared_time
+from ..stages.traffic import TrafficRecord
+
+
+def _no_select_record(path: Path) -> Decision:
+    why = Reason(Kind.NONE_AVAILABLE, f"no select record at {path}: its select task did not run")
+    return Decision(Selection(None, False, why, {}), {})
 
 
 def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict[str, Any]]:
     """(report, run statistics) for one plan, from the records on disk."""
-    from ..records import BenchResult, ValidationResult
-    from ..stages.selection import compared_time, decide
     from .bench_table import eager_key, table_rows
 
     lay = plan.layout
@@ -50,46 +58,41 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
         else:
             stats[f"{stage}:up to date"] += 1
 
-    exports = {}
-    for mid in plan.manifest.module_ids:
-        exports[mid.key] = rec = read_json(lay.export_record(mid))
-        note("export", rec)
-
+    noted: set[str] = set()  # export records counted once, whichever target reads them
     for req in plan.manifest.kernels:
         sig = req.signature
         entry: dict[str, Any] = {"key": sig.key, "signature": sig.to_json(), "targets": {}, "impls": list(req.impls)}
         for t in plan.targets:
             dev, dev_reason = devices.get(t.name, (None, not_run.VALIDATION_DISABLED))
-            explore = explores(t, bench=config.bench, distributed=bool(config.scheduler), device=dev)
-            # candidates by name; without exploring, the implementations (names and records as ever)
-            model = modelled(t, config.traffic)  # the traffic model ranks a GPU target's variants
-            cands = candidates(req.impls, t, lambda i: ModuleId(sig, i), explore, model)
+            kt = KernelTarget.of(sig, req.impls, t, bench=config.bench, distributed=bool(config.scheduler),
+                                 device=dev, why_no_device=dev_reason, traffic=config.traffic)
+            recs = KernelRecords.read(lay, kt)
+            path = lay.select(t.name, sig.key)
+            sel_rec = SelectRecord.read(path)
+            note("select", None if sel_rec is None else {"run_id": sel_rec.run_id})
+            decision = sel_rec.decision if sel_rec is not None else _no_select_record(path)
+            decisions[(sig.key, t.name)] = decision
             impls: dict[str, Any] = {}  # per compiled module: <impl>[+<variant>]
-            modules: dict[str, tuple] = {}
-            compiled, vals, bens, benrecs, impl_failures = [], {}, {}, {}, []
-            for c in cands:
-                mid = ModuleId(sig, c.impl)
-                mfile = module_file(mid.key, c.variant)
-                if c.module not in modules:  # once per module: its compile and validation
-                    comp = read_json(lay.compile_record(t.name, mid, c.variant))
-                    note("compile", comp)
-                    val = read_json(lay.validation(t.name, mid, c.variant)) if dev else None
-                    if dev:
-                        note("validate", val)
-                    modules[c.module] = comp, val
-                    ev = export_variant(c.variant)
-                    efile = module_file(mid.key, ev)
-                    if efile not in exports:  # an export variant's own export, once
-                        exports[efile] = read_json(lay.export_record(mid, ev))
-                        note("export", exports[efile])
-                    impls[c.module] = {"export": stable_record(exports.get(module_file(mid.key, ev))),
-                                       "compile": stable_record(comp),
-                                       "validation": stable_record(val), "bench": None}
-                    if model:  # a GPU module's traffic model (stages/traffic.py)
-                        traffic = read_json(lay.traffic(t.name, mid, c.variant))
-                        note("traffic", traffic)
-                        impls[c.module]["traffic"] = stable_record(traffic)
-                        traffics[(mfile, t.name)] = _traffic_of(impls[c.module])
+            impl_failures = []
+            for c in recs.candidates:
+                m = recs.modules[c.module]
+                mfile = module_file(ModuleId(sig, c.impl).key, c.variant)
+                if c.module not in impls:  # once per module: its records
+                    efile = module_file(ModuleId(sig, c.impl).key, export_variant(c.variant))
+                    if efile not in noted:
+                        noted.add(efile)
+                        note("export", m.export)
+                    note("compile", m.compile)
+                    if kt.ran:
+                        note("validate", m.validation)
+                    # where nothing ran, the not-run record: the bundle says why, not only the selection
+                    impls[c.module] = {"export": stable_record(m.export), "compile": stable_record(m.compile),
+                                       "validation": stable_record(recs.module_validation(c.module)), "bench": None}
+                    if kt.model:  # a GPU module's traffic model (stages/traffic.py)
+                        note("traffic", m.traffic)
+                        impls[c.module]["traffic"] = stable_record(m.traffic)
+                        traffics[(mfile, t.name)] = TrafficRecord.from_json(m.traffic).traffic if m.traffic else None
+                    comp, val = m.compile, m.validation
                     if comp and comp.get("status") == CompileStatus.FAILED:
                         first = (comp.get("error") or "").strip().splitlines()[:1]
                         impl_failures.append(f"{mfile} on {t.name}: compile failed: {first[0] if first else ''}")
@@ -98,74 +101,48 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
                                              f"{val.get('reason', '')}")
                     if val:
                         validations[(mfile, t.name)] = ValidationResult.from_json(val)
-                comp, val = modules[c.module]
-                subject = bench_subject(mfile, c.mode)
-                ben = read_json(lay.bench(t.name, subject)) if dev and config.bench else None
-                benrecs[c.key] = ben
+                ben = recs.benches.get(c.key)
                 if not c.mode:
                     impls[c.module]["bench"] = stable_record(ben)
-                if comp and comp.get("status") == CompileStatus.OK:
-                    compiled.append(c.key)
-                vals[c.key] = ValidationResult.from_json(val) if val else None
-                bens[c.key] = BenchResult.from_json(ben) if ben else None
                 if ben:
-                    benches[(subject, t.name)] = bens[c.key]
-            if dev is None:
-                # Nothing ran: say why instead of leaving validation empty.
-                vals = {c.key: not_run.validation(ModuleId(sig, c.impl).key, t.name, dev_reason)
-                        if c.key in compiled else None for c in cands}
-            names = [c.key for c in cands]
-            eager = read_json(lay.bench(t.name, eager_subject(sig.key))) if dev and config.bench else None
-            eager_bench = BenchResult.from_json(eager) if eager else None
-            if eager_bench is not None:
-                benches[eager_key(sig.key, t.name)] = eager_bench
-            # say why an implementation did not compile, not just that it did not
-            not_compiled = {c.key: _why_not_compiled(impls[c.module]["compile"]) for c in cands
-                            if c.key not in compiled}
-            # torch calls go to torch only where explored, eager faster and its results pass
-            decision = decide(sig, t.name, names, compiled, vals, bens, not_compiled=not_compiled, explored=explore,
-                              eager=eager_bench if explore else None,
-                              eager_validation=eager_bench.validation if eager_bench is not None else None,
-                              traffic={c.key: traffics.get((module_file(ModuleId(sig, c.impl).key, c.variant), t.name))
-                                       for c in cands})
-            decisions[(sig.key, t.name)] = decision
+                    benches[(bench_subject(mfile, c.mode), t.name)] = BenchResult.from_json(ben)
+            bens = recs.bench_results()
+            eager = recs.eager
+            if eager:
+                benches[eager_key(sig.key, t.name)] = BenchResult.from_json(eager)
             sel = decision.selection
-            rejected = decision.rejected
             if decision.candidates is not None:
                 for module in impls:  # its benchmark in the chosen mode, or its best one
-                    own = [c.key for c in cands if c.module == module and (cb := bens.get(c.key)) is not None
+                    own = [c.key for c in recs.candidates if c.module == module and (cb := bens.get(c.key)) is not None
                            and cb.ok]
                     # own's benchmarks ran (ok): their compared times are floats
                     pick = sel.impl if sel.impl is not None and module == decision.module else min(
                         own, key=lambda n: compared_time(bens[n]),  # type: ignore[arg-type, return-value]
                         default=module)
-                    impls[module]["bench"] = stable_record(benrecs.get(pick))
+                    impls[module]["bench"] = stable_record(recs.benches.get(pick))
             if sel.impl is None:
                 failures.extend(impl_failures)
-            else:
-                dropped.extend(f"{f} (ships {sel.impl})" for f in impl_failures)
-            if sel.impl is None:
-                reasons = "; ".join(f"{i}: {r}" for i, r in sorted(rejected.items())) or sel.reason
-                # rejected: per module, why (the bundle index keeps it; the page tells
-                # a failed validation from a failed compile by it)
-                status = {"status": "unavailable", "reason": reasons, **decision.report_fields()}
-                missing.append(f"{sig.key} on {t.name}: {reasons}")
+                why = decision.unavailable_reason
+                status: dict[str, Any] = {"status": "unavailable", "reason": why.text}
+                missing.append(f"{sig.key} on {t.name}: {why}")
                 per_target[t.name]["unavailable"] += 1
             else:
-                validated = vals.get(sel.impl)
+                dropped.extend(f"{f} (ships {sel.impl})" for f in impl_failures)
+                validated = recs.validations().get(sel.impl)
                 vstatus = validated.status if validated else ValidationStatus.NOT_RUN
                 passed = vstatus == ValidationStatus.PASSED
                 vtext = ValidationStatus.PASSED if passed else (dev_reason if dev is None else vstatus)
-                status = {"status": "available", "validation": vtext, **decision.report_fields()}
+                status = {"status": "available", "validation": vtext, "selected": decision.module}
                 per_target[t.name]["available"] += 1
                 per_target[t.name]["validated" if passed else "not validated"] += 1
-            entry["targets"][t.name] = {**status, "impls": impls, "eager": stable_record(eager)}
+            entry["targets"][t.name] = {**status, "decision": decision.to_json(), "impls": impls,
+                                        "eager": stable_record(eager)}
         kernels.append(entry)
     _dynamic_sizes(kernels)
 
     report = {
         "format": "boo-build-report",
-        "format_version": 1,
+        "format_version": 2,  # 2: each target entry's decision is its select record's (typed reasons)
         "manifest": str(plan.manifest.path),
         "bundle": {"name": plan.manifest.bundle.name, "version": plan.manifest.bundle.version,
                    "targets": [t.name for t in plan.targets]},
@@ -217,27 +194,15 @@ def _dynamic_sizes(kernels: list[dict]) -> None:
                 te["sizes"] = rows
 
 
-def _why_not_compiled(comp: dict | None) -> str:
-    from ..records import CompileRecord
-
-    return CompileRecord.from_json(comp).why_not() if comp else "not compiled: no compile record"
-
-
 def failed(report: dict) -> bool:
     """A requested kernel (signature x target) with no working implementation."""
     return bool(report["missing"])
 
 
-def _traffic_of(impl: dict[str, Any]) -> Traffic | None:
-    """A module's modelled traffic from its report entry, where modelled."""
-    rec = impl.get("traffic")
-    return TrafficRecord.from_json(rec).traffic if rec else None
-
-
 def summary_text(report: dict, stats: dict, bundle_path: Path, allow_missing: bool) -> str:
     s = stats["stats"]
     lines = [f"== {report['bundle']['name']} {report['bundle']['version']} =="]
-    for stage in ("export", "compile", "traffic", "validate"):
+    for stage in ("export", "compile", "traffic", "validate", "select"):
         built, up = s.get(f"{stage}:built", 0), s.get(f"{stage}:up to date", 0)
         if built or up:
             lines.append(f"  {stage:8s} built {built}, up to date {up}")

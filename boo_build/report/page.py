@@ -40,9 +40,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
-from ..build.layout import Layout
 from ..errors import ReportError
 from ..files import read_json, write_atomic
+from ..layout import Layout
 from ..signature import KernelSignature, ModuleId
 from .page_data import (
     BYTES_MOVED,

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, TypeGuard
 
+from ..reasons import BUILD_FAILURES, FAILURES, VALIDATION_FAILURES, Reason
 from ..signature import IMPLS, KernelSignature
 
 if TYPE_CHECKING:
@@ -33,17 +34,6 @@ BYTES_MOVED = "bytes_moved"
 PEAK_BANDWIDTH = "peak_bandwidth_Bps"
 DEVICE_NAME = "device_name"
 
-NOT_RUN_PREFIX = "default until measured: "
-
-
-def not_run_reason(reason: str) -> str:
-    """Why a kernel chosen without measuring did not run (``not run: ...``), from its
-    selection's reason: the default's, or the traffic model's (which ends with it)."""
-    at = reason.find("not run")
-    return reason[at:] if at >= 0 else reason.removeprefix(NOT_RUN_PREFIX)
-# How selection words a rejected implementation that failed (selection.py, report.py).
-BUILD_FAILURES = ("compile failed", "not compiled", "export unavailable")
-VALIDATION_FAILURES = ("failed validation", "validation error")
 
 
 # ----------------------------------------------------------------- records
@@ -53,8 +43,8 @@ class Cell:
 
     status: str  # available | unavailable
     selected: str | None
-    reason: str  # why selected, or why unavailable
-    rejected: Mapping[str, str]  # impl -> why it is not shipped
+    reason: Reason  # why selected, or why unavailable (typed: reasons.Reason)
+    rejected: Mapping[str, Reason]  # impl -> why it is not shipped
     validation: Mapping[str, Any] | None  # the selected implementation's validation record
     torch_calls: str = ""  # where the build sent torch tensors instead, if it did (selection.torch_calls_text)
     traffic: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # impl -> its modelled traffic (GPU)
@@ -102,15 +92,12 @@ class PageData:
     measurements: tuple[Measurement, ...]
 
 
-def _cell(status: str, selected: str | None, reason: str, rejected: Mapping[str, str],
-          validation: Mapping[str, Any] | None, prefer_eager: EagerPreference | Mapping[str, Any] | None = None,
-          eager_rejected: str | None = "", traffic: Mapping[str, Any] | None = None) -> Cell:
-    from ..loader.format import EagerPreference
+def _cell(status: str, selected: str | None, reason: Reason, rejected: Mapping[str, Reason],
+          validation: Mapping[str, Any] | None, prefer_eager: EagerPreference | None = None,
+          eager_rejected: Reason | None = None, traffic: Mapping[str, Any] | None = None) -> Cell:
     from ..stages.selection import torch_calls_text
 
-    if isinstance(prefer_eager, Mapping):  # an index's JSON
-        prefer_eager = EagerPreference.from_json(prefer_eager)
-    return Cell(status=status, selected=selected, reason=reason or "", rejected=dict(sorted(rejected.items())),
+    return Cell(status=status, selected=selected, reason=reason, rejected=dict(sorted(rejected.items())),
                 validation=None if validation is None else dict(validation),
                 torch_calls=torch_calls_text(prefer_eager, eager_rejected) if prefer_eager or eager_rejected
                 else "", traffic={i: dict(t) for i, t in sorted((traffic or {}).items()) if t})
@@ -139,7 +126,10 @@ def _measured(bench: Mapping[str, Any] | None, measured: Any, peak_gbs: Any) -> 
 
 
 def kernels_from_index(index: Mapping[str, Any]) -> tuple[tuple[Kernel, ...], tuple[Measurement, ...]]:
-    """Kernels (and benchmark records with optional fields) of a bundle index."""
+    """Kernels (and benchmark records with optional fields) of a bundle index (its
+    reasons typed by ``format.TargetRecord``, which gives an older bundle's their kinds)."""
+    from ..loader.format import EagerPreference, TargetRecord
+
     kernels, meas = [], []
     measured_prov = (index.get("provenance") or {}).get("measured") or {}
     for key in sorted(index["kernels"]):
@@ -148,9 +138,12 @@ def kernels_from_index(index: Mapping[str, Any]) -> tuple[tuple[Kernel, ...], tu
         for t, te in sorted(k["targets"].items()):
             impls = te.get("impls") or {}
             sel = te.get("selected")
-            cells[t] = _cell(te["status"], sel, te.get("reason", ""), te.get("rejected") or {},
-                             (impls.get(sel) or {}).get("validation") if sel else None, te.get("prefer_eager"),
-                             te.get("eager_rejected") or "", {i: m.get("traffic") for i, m in impls.items()})
+            reason, rejected, eager_rejected = TargetRecord.reasons_of(te, te["status"], f"kernel {key} target {t}")
+            pref = te.get("prefer_eager")
+            cells[t] = _cell(te["status"], sel, _reason(reason), rejected or {},
+                             (impls.get(sel) or {}).get("validation") if sel else None,
+                             None if pref is None else EagerPreference.from_json(pref), eager_rejected,
+                             {i: m.get("traffic") for i, m in impls.items()})
             peak = (measured_prov.get(t) or {}).get("peak_gbs") if isinstance(measured_prov, Mapping) else None
             for i, m in sorted(impls.items()):
                 rec = _measured(m.get("benchmark"), te.get("measured"), peak)
@@ -170,11 +163,17 @@ def kernels_from_entries(entries) -> tuple[Kernel, ...]:
         cells = {}
         for t, te in sorted(k.targets.items()):
             impl = (te.impls or {}).get(te.selected) if te.selected else None
-            cells[t] = _cell(te.status.value, te.selected, te.reason or "", te.rejected or {},
-                             plain(impl.validation) if impl else None, te.prefer_eager, te.eager_rejected or "",
+            cells[t] = _cell(te.status.value, te.selected, _reason(te.reason), te.rejected or {},
+                             plain(impl.validation) if impl else None, te.prefer_eager, te.eager_rejected,
                              {i: plain(r.traffic) for i, r in (te.impls or {}).items() if r.traffic})
         out.append(Kernel(k.key, k.signature, cells))
     return tuple(out)
+
+
+def _reason(r: Reason | None) -> Reason:
+    from ..reasons import Kind
+
+    return r if r is not None else Reason(Kind.UNKNOWN, "")
 
 
 def target_order(name: str) -> tuple:
@@ -214,16 +213,12 @@ def worst_ratio(validation: Mapping[str, Any] | None) -> float | None:
     return max(found) if found else None
 
 
-def _failure(reason: str) -> bool:
-    return reason.startswith(BUILD_FAILURES + VALIDATION_FAILURES)
-
-
 def impl_failures(data: PageData, kind: str) -> list[tuple[Kernel, str, str, str]]:
     """(kernel, target, implementation, reason) of each implementation that
     failed to build (``kind="build"``) or failed validation (``"validation"``)."""
-    marks = BUILD_FAILURES if kind == "build" else VALIDATION_FAILURES
+    kinds = BUILD_FAILURES if kind == "build" else VALIDATION_FAILURES
     return [(k, t, impl, why) for k in data.kernels for t, c in k.cells.items()
-            for impl, why in c.rejected.items() if why.startswith(marks)]
+            for impl, why in c.rejected.items() if why.kind in kinds]
 
 
 @dataclass(frozen=True)
@@ -236,7 +231,7 @@ class CellState:
 
 
 def cell_state(cell: Cell) -> CellState:
-    failed = tuple(f"{i}: {r}" for i, r in cell.rejected.items() if _failure(r))
+    failed = tuple(f"{i}: {r}" for i, r in cell.rejected.items() if r.kind in FAILURES)
     if cell.status == "available":
         v = cell.validation or {}
         if v.get("status") == "passed":
@@ -246,12 +241,12 @@ def cell_state(cell: Cell) -> CellState:
                              + ("" if r is None else f", worst error {r:.2g} of the tolerance"), failed)
         if v.get("status") in ("failed", "error"):  # shipped although it failed (never selected so here)
             return CellState("failed", worst_ratio(v), "FAILED", f"{cell.selected}: {v.get('reason', '')}", failed)
-        why = v.get("reason") or not_run_reason(cell.reason) or "not run"
+        why = v.get("reason") or cell.reason or "not run"
         return CellState("not run", None, "not run" + ("*" if failed else ""), why, failed)
     reasons = cell.rejected or {}
-    if any(r.startswith(VALIDATION_FAILURES) for r in reasons.values()):
+    if any(r.kind in VALIDATION_FAILURES for r in reasons.values()):
         return CellState("failed", None, "FAILED", cell.reason, failed)
-    if reasons and all(r.startswith(BUILD_FAILURES) for r in reasons.values()):
+    if reasons and all(r.kind in BUILD_FAILURES for r in reasons.values()):
         return CellState("not built", None, "not built", cell.reason, failed)
     return CellState("unavailable", None, "unavailable", cell.reason, failed)
 

@@ -11,13 +11,12 @@ from collections import Counter
 from typing import Any, Mapping, Sequence
 
 from ..candidates import Candidate, module_file
+from ..reasons import Kind
 from ..signature import ModuleId
-from ..stages.selection import MODELLED
 from .page_charts import RC, chart_bandwidth, chart_compiles, chart_rows, chart_speedup, chart_validation
 from .page_data import (
     BYTES_MOVED,
     DIGEST_META,
-    NOT_RUN_PREFIX,
     PEAK_BANDWIDTH,
     ROW_TIMINGS,
     Measurement,
@@ -278,8 +277,7 @@ def _section_bundle(data: PageData) -> list[str]:
                 shipped.append("&mdash;")
             elif c.status == "available":
                 # chosen without measuring: the default, or the least modelled traffic
-                how = ("default" if c.reason.startswith(NOT_RUN_PREFIX) else
-                       "modelled" if c.reason.startswith(MODELLED) else "")
+                how = {Kind.UNMEASURED: "default", Kind.MODELLED: "modelled"}.get(c.reason.kind, "")
                 shipped.append(_e(c.selected) + (f' <span class="note">({how})</span>' if how else "")
                                + (f' <span class="note">(torch tensors: {_e(c.torch_calls)})</span>'
                                   if c.torch_calls else ""))

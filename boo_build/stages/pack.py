@@ -283,15 +283,21 @@ def provenance_from_report(report: Mapping[str, Any]) -> dict[str, Any]:
 def entries_from_report(report: Mapping[str, Any], root: Path
                         ) -> tuple[list[Target], list[KernelRecord], dict[str, bytes]]:
     """Targets, kernel records and vmfb members of a build report
-    (``report.build_report``); vmfbs are read from ``root/vmfb/<target>/<module
-    key>.vmfb``. Where the selection was measured only the selected
-    implementation is packed; where not (no device), every compiled one is.
-    The rest are listed in ``rejected`` with why. The decision is the report's
-    (``selection.Decision``, read back from its entry)."""
+    (``report.build_report``) and the decisions of its build folder ``root``
+    (each kernel's select record, ``stages/select.py``); vmfbs are read from
+    ``root/vmfb/<target>/<module key>.vmfb``. Where the selection was measured
+    only the selected implementation is packed; where not (no device), every
+    compiled one is. The rest are listed in ``rejected`` with why
+    (``selection.target_entry`` writes the entry)."""
+    from ..layout import Layout
+    from ..reasons import Kind, Reason
     from ..targets import catalogue
-    from .selection import Decision
+    from .select import SelectRecord
+    from .selection import target_entry
 
     cat = catalogue()
+    root = Path(root)
+    lay = Layout(root.parent, root.name)
     targets = []
     for name, t in sorted(report["targets"].items()):
         base = cat.get(name)
@@ -304,33 +310,30 @@ def entries_from_report(report: Mapping[str, Any], root: Path
         sig = KernelSignature.from_json(k["signature"])
         tentries: dict[str, TargetRecord] = {}
         for tname, te in k["targets"].items():
-            decision = Decision.from_report_entry(te)
+            rec = SelectRecord.read(lay.select(tname, sig.key))
+            if rec is None:
+                raise PackError(f"kernel {sig.key} target {tname}: no select record at {lay.select(tname, sig.key)} "
+                                "(rebuild: boo-build build)")
+            decision = rec.decision
             rejected = dict(decision.rejected)
-            cands = dict(sorted(decision.candidates.items())) if decision.candidates else None
-            if te.get("status") == "available":
-                sel = te["selected"]
-                why = decision.selection.reason
+            impls = {}
+            if decision.module is not None:
+                sel, why = decision.module, decision.selection.reason
                 recs = te.get("impls") or {}
                 # Unmeasured (no device here): ship every implementation that
                 # compiled, so a later `boo-build bench` on that device can choose.
                 keep = [sel] if decision.selection.measured else [
                     i for i, r in recs.items()
                     if i == sel or (i not in rejected and ((r or {}).get("compile") or {}).get("status") == "ok")]
-                impls = {i: packed_impl(vmfbs, tname, sig, i, Path(root) / "vmfb" / tname / f"{_module(sig, i)[1]}.vmfb",
+                impls = {i: packed_impl(vmfbs, tname, sig, i, root / "vmfb" / tname / f"{_module(sig, i)[1]}.vmfb",
                                         validation=(recs.get(i) or {}).get("validation"),
                                         benchmark=(recs.get(i) or {}).get("bench"),
                                         traffic=((recs.get(i) or {}).get("traffic") or {}).get("traffic"))
                          for i in sorted(keep)}
                 for impl in recs:
                     if impl not in keep and impl not in rejected:
-                        rejected[impl] = f"not selected: {why}" if why else "not selected"
-                tentries[tname] = TargetRecord.available(
-                    sel, impls, why, dict(sorted(rejected.items())), mode=decision.mode, candidates=cands,
-                    prefer_eager=decision.prefer_eager, eager_rejected=decision.eager_rejected)
-            else:
-                tentries[tname] = TargetRecord.unavailable(te.get("reason") or "unavailable",
-                                                           dict(sorted(rejected.items())),
-                                                           candidates=cands)
+                        rejected[impl] = Reason(Kind.NOT_SELECTED, f"not selected: {why}" if why else "not selected")
+            tentries[tname] = target_entry(decision, impls, rejected)
         kernels.append(kernel_record(sig, tentries))
     return targets, kernels, vmfbs
 

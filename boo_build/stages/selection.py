@@ -45,7 +45,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from ..candidates import Candidate
-from ..loader.format import CandidateRecord, EagerPreference, TargetRecord
+from ..loader.format import CandidateRecord, EagerPreference, ImplRecord, TargetRecord
+from ..reasons import LOST_ON_TIME, NOT_RUN, Kind, Reason, with_kind
 from ..records import BenchResult, EagerValidation, SizeTiming, ValidationResult, ValidationStatus
 from ..signature import IMPLS, KernelSignature
 from .traffic import Traffic
@@ -63,19 +64,28 @@ EAGER_MARGIN = 0.10
 
 @dataclass(frozen=True)
 class Selection:
+    """The candidate selected (None: nothing works), whether by measurement, why
+    (``reason``), and why each other one lost (``rejected``): typed reasons."""
+
     impl: str | None
     measured: bool
-    reason: str
-    rejected: dict[str, str] = field(default_factory=dict)
+    reason: Reason
+    rejected: dict[str, Reason] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # reasons given as text (a selection made by hand): their kinds from their words (reasons.with_kind)
+        object.__setattr__(self, "reason", with_kind(self.reason, None))
+        object.__setattr__(self, "rejected", {i: with_kind(r, None) for i, r in self.rejected.items()})
 
     def to_json(self) -> dict[str, Any]:
-        return {"impl": self.impl, "measured": self.measured, "reason": self.reason,
-                "rejected": dict(sorted(self.rejected.items()))}
+        return {"impl": self.impl, "measured": self.measured, "reason": self.reason.to_json(),
+                "rejected": {i: r.to_json() for i, r in sorted(self.rejected.items())}}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Selection":
-        return cls(impl=d.get("impl"), measured=bool(d.get("measured")), reason=d.get("reason", ""),
-                   rejected=dict(d.get("rejected") or {}))
+        return cls(impl=d.get("impl"), measured=bool(d.get("measured")),
+                   reason=Reason.from_json(d.get("reason"), "selection reason"),
+                   rejected={i: Reason.from_json(r, f"rejected {i}") for i, r in (d.get("rejected") or {}).items()})
 
 
 def default_impl(candidates: Sequence[str]) -> str | None:
@@ -139,10 +149,10 @@ def select(sig: KernelSignature, target_name: str, compiled_impls: Sequence[str]
     nothing ran on a device, the least modelled traffic is the default (fewer
     dispatches breaking ties), said to be modelled, not measured."""
     compiled = _ordered(set(compiled_impls))
-    rejected: dict[str, str] = {}
+    rejected: dict[str, Reason] = {}
     for impl in _ordered(set(validations) | set(benches)):
         if impl not in compiled:
-            rejected[impl] = "compile failed"
+            rejected[impl] = Reason(Kind.COMPILE_FAILED, "compile failed")
 
     validated, not_run, unchecked = [], [], []
     for impl in compiled:
@@ -154,15 +164,17 @@ def select(sig: KernelSignature, target_name: str, compiled_impls: Sequence[str]
         elif v.status == ValidationStatus.NOT_RUN:
             not_run.append((impl, v.reason))
         elif v.status == ValidationStatus.FAILED:
-            rejected[impl] = f"failed validation: {v.reason}" if v.reason else "failed validation"
+            rejected[impl] = Reason(Kind.VALIDATION_FAILED,
+                                    f"failed validation: {v.reason}" if v.reason else "failed validation")
         else:  # error
-            rejected[impl] = f"validation error: {v.reason}" if v.reason else "validation error"
+            rejected[impl] = Reason(Kind.VALIDATION_ERROR,
+                                    f"validation error: {v.reason}" if v.reason else "validation error")
 
     if validated:
         for impl, why in not_run:
-            rejected[impl] = f"not validated ({why or 'not run'})"
+            rejected[impl] = Reason(Kind.NOT_VALIDATED, f"not validated ({why or 'not run'})")
         for impl in unchecked:
-            rejected[impl] = "not validated (no validation record)"
+            rejected[impl] = Reason(Kind.NOT_VALIDATED, "not validated (no validation record)")
         timed = [(t, i) for i in validated if (t := compared_time(benches.get(i))) is not None]
         if timed:
             order = {impl: n for n, impl in enumerate(DEFAULT_PREFERENCE)}
@@ -173,54 +185,55 @@ def select(sig: KernelSignature, target_name: str, compiled_impls: Sequence[str]
             times = {i: t for t, i in timed}
             dflt_t = times[dflt]
             if dflt != best and dflt_t <= best_t * (1 + margin):
-                rejected[best] = (f"within {margin:.0%} of {dflt} ({_us(best_t)} vs {_us(dflt_t)}): "
-                                  f"default {dflt} kept")
+                rejected[best] = Reason(Kind.DEFAULT_KEPT, f"within {margin:.0%} of {dflt} ({_us(best_t)} vs "
+                                                           f"{_us(dflt_t)}): default {dflt} kept")
                 best, best_t = dflt, dflt_t
-                reason = f"default within {margin:.0%} of the fastest validated ({_us(best_t)})"
+                reason = Reason(Kind.WITHIN_MARGIN, f"default within {margin:.0%} of the fastest validated "
+                                                    f"({_us(best_t)})")
             else:
                 others = ", ".join(f"{i} {_us(t)}" for t, i in timed if i != best)
-                reason = f"fastest validated: {_us(best_t)}" + (f" (vs {others})" if others else "")
+                reason = Reason(Kind.FASTEST, f"fastest validated: {_us(best_t)}" + (f" (vs {others})" if others
+                                                                                     else ""))
             for t, impl in timed:
                 if impl != best and impl not in rejected:
-                    rejected[impl] = f"slower: {_us(t)} vs {_us(best_t)} ({best})"
+                    rejected[impl] = Reason(Kind.SLOWER, f"slower: {_us(t)} vs {_us(best_t)} ({best})")
             for impl in validated:
                 if impl not in times:
                     b = benches.get(impl)
                     why = f"{b.status}: {b.reason}" if b is not None else "no benchmark record"
-                    rejected[impl] = f"not benchmarked ({why.rstrip(': ')})"
+                    rejected[impl] = Reason(Kind.NOT_BENCHMARKED, f"not benchmarked ({why.rstrip(': ')})")
             return Selection(best, True, reason, rejected)
         chosen = default_impl([i for i in validated if Candidate.parse(i).is_baseline] or validated)
         assert chosen is not None  # validated is not empty
         b = benches.get(chosen)
         why = f"benchmark {b.status}" + (f": {b.reason}" if b.reason else "") if b is not None else "not benchmarked"
-        return Selection(chosen, False, f"default among validated ({why})", rejected)
+        return Selection(chosen, False, Reason(Kind.DEFAULT, f"default among validated ({why})"), rejected)
 
     keep = [i for i, _ in not_run] + unchecked
     if keep:
         chosen = default_impl(keep)
         reasons = dict(not_run)
+        # a not-run record's reason says why (stages/not_run.py: "not run: ...")
         why = (reasons[chosen] or "not run: no device") if chosen in reasons else "not run: no validation record"
-        if not why.startswith("not run"):
-            why = "not run: " + why
         modelled = _least_traffic(keep, traffic or {})
         if modelled is not None:
             chosen, model = modelled
             others = ", ".join(f"{i} {m.ratio:.2f}x" for i in keep if i != chosen and (m := (traffic or {}).get(i)))
-            return Selection(chosen, False, f"{MODELLED}, until measured: {model.summary()}"
-                             + (f" (vs {others})" if others else "") + f"; {why}", rejected)
-        return Selection(chosen, False, f"default until measured: {why}", rejected)
+            return Selection(chosen, False, Reason(Kind.MODELLED, f"{MODELLED}, until measured: {model.summary()}"
+                                                   + (f" (vs {others})" if others else "") + f"; {why}"), rejected)
+        return Selection(chosen, False, Reason(Kind.UNMEASURED, f"default until measured: {why}"), rejected)
 
     detail = "; ".join(f"{i}: {r}" for i, r in sorted(rejected.items())) or "nothing compiled"
-    return Selection(None, False, f"no implementation available for {sig.key} on {target_name}: {detail}",
-                     rejected)
+    return Selection(None, False, Reason(Kind.NONE_AVAILABLE, f"no implementation available for {sig.key} on "
+                                                              f"{target_name}: {detail}"), rejected)
 
 
 # --------------------------------------------------------------- candidates
-def candidate_status(reason: str) -> str:
-    """A losing candidate's status from its rejection reason (``select``'s wording)."""
-    if reason.startswith(("slower", "within")):
+def candidate_status(reason: Reason) -> str:
+    """A losing candidate's status from its rejection reason's kind."""
+    if reason.kind in LOST_ON_TIME:
         return "slower"
-    if reason.startswith(("not validated", "not benchmarked", "not run", "not selected", "default until")):
+    if reason.kind in NOT_RUN:
         return "not run"
     return "failed"  # export/compile failed, failed validation, validation error
 
@@ -234,21 +247,22 @@ def candidate_records(sel: Selection, names: Sequence[str],
         b = benches.get(name)
         ran = b if b is not None and b.ok else None  # its times, where it ran
         if name == sel.impl:
-            status, reason = "selected", ""
+            status, reason = "selected", Reason(Kind.SELECTED, "")
         else:
-            reason = sel.rejected.get(name, "not selected")
+            reason = sel.rejected.get(name) or Reason(Kind.NOT_SELECTED, "not selected")
             status = candidate_status(reason)
         out[name] = CandidateRecord(status=status, reason=reason, median_s=ran.median_s if ran else None,
                                     min_s=ran.min_s if ran else None, mean_s=ran.mean_s if ran else None)
     return out
 
 
-def module_rejections(sel: Selection, names: Sequence[str], benches: Mapping[str, BenchResult | None]) -> dict[str, str]:
+def module_rejections(sel: Selection, names: Sequence[str],
+                      benches: Mapping[str, BenchResult | None]) -> dict[str, Reason]:
     """``rejected`` per compiled module (``<impl>[+<variant>]``) other than the
     selected one: the reason of its best candidate (its fastest mode, else its
     first). Without explored candidates, ``sel.rejected`` as it is."""
     chosen = Candidate.parse(sel.impl).module if sel.impl else None
-    best: dict[str, tuple[float, str]] = {}
+    best: dict[str, tuple[float, Reason]] = {}
     for name in names:
         module = Candidate.parse(name).module
         t = compared_time(benches.get(name))
@@ -294,21 +308,23 @@ def eager_preference(sig: KernelSignature, sel: Selection, benches: Mapping[str,
     faster = [rows for rows, won in by_rows if won]
     if kernel_beats_eager(kb, eager, margin) and not faster:
         return None
-    reason = (f"the kernel not {margin:.0%} faster than torch eager on the build machine: "
-              f"{_us(kernel_s)} ({sel.impl}) vs {_us(eager_s)} "
-              f"({'means per call' if kb.mean_s is not None and eager.mean_s is not None else 'medians'})")
+    times = (f"{_us(kernel_s)} ({sel.impl}) vs {_us(eager_s)} "
+             f"({'means per call' if kb.mean_s is not None and eager.mean_s is not None else 'medians'})")
     if by_rows:
-        reason += f"; at {', '.join(map(str, faster)) or 'no'} of {len(by_rows)} sizes timed (rows)"
-    return EagerPreference(eager_s=eager_s, kernel_s=kernel_s, reason=reason, by_rows=tuple(by_rows) or None)
+        times += f"; at {', '.join(map(str, faster)) or 'no'} of {len(by_rows)} sizes timed (rows)"
+    reason = f"the kernel not {margin:.0%} faster than torch eager on the build machine: {times}"
+    return EagerPreference(eager_s=eager_s, kernel_s=kernel_s, reason=reason, by_rows=tuple(by_rows) or None,
+                           times=times)
 
 
 def gate_eager(pref: EagerPreference | None,
-               validation: EagerValidation | None) -> tuple[EagerPreference | None, str | None]:
+               validation: EagerValidation | None) -> tuple[EagerPreference | None, Reason | None]:
     """(``prefer_eager``, why torch calls still run the kernel): ``pref``
     (``eager_preference``'s) where torch eager's results, as the loader would
     route them (``validate.eager_record``), passed the kernels' validation; per
     size for a kernel decided per size (eager kept at the sizes where it
-    passed); else (None, why). (None, None) where eager was not faster."""
+    passed); else (None, why), why repeating the times eager won by
+    (``pref.times``). (None, None) where eager was not faster."""
     if pref is None:
         return None, None
     status = validation.status if validation is not None else None
@@ -321,22 +337,24 @@ def gate_eager(pref: EagerPreference | None,
         if any(kept for _, kept in by_rows):
             return dataclasses.replace(pref, by_rows=by_rows, reason=pref.reason + (
                 f"; not at {', '.join(failed)} rows, where torch eager fails validation" if failed else "")), None
-    times = pref.reason.split(": ", 1)[-1]
+    times = pref.times
     if validation is not None and status in (ValidationStatus.FAILED, ValidationStatus.ERROR):
-        return None, f"torch eager {status} validation: {validation.reason} (it was faster: {times})"
-    return None, f"{NOT_VALIDATED} (it was faster: {times})"
+        return None, Reason(Kind.EAGER_FAILED, f"torch eager {status} validation: {validation.reason} "
+                                               f"(it was faster: {times})")
+    return None, Reason(Kind.EAGER_NOT_VALIDATED, f"{NOT_VALIDATED} (it was faster: {times})")
 
 
 NOT_VALIDATED = "torch eager not validated"  # gate_eager's why where eager has no verdict
 
 
-def torch_calls_text(pref: EagerPreference | None, rejected: str | None = None) -> str:
+def torch_calls_text(pref: EagerPreference | None, rejected: Reason | None = None) -> str:
     """Where the loader sends torch tensors of a kernel with ``prefer_eager``
     ``pref`` (None: the kernel): "the kernel", "torch eager", "torch eager (all
     3 sizes)", "eager at 1, 64 rows, else the kernel"; ``rejected``
     (``gate_eager``'s why): "the kernel (torch eager fails validation)"."""
     if rejected:
-        return f"the kernel ({NOT_VALIDATED if rejected.startswith(NOT_VALIDATED) else 'torch eager fails validation'})"
+        return ("the kernel (torch eager not validated)" if rejected.kind is Kind.EAGER_NOT_VALIDATED
+                else "the kernel (torch eager fails validation)")
     if pref is None:
         return "the kernel"
     rows = pref.by_rows
@@ -371,62 +389,66 @@ class Decision:
     ``candidates``: every candidate's timing and status where candidates were
     tried (else None); ``mode``: the driver the shipped candidate runs on where
     it is not the target's; ``prefer_eager``: where torch tensors go to torch
-    eager instead; ``eager_rejected``: why they do not although eager was faster."""
+    eager instead; ``eager_rejected``: why they do not although eager was faster.
+    Every reason is typed (``reasons.Reason``)."""
 
     selection: Selection
-    rejected: Mapping[str, str]
+    rejected: Mapping[str, Reason]
     candidates: Mapping[str, CandidateRecord] | None = None
     mode: str | None = None
     prefer_eager: EagerPreference | None = None
-    eager_rejected: str | None = None
+    eager_rejected: Reason | None = None
+
+    def __post_init__(self) -> None:
+        # as Selection's: reasons given as text get their kinds from their words
+        object.__setattr__(self, "rejected", {i: with_kind(r, None) for i, r in self.rejected.items()})
+        if self.eager_rejected is not None:
+            object.__setattr__(self, "eager_rejected", with_kind(self.eager_rejected, None))
 
     @property
     def module(self) -> str | None:
         """The shipped module (``<impl>[+<variant>]``), None when nothing works."""
         return Candidate.parse(self.selection.impl).module if self.selection.impl else None
 
-    def report_fields(self) -> dict[str, Any]:
-        """The build report's fields of a kernel's target entry that say what
-        was decided (``from_report_entry`` reads them back); optional ones only when set."""
-        out: dict[str, Any] = {"rejected": dict(self.rejected)}
-        if self.selection.impl is not None:
-            out.update({"selected": self.module, "measured": self.selection.measured,
-                        "selection_reason": self.selection.reason})
-        if self.candidates is not None:
-            out["candidates"] = {n: c.to_json() for n, c in self.candidates.items()}
-        if self.mode:
-            out["mode"] = self.mode
-        if self.eager_rejected:
-            out["eager_rejected"] = self.eager_rejected
-        if self.prefer_eager is not None:
-            out["prefer_eager"] = self.prefer_eager.to_json()
-        return out
+    @property
+    def available(self) -> bool:
+        return self.selection.impl is not None
+
+    @property
+    def unavailable_reason(self) -> Reason:
+        """Why nothing ships (an unavailable entry's reason): each module's rejection, else the selection's."""
+        text = "; ".join(f"{i}: {r}" for i, r in sorted(self.rejected.items())) or self.selection.reason.text
+        return Reason(Kind.NONE_AVAILABLE, text)
+
+    def to_json(self) -> dict[str, Any]:
+        """The select record's form (``SelectRecord``): every field, reasons as ``{"kind", "text"}``."""
+        return {"selection": self.selection.to_json(),
+                "rejected": {m: r.to_json() for m, r in self.rejected.items()},
+                "candidates": None if self.candidates is None else {n: c.to_json() for n, c in self.candidates.items()},
+                "mode": self.mode,
+                "prefer_eager": None if self.prefer_eager is None else self.prefer_eager.to_json(),
+                "eager_rejected": None if self.eager_rejected is None else self.eager_rejected.to_json()}
 
     @classmethod
-    def from_report_entry(cls, te: Mapping[str, Any]) -> "Decision":
-        """The decision a build report's target entry records (``report_fields``)."""
-        cands, pref = te.get("candidates"), te.get("prefer_eager")
-        return cls._recorded(
-            te.get("selected"), te.get("mode") or None, bool(te.get("measured", True)),
-            te.get("selection_reason", "") if te.get("selected") is not None else te.get("reason", ""),
-            te.get("rejected") or {},
-            None if cands is None else {n: CandidateRecord.from_json(c) for n, c in cands.items()},
-            None if pref is None else EagerPreference.from_json(pref), te.get("eager_rejected") or None)
+    def from_json(cls, d: Mapping[str, Any]) -> "Decision":
+        cands, pref, why = d.get("candidates"), d.get("prefer_eager"), d.get("eager_rejected")
+        return cls(selection=Selection.from_json(d["selection"]),
+                   rejected={m: Reason.from_json(r, f"rejected {m}") for m, r in (d.get("rejected") or {}).items()},
+                   candidates=None if cands is None else {n: CandidateRecord.from_json(c, f"candidate {n}")
+                                                          for n, c in cands.items()},
+                   mode=d.get("mode"), prefer_eager=None if pref is None else EagerPreference.from_json(pref),
+                   eager_rejected=None if why is None else Reason.from_json(why, "eager_rejected"))
 
     @classmethod
     def from_target_record(cls, te: TargetRecord) -> "Decision":
-        """The decision a bundle's target entry records (what ``info`` shows)."""
-        return cls._recorded(te.selected, te.mode, True, te.reason or "", te.rejected or {}, te.candidates,
-                             te.prefer_eager, te.eager_rejected)
-
-    @classmethod
-    def _recorded(cls, module: str | None, mode: str | None, measured: bool, reason: str,
-                  rejected: Mapping[str, str], candidates: Mapping[str, CandidateRecord] | None,
-                  prefer_eager: EagerPreference | None, eager_rejected: str | None) -> "Decision":
-        """A decision read back: the shipped candidate is its module on its driver."""
+        """The decision a bundle's target entry records (what ``info`` shows): the
+        shipped candidate is its module on its driver."""
+        module, mode = te.selected, te.mode
         impl = f"{module}@{mode}" if module is not None and mode else module
-        return cls(selection=Selection(impl, measured, reason, dict(rejected)), rejected=dict(rejected),
-                   candidates=candidates, mode=mode, prefer_eager=prefer_eager, eager_rejected=eager_rejected)
+        reason = te.reason if te.reason is not None else Reason(Kind.UNKNOWN, "")
+        rejected = dict(te.rejected or {})
+        return cls(selection=Selection(impl, True, reason, rejected), rejected=rejected, candidates=te.candidates,
+                   mode=mode, prefer_eager=te.prefer_eager, eager_rejected=te.eager_rejected)
 
     @property
     def torch_calls(self) -> str:
@@ -436,7 +458,7 @@ class Decision:
 
 def decide(sig: KernelSignature, target_name: str, names: Sequence[str], compiled: Sequence[str],
            validations: Mapping[str, ValidationResult | None], benches: Mapping[str, BenchResult | None], *,
-           not_compiled: Mapping[str, str] | None = None, explored: bool = False,
+           not_compiled: Mapping[str, Reason] | None = None, explored: bool = False,
            eager: BenchResult | None = None, eager_validation: EagerValidation | None = None,
            margin: float = MARGIN, traffic: Mapping[str, Traffic | None] | None = None) -> Decision:
     """The decision for ``sig`` on ``target_name`` among candidates ``names``
@@ -462,3 +484,21 @@ def decide(sig: KernelSignature, target_name: str, names: Sequence[str], compile
         pref, why = gate_eager(eager_preference(sig, sel, benches, eager), eager_validation)
     return Decision(selection=sel, rejected=dict(sorted(rejected.items())), candidates=cands, mode=mode,
                     prefer_eager=pref, eager_rejected=why)
+
+
+def target_entry(decision: Decision, impls: Mapping[str, ImplRecord], rejected: Mapping[str, Reason] | None = None,
+                 unavailable: Reason | None = None, **extra: Any) -> TargetRecord:
+    """The bundle index's entry for ``decision``: the one way the pack task and
+    ``boo-build measure`` write one. Available where the shipped module is among
+    ``impls`` (the packed modules' records), with the decision's reason, driver,
+    candidates and torch routing; else unavailable, ``unavailable`` (or the
+    decision's ``unavailable_reason``) saying why. ``rejected``: the index's
+    rejections (default the decision's; a writer adds its own). ``extra``: fields
+    of the entry the decision does not make (measure's ``measured``)."""
+    rejected = dict(sorted((decision.rejected if rejected is None else rejected).items()))
+    cands = dict(sorted(decision.candidates.items())) if decision.candidates else None
+    if decision.module is not None and decision.module in impls:
+        return TargetRecord.available(decision.module, impls, decision.selection.reason, rejected, mode=decision.mode,
+                                      candidates=cands, prefer_eager=decision.prefer_eager,
+                                      eager_rejected=decision.eager_rejected, **extra)
+    return TargetRecord.unavailable(unavailable or decision.unavailable_reason, rejected, candidates=cands, **extra)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..candidates import module_file, split_module_file
-from ..signature import ModuleId
+from .candidates import module_file, split_module_file
+from .signature import ModuleId
 
 EAGER_SUFFIX = "-eager"  # the graph's benchmark subject for torch eager: "<signature key>-eager"
 
@@ -66,6 +66,10 @@ class Layout:
 
     def bench(self, target: str, subject: str) -> Path:
         return self.root / "bench" / target / f"{subject}.json"
+
+    def select(self, target: str, signature_key: str) -> Path:
+        """A kernel's decision on a target (``stages/select.py``'s ``SelectRecord``)."""
+        return self.root / "select" / target / f"{signature_key}.json"
 
     @property
     def report(self) -> Path:

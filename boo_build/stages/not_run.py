@@ -10,8 +10,8 @@ bundle must not depend on which of them made it, so all of them come here.
 
 from __future__ import annotations
 
+from ..layout import is_eager, subject_signature
 from ..records import EAGER, BenchResult, BenchStatus, ValidationResult
-from .layout import is_eager, subject_signature
 
 VALIDATION_DISABLED = "not run: validation disabled (--no-validate)"
 
