@@ -67,6 +67,10 @@ class Layout:
     def bench(self, target: str, subject: str) -> Path:
         return self.root / "bench" / target / f"{subject}.json"
 
+    def rounds(self, target: str, signature_key: str) -> Path:
+        """A kernel's benchmark in paired rounds (``comparison.RoundsRecord``): its candidates and torch eager."""
+        return self.root / "bench" / target / f"{signature_key}.rounds.json"
+
     def select(self, target: str, signature_key: str) -> Path:
         """A kernel's decision on a target (``stages/select.py``'s ``SelectRecord``)."""
         return self.root / "select" / target / f"{signature_key}.json"

@@ -34,17 +34,19 @@ class Kind(StrEnum):
     NOT_BENCHMARKED = "not-benchmarked"  # validated, but no timing
     SLOWER = "slower"  # validated and timed, slower than the selected
     DEFAULT_KEPT = "default-kept"  # faster, but within the margin of the default, which was kept
+    TIE = "tie"  # the paired rounds could not tell it from the selected one: the preferred one ships
     NOT_SELECTED = "not-selected"  # shipped unmeasured beside the selection (no device to decide)
     SELECTED = "selected"  # a candidate record of the selected candidate (its reason is empty)
     # why the selected candidate ships (a target entry's ``reason``)
     FASTEST = "fastest"  # the fastest validated
     WITHIN_MARGIN = "within-margin"  # the default, within the margin of the fastest
+    TIED = "tied"  # the most preferred of candidates the paired rounds could not tell apart
     DEFAULT = "default"  # the default among the validated (nothing timed)
     MODELLED = "modelled"  # the least modelled traffic, until measured (a GPU target without a device)
     UNMEASURED = "unmeasured"  # the default, until measured: nothing ran
     NONE_AVAILABLE = "none-available"  # nothing ships: every candidate failed or none compiled
     # where torch tensors go (``prefer_eager``, ``eager_rejected``)
-    EAGER_FASTER = "eager-faster"  # torch eager clearly faster: torch calls run it
+    EAGER_FASTER = "eager-faster"  # the kernel not clearly faster than torch eager: torch calls run eager
     EAGER_NOT_VALIDATED = "eager-not-validated"  # eager was faster, but its results have no verdict
     EAGER_FAILED = "eager-failed"  # eager was faster, but its results failed validation
     # a reason read from a bundle written before kinds, in words not known here

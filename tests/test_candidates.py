@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import statistics
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,8 @@ from boo_build.candidates import (
     variants,
 )
 from boo_build.signature import KernelSignature, ModuleId
+from boo_build.stages.comparison import RoundsRecord, Verdict, choose, eager_call
+from boo_build.stages.selection import preference_order
 from boo_build.targets import catalogue
 
 FWD = KernelSignature("layer_norm", (3, 33, 100), (100,), "float32", 1)
@@ -131,8 +134,10 @@ def test_the_bundle_ships_the_fastest_validated_candidate_and_runs_it(builds):
         expected = {Candidate(i, v, m).key for i in ("aten", "manual") for m in ("", "local-sync")
                     for v in (("", NOSD) if sig.is_forward else ("",))}
         assert set(cands) == expected and list(cands) == sorted(cands)
-        # the records on disk: the fastest validated candidate is the one selected
-        timed = {}
+        # the records on disk: each candidate's, summarizing its samples in the paired rounds
+        rounds = RoundsRecord.from_json(json.loads((root / "bench" / "cpu" / f"{sig.key}.rounds.json").read_text()))
+        (r0,) = rounds.sizes
+        timed = []
         for name in cands:
             c = Candidate.parse(name)
             stem = ModuleId(sig, c.impl).key + (f"+{c.variant}" if c.variant else "")
@@ -141,13 +146,18 @@ def test_the_bundle_ships_the_fastest_validated_candidate_and_runs_it(builds):
             assert ben.get("mode", "") == c.mode and (c.mode != "local-sync" or ben["threads"] == 1)
             assert cands[name]["median_s"] == ben["median_s"] and cands[name].get("mean_s") == ben["mean_s"]
             if val["status"] == "passed" and ben["status"] == "ok":
-                timed[name] = ben["mean_s"]  # the selection compares means per call
+                timed.append(name)
+                assert ben["median_s"] == pytest.approx(statistics.median(r0.times[name]))
+        # every candidate, torch eager and the reference loop in the same rounds
+        assert set(r0.times) == set(timed) | {"eager", "reference"} and r0.n >= 12
+        assert list(rounds.preference) == preference_order(timed)
+        # the selected one is the rounds' choice: the fastest, or the preferred one of a tie
+        choice = choose(r0, list(rounds.preference))
         winner = [n for n, r in cands.items() if r["status"] == "selected"]
-        fastest = min(timed, key=timed.get)
-        assert len(winner) == 1
-        # the one exception: the default baseline kept within the 3 % noise margin
-        assert winner[0] == fastest or (winner[0] == "manual" and timed["manual"] <= 1.03 * timed[fastest])
-        assert all(r["reason"] for n, r in cands.items() if n != winner[0])
+        assert winner == [choice.winner]
+        assert all(r["reason"] and r["kind"] for n, r in cands.items() if n != winner[0])
+        assert ("tie" in {r["status"] for r in cands.values()}) == (choice.tie or any(
+            v in (Verdict.TIE, Verdict.NOISE) for c, v in choice.verdicts.items() if c != choice.winner))
         chosen = Candidate.parse(winner[0])
         assert te["selected"] == chosen.module and list(te["impls"]) == [chosen.module]
         assert te.get("mode") == (chosen.mode or None)  # absent where it is the target's driver
@@ -155,14 +165,16 @@ def test_the_bundle_ships_the_fastest_validated_candidate_and_runs_it(builds):
         assert te["impls"][chosen.module]["member"] == f"kernels/cpu/{stem}.vmfb"
         assert te["impls"][chosen.module]["benchmark"]["median_s"] == cands[winner[0]]["median_s"]
         assert bundle.device_of(sig.key) == (chosen.mode or "local-task")
-        # torch eager preferred exactly where the winner did not beat it by 10 % (means per call)
-        # and eager's results, as the loader routes them, passed validation (float32 here: they do)
+        # torch eager preferred exactly where the winner did not beat it beyond 10 % and the noise of the
+        # paired rounds, and eager's results, as the loader routes them, passed validation (float32: they do)
         eager = json.loads((root / "bench" / "cpu" / f"{sig.key}-eager.json").read_text())
         assert eager["validation"] == {"status": "passed", "reason": ""}
-        slower = not timed[winner[0]] * 1.1 < eager["mean_s"]
-        assert ("prefer_eager" in te) == slower and "eager_rejected" not in te
-        if slower:
-            assert te["prefer_eager"]["eager_s"] == eager["mean_s"] and te["prefer_eager"]["kernel_s"] == timed[winner[0]]
+        call = eager_call(r0, winner[0])
+        assert ("prefer_eager" in te) == (not call.kernel_wins) and "eager_rejected" not in te
+        assert te["timing"]["eager"]["ratio"] == call.pair.ratio and te["timing"]["rounds"] == r0.n
+        if "prefer_eager" in te:
+            assert te["prefer_eager"]["eager_s"] == r0.median("eager")
+            assert te["prefer_eager"]["kernel_s"] == r0.median(winner[0])
             assert bundle.info()["kernels"][sig.key]["cpu"]["prefer_eager"] is True
     # the chosen kernels run through the loader and agree with torch
     import torch

@@ -180,12 +180,14 @@ def test_target_without_a_worker_is_not_run_and_nothing_is_submitted(mixed, loca
     with get_task_stream(client) as ts:
         ok, why = bd.run_on_resource(addr, "gfx942", _where_am_i, "x")
         rec = bd.remote_validate(addr, local_vmfb, MID.key, "gfx942", None)
-        bench = bd.remote_bench(addr, local_vmfb, MID.key, "gfx942", None)
+        kb = bd.remote_bench(addr, MID.signature.key, "gfx942", None, [(MID.impl, local_vmfb)])
     assert (ok, why) == (False, "not run: no worker with gfx942")
     # the records read as a local build's without the device (the bundle index keeps the reason)
     assert rec == ValidationResult.not_run(MID.key, "gfx942", "not run: no device (gfx942)").to_json()
-    assert bench["status"] == "not run" and bench["reason"] == "not run: no device (gfx942)"
-    assert bench["signature"] == MID.signature.key
+    for bench in (kb["results"][MID.impl], kb["eager"]):
+        assert bench["status"] == "not run" and bench["reason"] == "not run: no device (gfx942)"
+        assert bench["signature"] == MID.signature.key
+    assert kb["rounds"]["sizes"] == []
     assert ts.data == []
     devmap = bd.remote_device_map(addr, ["cpu", "gfx942"])
     assert devmap["gfx942"] == (None, "not run: no device (gfx942)")
@@ -200,10 +202,13 @@ def test_real_validation_and_benchmarks_run_on_the_cpu_worker(mixed, local_vmfb)
     client = bd._session(addr).client
     with get_task_stream(client) as ts:
         rec = bd.remote_validate(addr, local_vmfb, MID.key, "cpu", None)
-        kernel = bd.remote_bench(addr, local_vmfb, MID.key, "cpu", None)
-        eager = bd.remote_bench(addr, None, f"{MID.signature.key}-eager", "cpu", None)
+        kb = bd.remote_bench(addr, MID.signature.key, "cpu", None, [(MID.impl, local_vmfb)])
+    kernel, eager, rounds = kb["results"][MID.impl], kb["eager"], kb["rounds"]
     ran = {t["worker"] for t in ts.data if str(t["key"]).startswith(("boo-validate-", "boo-bench-"))}
-    assert ran == {cpu_w} and len([t for t in ts.data if str(t["key"]).startswith("boo-bench-")]) == 2
+    # the kernel and torch eager in one task: paired rounds on the worker
+    assert ran == {cpu_w} and len([t for t in ts.data if str(t["key"]).startswith("boo-bench-")]) == 1
+    (size,) = rounds["sizes"]
+    assert set(size["times"]) == {MID.impl, "eager", "reference"} and sum(size["passes"]) >= 12
     here = validate_kernel(local_vmfb, MID, CPU, match_target(CPU, discover())[0]).to_json()
     assert rec["status"] == here["status"] == "passed", rec
     assert kernel["status"] == "ok" and kernel["subject"] == MID.key and kernel["median_s"] > 0, kernel

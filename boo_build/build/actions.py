@@ -21,11 +21,19 @@ from typing import Any
 
 from doit.exceptions import TaskFailed
 
-from ..candidates import Candidate, apply_variant, module_file, split_module_file
+from ..candidates import Candidate, apply_variant, module_file
 from ..files import read_json, record_bytes, write_atomic, write_json
-from ..layout import subject_signature
-from ..records import BenchResult, CompileRecord, CompileStatus, ExportRecord, ExportStatus, ValidationResult
-from ..signature import KernelSignature, ModuleId
+from ..layout import bench_subject, eager_subject
+from ..records import (
+    BenchResult,
+    BenchStatus,
+    CompileRecord,
+    CompileStatus,
+    ExportRecord,
+    ExportStatus,
+    ValidationResult,
+)
+from ..signature import ModuleId
 from ..stages import not_run
 from ..targets import catalogue
 
@@ -182,50 +190,53 @@ def validate_action(mid_key: str, target_name: str, vmfb_path: str, compile_reco
     return {"status": rec.status}
 
 
-def bench_action(subject: str, target_name: str, vmfb_path: str | None, validation_record: str | None,
-                 record_path: str, device: dict | None, run_id: str, scheduler: str | None = None,
-                 shapes: list | tuple = (), mode: str = "") -> Status:
-    """``subject``: a module key (``+<variant>`` for a compile variant's
-    module), or ``<signature>-eager`` (``vmfb_path`` None) for torch eager;
-    ``shapes``: a dynamic signature's benchmark shapes (``Manifest.bench_shapes``);
-    ``mode``: a CPU driver to run the module on instead of the device's own
-    (``candidates.modes``; the record then names it)."""
+def bench_action(kt, root: str, device: dict | None, run_id: str, scheduler: str | None = None,
+                 shapes: list | tuple = ()) -> Status:
+    """Benchmark one kernel on one target (``kt``: a ``select.KernelTarget``): every
+    candidate whose module passed validation, torch eager and the reference loop in
+    paired rounds (``benchmark.bench_candidates``, in the benchmark process, or on a
+    Dask worker with the target), at each of ``shapes`` for a dynamic kernel. Writes
+    each candidate's record (a skipped one where its module did not pass), torch
+    eager's (with whether its results, as the loader routes torch calls, validate)
+    and the rounds (``comparison.RoundsRecord``)."""
+    from ..layout import Layout
     from ..loader.devices import DeviceInfo
     from ..stages.bench_process import in_bench_process
-    from ..stages.benchmark import bench_eager_at, bench_kernel_at
+    from ..stages.benchmark import KernelBench, bench_candidates
+    from ..stages.select import KernelRecords
+    from ..stages.validate import eager_record
 
-    dev = DeviceInfo(**device) if device else None
-    if mode and dev is not None:  # the same CPU, another driver: the device is opened by URI
-        dev = dataclasses.replace(dev, driver=mode, uri=mode)
-    val_json = read_json(Path(validation_record)) if validation_record else None
-    val = ValidationResult.from_json(val_json) if val_json else None
-    passed = val is not None and val.passed
-    eager_validation, sig = None, None
-    if vmfb_path is None:  # torch eager for a signature: whether its results, as the
-        from ..stages.validate import eager_record  # loader routes torch calls, pass as a kernel's must
-
-        sig = KernelSignature.parse(subject_signature(subject))
-        eager_validation = eager_record(sig, target_name, shapes)
-    mid_key, variant = split_module_file(subject)
-    if scheduler and (vmfb_path is None or passed):
+    lay = Layout(Path(root).parent, Path(root).name)
+    t, sig = kt.target, kt.sig
+    recs = KernelRecords.read(lay, kt)
+    timed: list[tuple[str, bytes]] = []
+    skipped: dict[str, BenchResult] = {}
+    for c in recs.candidates:
+        mid = ModuleId(sig, c.impl)
+        val = recs.modules[c.module].validation
+        if val and val.get("status") == "passed":
+            timed.append((c.key, lay.vmfb(t.name, mid, c.variant).read_bytes()))
+        else:
+            skipped[c.key] = dataclasses.replace(not_run.skipped_bench(mid.key, t.name, (val or {}).get("status")),
+                                                 variant=c.variant, mode=c.mode)
+    # whether torch eager's results, as the loader routes torch calls, pass as a kernel's must
+    eager_validation = eager_record(sig, t.name, [list(s) for s in shapes])
+    if scheduler:
         from .distributed import remote_bench
 
-        vmfb = Path(vmfb_path).read_bytes() if vmfb_path else None
-        res = BenchResult.from_json(remote_bench(scheduler, vmfb, subject, target_name, device, shapes))
-        # a remote record is kept as the worker wrote it: it names no candidate
-        variant = mode = ""
-    elif sig is not None:
-        res = in_bench_process(bench_eager_at, sig, shapes, threads=None)
-    elif not passed:
-        res = not_run.skipped_bench(mid_key, target_name, val.status if val is not None else None)
+        kb = KernelBench.from_json(remote_bench(scheduler, sig.key, t.name, device, timed, shapes))
     else:
-        assert vmfb_path is not None  # sig is None: a kernel's benchmark
-        res = in_bench_process(bench_kernel_at, Path(vmfb_path).read_bytes(), ModuleId.parse(mid_key),
-                               catalogue()[target_name], dev, shapes)
-    # a candidate's record says which (a baseline's is as it always was)
-    rec = dataclasses.replace(res, validation=eager_validation, variant=variant, mode=mode, run_id=run_id)
-    write_json(Path(record_path), rec.to_json())
-    return {"status": rec.status}
+        dev = DeviceInfo(**device) if device else None
+        kb = in_bench_process(bench_candidates, sig, t, dev, timed, [tuple(s) for s in shapes])
+    for c in recs.candidates:
+        rec = skipped.get(c.key) or kb.results[c.key]
+        subject = bench_subject(module_file(ModuleId(sig, c.impl).key, c.variant), c.mode)
+        write_json(lay.bench(t.name, subject), dataclasses.replace(rec, run_id=run_id).to_json())
+    eager = dataclasses.replace(kb.eager, validation=eager_validation, run_id=run_id)
+    write_json(lay.bench(t.name, eager_subject(sig.key)), eager.to_json())
+    write_json(lay.rounds(t.name, sig.key), dataclasses.replace(kb.rounds, run_id=run_id).to_json())
+    errors = [n for n, r in kb.results.items() if r.status is not BenchStatus.OK]
+    return {"status": "ok" if not errors and eager.ok else "error" if errors else str(eager.status)}
 
 
 def select_action(kt, root: str, record_path: str, run_id: str) -> Status:

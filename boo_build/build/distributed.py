@@ -9,7 +9,7 @@ functions Dask runs on a worker, asks only for ``get_worker`` there).
     with scheduler_session("tcp://host:8786") as address:   # or "local"
         res = remote_compile(address, mlir_text, flags, timeout)   # CompileResult
         rec = remote_validate(address, vmfb, module_key, "gfx942", device)  # dict
-        rec = remote_bench(address, vmfb, module_key, "gfx942", device)     # dict
+        rec = remote_bench(address, sig_key, "gfx942", device, [(name, vmfb)])  # dict: a KernelBench
 
 Compiles run on any worker: the worker gets the MLIR text and the flags, runs
 the same ``compile.compile_mlir`` a local build runs and returns the
@@ -340,17 +340,25 @@ def remote_validate(address: str, vmfb: bytes, module_key: str, target_name: str
     return out if ok else not_run.validation(module_key, target_name, _no_worker(target_name, res)).to_json()
 
 
-def remote_bench(address: str, vmfb: bytes | None, subject: str, target_name: str, device_dict: dict | None,
-                 shapes=()) -> dict:
-    """``bench_kernel(...).to_json()`` (``bench_eager`` for ``vmfb=None`` and a
-    ``<signature>-eager`` subject) on a worker with the target's resource; a
-    "not run" record when no worker has it. ``shapes``: a dynamic signature's
-    benchmark shapes (``benchmark.bench_at``)."""
+def remote_bench(address: str, signature: str, target_name: str, device_dict: dict | None,
+                 candidates: list, shapes=()) -> dict:
+    """``benchmark.bench_candidates(...).to_json()`` (a kernel's candidates, (name, vmfb),
+    and torch eager in paired rounds) on a worker with the target's resource; every
+    record "not run" when no worker has it. ``shapes``: a dynamic signature's
+    benchmark shapes."""
     target = catalogue_target(target_name)
     res = target_resource(target_name)
-    ok, out = run_on_resource(address, res, bench_on_worker,
-                              vmfb, subject, target, device_dict, shapes, prefix=f"boo-bench-{target_name}")
-    return out if ok else not_run.bench(subject, target_name, _no_worker(target_name, res)).to_json()
+    ok, out = run_on_resource(address, res, bench_on_worker, signature, target, device_dict, list(candidates),
+                              list(shapes), prefix=f"boo-bench-{target_name}")
+    if ok:
+        return out
+    from ..signature import KernelSignature
+    from ..stages.benchmark import bench_candidates
+
+    none = bench_candidates(KernelSignature.parse(signature), target, None, candidates).to_json()
+    for rec in [*none["results"].values(), none["eager"]]:
+        rec["reason"] = _no_worker(target_name, res)
+    return none
 
 
 def remote_device_map(address: str, target_names: Iterable[str]) -> dict[str, tuple[dict | None, str]]:

@@ -9,7 +9,8 @@ them, so there is one graph. Task names:
     traffic:<bundle>/<target>/<module key>           a GPU module's modelled traffic, before it compiles
     validate:<bundle>/<target>/<module key>          one per module x target with a device
     ready:<bundle>                                   barrier before the benchmarks
-    bench:<bundle>/<target>/<module key | sig-eager> serial, after every compile/validate
+    bench:<bundle>/<target>/<signature key>          serial, after every compile/validate: its candidates
+                                                     and torch eager in paired rounds
     select:<bundle>/<target>/<signature key>         the decision per kernel x target (stages/select.py)
     report:<bundle>                                  always runs: summary, build report, CSV
     pack:<bundle>                                    the bundle file, from the decisions
@@ -44,7 +45,7 @@ import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterator
 
 from doit.tools import config_changed
 
@@ -52,7 +53,7 @@ from .. import candidates
 from ..candidates import Candidate, export_variant, modelled, module_file, variant_flags
 from ..errors import BuildError
 from ..files import read_json, write_json
-from ..layout import Layout, bench_subject, eager_subject
+from ..layout import Layout, eager_subject
 from ..manifest.reader import Manifest, load_manifest
 from ..records import stable_record
 from ..signature import KernelSignature, ModuleId
@@ -87,7 +88,8 @@ OP_SOURCES = tuple(str(p) for p in sorted((PKG_DIR / "ops").glob("*.py")))
 EXPORT_SOURCES = (str(STAGES_DIR / "torch_modules.py"), str(STAGES_DIR / "export.py"),
                   str(PKG_DIR / "signature.py")) + OP_SOURCES
 # Source files whose change must decide every kernel again (the rules, their reasons)
-SELECT_SOURCES = tuple(str(p) for p in (STAGES_DIR / "selection.py", STAGES_DIR / "select.py", PKG_DIR / "reasons.py"))
+SELECT_SOURCES = tuple(str(p) for p in (STAGES_DIR / "selection.py", STAGES_DIR / "select.py",
+                                         STAGES_DIR / "comparison.py", PKG_DIR / "reasons.py"))
 
 
 @dataclass(frozen=True)
@@ -319,42 +321,36 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
                     }
 
     def task_bench():
-        """Benchmark kernels and torch eager, one at a time, after every compile."""
+        """Benchmark each kernel on each target with a device: its candidates, torch eager and
+        a reference loop in paired rounds, one kernel at a time, after every compile."""
         if not config.bench:
             return
         previous = None
         for p in plans:
             b = p.manifest.bundle.name
+            lay = p.layout
             for t, dev in _runnable(p):
-                # (module file, mode, vmfb, validation record, inputs, shapes); torch eager's has no vmfb
-                subjects: list[tuple[str, str, str | None, str | None, list[Path], Sequence[Sequence[int]]]] = []
-                lay = p.layout
-                for mid, c in _candidate_modules(p, t, config, devices):  # each CPU driver (mode), where explored
-                    v = c.variant
-                    subjects.append((module_file(mid.key, v), c.mode, str(lay.vmfb(t.name, mid, v)),
-                                     str(lay.validation(t.name, mid, v)),
-                                     [lay.compile_record(t.name, mid, v), lay.validation(t.name, mid, v)],
-                                     p.manifest.bench_shapes(mid.signature)))
                 for req in p.manifest.kernels:
-                    subjects.append((eager_subject(req.signature.key), "", None, None, [],
-                                     p.manifest.bench_shapes(req.signature)))
-                for module, m, vmfb, val, deps, shapes in subjects:
-                    subject = bench_subject(module, m)
-                    name = f"{b}/{t.name}/{subject}"
-                    out = p.layout.bench(t.name, subject)
-                    shapes = [list(s) for s in shapes]
+                    kt = _kernel_target(req.signature, req.impls, t, config, devices)
+                    name = f"{b}/{t.name}/{req.signature.key}"
+                    shapes = [list(s) for s in p.manifest.bench_shapes(req.signature)]
+                    outs = [str(path) for path in kt.bench_outputs(lay)]
+                    deps = [path for mid, c in ((ModuleId(req.signature, c.impl), c) for c in kt.candidates())
+                            for path in (lay.compile_record(t.name, mid, c.variant), lay.validation(t.name, mid, c.variant))]
                     yield {
                         "name": name,
-                        "actions": [(bench_action, [module, t.name, vmfb, val, str(out), dev, run, config.scheduler,
-                                                    shapes] + ([m] if m else []))],
-                        "targets": [str(out)],
+                        "actions": [(bench_action, [kt, str(lay.root), dev, run, config.scheduler, shapes])],
+                        "targets": outs,
                         # Timing shares the machine with nothing: after all compiles, one at a time.
                         "task_dep": [f"ready:{b}"] + ([f"bench:{previous}"] if previous else []),
-                        "uptodate": [config_changed(_with_shapes({"device": dev}, shapes)), inputs_unchanged(*deps),
+                        "file_dep": [str(STAGES_DIR / f) for f in ("benchmark.py", "comparison.py")],
+                        "uptodate": [config_changed(_with_shapes({"device": dev}, shapes)),
+                                     inputs_unchanged(*dict.fromkeys(deps)),
                                      # torch eager's record carries its validation (validate_eager)
-                                     record_ok(out, *(("validation",) if vmfb is None else ()))],
-                        "clean": [_rm(out)],
-                        "doc": f"benchmark {subject} on {t.name}",
+                                     record_ok(lay.bench(t.name, eager_subject(req.signature.key)), "validation"),
+                                     record_ok(lay.rounds(t.name, req.signature.key))],
+                        "clean": [_rm(Path(o)) for o in outs],
+                        "doc": f"benchmark {req.signature.key} on {t.name} (its candidates and torch eager)",
                     }
                     previous = name
 
@@ -557,13 +553,8 @@ def _bench_names(p: Plan, devices: dict, config: BuildConfig) -> list[str]:
     if not config.bench:
         return []
     b = p.manifest.bundle.name
-    out = []
-    for t in p.targets:
-        if devices.get(t.name, (None,))[0]:
-            out += [f"bench:{b}/{t.name}/{bench_subject(module_file(m.key, c.variant), c.mode)}"
-                    for m, c in _candidate_modules(p, t, config, devices)]
-            out += [f"bench:{b}/{t.name}/{eager_subject(r.signature.key)}" for r in p.manifest.kernels]
-    return out
+    return [f"bench:{b}/{t.name}/{r.signature.key}" for t in p.targets if devices.get(t.name, (None,))[0]
+            for r in p.manifest.kernels]
 
 
 def _rm(path: Path) -> Callable[[], None]:

@@ -112,18 +112,22 @@ def _eager_threads() -> int | None:
     return len(os.sched_getaffinity(0)) if os.environ.get("OMP_NUM_THREADS") == "1" else None
 
 
-def bench_on_worker(vmfb: bytes | None, subject: str, target, device: dict | None, shapes=()) -> dict:
-    from ..layout import subject_signature
-    from ..signature import KernelSignature, ModuleId
-    from ..stages.benchmark import bench_eager_at, bench_kernel_at
+def bench_on_worker(signature: str, target, device: dict | None, candidates: list, shapes=()) -> dict:
+    """A kernel's candidates and torch eager in paired rounds (``benchmark.bench_candidates``),
+    as ``actions.bench_action`` runs them locally: ``KernelBench.to_json()`` (every
+    record "not run" where this worker has no device for the target)."""
+    from ..signature import KernelSignature
+    from ..stages.benchmark import bench_candidates
 
-    if vmfb is None:  # torch eager for a signature, as actions.bench_action does
-        return bench_eager_at(KernelSignature.parse(subject_signature(subject)), shapes,
-                              threads=_eager_threads()).to_json()
+    sig = KernelSignature.parse(signature)
     dev, why = _worker_device(target, device)
     if dev is None:
-        return not_run.bench(subject, target.name, _no_device_reason(target, why)).to_json()
-    return bench_kernel_at(vmfb, ModuleId.parse(subject), target, dev, shapes).to_json()
+        out = bench_candidates(sig, target, None, candidates).to_json()
+        for rec in [*out["results"].values(), out["eager"]]:
+            rec["reason"] = _no_device_reason(target, why)
+        return out
+    return bench_candidates(sig, target, dev, candidates, [tuple(s) for s in shapes],
+                            eager_threads=_eager_threads()).to_json()
 
 
 def match_on_worker(target) -> tuple[dict | None, str]:

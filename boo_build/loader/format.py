@@ -7,6 +7,10 @@ d`` for every index the code writes and for older bundles: fields this code
 does not know are kept (``extra``), optional fields that were absent stay
 absent. Pure Python (stdlib and ``boo_build.signature``): the loader imports it.
 
+One module: the bundle format is one definition, read by the loader and written
+by the build, whose records refer to each other; split, a field's schema, its
+reading and its writing would live apart.
+
 The rule for changing it: a new optional field keeps the format version; a
 field removed, or one whose meaning changes, bumps ``FORMAT_VERSION``; a bundle
 built before each change is kept under ``tests/fixtures/`` and must keep opening.
@@ -278,9 +282,12 @@ class TargetRecord:
     prefer_eager: EagerPreference | None = None
     eager_rejected: Reason | None = None
     legacy: bool = field(default=False, compare=False)  # read without kinds: written back without them
+    # how the build's timings were taken, in paired rounds (the selection's ``Timing``: rounds,
+    # ties, re-measurements, a busy machine, the kernel against torch eager); absent before
+    timing: Mapping[str, Any] | None = None
 
     _KNOWN = ("status", "reason", "selected", "impls", "rejected", "mode", "candidates", "prefer_eager",
-              "eager_rejected", "reason_kind", "rejected_kinds", "eager_rejected_kind")
+              "eager_rejected", "reason_kind", "rejected_kinds", "eager_rejected_kind", "timing")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))
@@ -298,17 +305,17 @@ class TargetRecord:
         if self.candidates is not None:
             object.__setattr__(self, "candidates", {n: CandidateRecord.from_json(c) if isinstance(c, Mapping) else c
                                                     for n, c in self.candidates.items()})
-        freeze_fields(self, "impls", "rejected", "extra", "candidates")
+        freeze_fields(self, "impls", "rejected", "extra", "candidates", "timing")
 
     @classmethod
     def available(cls, selected: str, impls: Mapping[str, ImplRecord], reason: Reason | str = "",
                   rejected: Mapping[str, Reason | str] | None = None, *, mode: str | None = None,
                   candidates: Mapping[str, CandidateRecord] | None = None,
                   prefer_eager: EagerPreference | None = None, eager_rejected: Reason | None = None,
-                  **extra: Any) -> "TargetRecord":
+                  timing: Mapping[str, Any] | None = None, **extra: Any) -> "TargetRecord":
         """An available entry (``reason``/``rejected`` as text: an entry made by hand, kinds from the words)."""
         return cls(Status.AVAILABLE, reason, selected, impls, dict(rejected or {}),  # type: ignore[arg-type]
-                   extra, mode, candidates, prefer_eager, eager_rejected or None)
+                   extra, mode, candidates, prefer_eager, eager_rejected or None, timing=timing)
 
     @classmethod
     def unavailable(cls, reason: Reason | str, rejected: Mapping[str, Reason | str] | None = None, *,
@@ -348,9 +355,11 @@ class TargetRecord:
         pref = None if d.get("prefer_eager") is None else EagerPreference.from_json(d["prefer_eager"], where)
         reason, rejected, why = cls.reasons_of(d, status, where)
         legacy = not any(k in d for k in ("reason_kind", "rejected_kinds", "eager_rejected_kind"))
+        timing = d.get("timing")
         rec = cls(status=status, reason=reason, selected=d.get("selected"), impls=impls, rejected=rejected,
                   extra=extra_fields(d, cls._KNOWN), mode=mode, candidates=cands, prefer_eager=pref,
-                  eager_rejected=why, legacy=legacy)
+                  eager_rejected=why, legacy=legacy,
+                  timing=None if timing is None else as_mapping(timing, "timing"))
         if status is Status.AVAILABLE and (impls is None or rec.selected not in impls):
             raise IndexProblem(f"{where}: selected impl {d.get('selected')!r} has no entry")
         return rec
@@ -405,6 +414,8 @@ class TargetRecord:
             out["eager_rejected"] = self.eager_rejected.text
             if kinds:
                 out["eager_rejected_kind"] = str(self.eager_rejected.kind)
+        if self.timing is not None:
+            out["timing"] = plain(self.timing)
         out.update(plain(self.extra))
         return out
 

@@ -55,7 +55,7 @@ from ..reasons import Kind, Reason
 from ..records import BenchStatus, ValidationStatus
 from ..report.bench_table import COLUMNS, eager_key, table_rows, table_text
 from ..signature import KernelSignature, ModuleId
-from ..stages.benchmark import COMPILED, EAGER, BenchResult, bench_eager_at, bench_kernel_at
+from ..stages.benchmark import COMPILED, EAGER, BenchResult, bench_candidates, bench_eager_at, bench_kernel_at
 from ..stages.pack import write_bundle
 from ..stages.selection import decide, target_entry
 from ..stages.traffic import minimal_bytes
@@ -230,15 +230,22 @@ def measure_bundle(src: str | Path, out: str | Path, *, targets: tuple[str, ...]
         shapes = (timed.input_shape,) if sig.is_dynamic else ()
         vals: dict[str, ValidationResult] = {}
         bens: dict[str, BenchResult] = {}
+        passed: list[tuple[str, bytes]] = []
         for impl in sorted(te.impls):
             vmfb = archive.members[te.impls[impl].member]
             mid = ModuleId(sig, impl.partition("+")[0])  # a module name: <impl>[+<variant>] (candidates)
             vals[impl] = validate_kernel(vmfb, mid, target, dev, torch_device=tdev)
             if vals[impl].passed:
-                bens[impl] = bench_kernel_at(vmfb, mid, target, dev, shapes, torch_device=tdev, **kw)
+                passed.append((impl, vmfb))
         unreachable = f"not run: torch cannot reach {dev.uri}"
-        eager = (bench_eager_at(sig, shapes, target=name, torch_device=tdev, **kw) if tdev else
-                 BenchResult(EAGER, sig.key, name, BenchStatus.NOT_RUN, unreachable))
+        rounds = None
+        if tdev:  # the implementations and torch eager in paired rounds, as a build times them
+            kb = bench_candidates(sig, target, dev, passed, shapes, torch_device=tdev, **_rounds_kw(tdev))
+            bens, eager, rounds = dict(kb.results), kb.eager, kb.rounds
+        else:  # torch cannot reach the device: the kernels alone, no eager to pair them with
+            for impl, vmfb in passed:
+                bens[impl] = bench_kernel_at(vmfb, ModuleId(sig, impl.partition("+")[0]), target, dev, shapes, **kw)
+            eager = BenchResult(EAGER, sig.key, name, BenchStatus.NOT_RUN, unreachable)
         if not compile_baseline:
             compiled = BenchResult(COMPILED, sig.key, name, BenchStatus.SKIPPED, "skipped: --no-compile")
         elif tdev is None:
@@ -253,7 +260,8 @@ def measure_bundle(src: str | Path, out: str | Path, *, targets: tuple[str, ...]
             compile_spent += time.monotonic() - t0
         ev = eager_record(sig, name, shapes, torch_device=tdev) if tdev else None
         # torch calls go to torch only where eager was faster and its results pass
-        decision = decide(sig, name, list(te.impls), list(te.impls), vals, bens, eager=eager, eager_validation=ev)
+        decision = decide(sig, name, list(te.impls), list(te.impls), vals, bens, eager=eager, eager_validation=ev,
+                          rounds=rounds)
         m = KernelMeasurement(key, name, vals, bens, eager, compiled, decision, bytes_moved(timed), ev)
         measured.append(m)
         dev_records[name] = device_record(dev)
@@ -284,6 +292,13 @@ def measure_bundle(src: str | Path, out: str | Path, *, targets: tuple[str, ...]
     read_archive(path)  # what was written reads back (format, members, sizes)
     return MeasureReport(source=archive.path, bundle=str(path), devices=dev_records, skipped=skipped,
                          kernels=tuple(measured), not_measured=tuple(not_measured), peaks=peaks)
+
+
+def _rounds_kw(tdev: str) -> dict[str, Any]:
+    """``bench_candidates``' clock on a GPU: CUDA events on torch's current stream, samples of 100 us at least."""
+    if tdev != "cpu":
+        return {"clock": event_clock(tdev), "min_sample_s": 100e-6}
+    return {}
 
 
 def _measure_kw(tdev: str | None, max_seconds: float) -> dict[str, Any]:

@@ -97,11 +97,14 @@ def table_rows(signatures: Iterable[KernelSignature], targets: Iterable, validat
                     if best is None or t_b < best:
                         best = t_b
             eager = benches.get(eager_key(sig.key, t))
-            row["eager_median_us"] = _us(eager.median_s) if eager is not None and eager.ok else ""
             decision = decisions.get((sig.key, t))
+            timing = decision.timing if decision is not None else None
+            # a speed-up the paired rounds did not confirm is not a figure (comparison.eager_call)
+            unconfirmed = timing is not None and timing.eager is not None and timing.eager_figure is None
+            row["eager_median_us"] = _us(eager.median_s) if eager is not None and eager.ok and not unconfirmed else ""
             tried = decision.candidates if decision is not None else None
             # speed-ups in the times the selection compares (``compared_seconds``: means per call)
-            eager_s = eager.compared_s if eager is not None else None
+            eager_s = eager.compared_s if eager is not None and not unconfirmed else None
             if tried:
                 won = [c.compared_s for c in tried.values() if c.status == "selected"]
                 best = won[0] if won else None
@@ -113,7 +116,11 @@ def table_rows(signatures: Iterable[KernelSignature], targets: Iterable, validat
                                              key=lambda p: (p[2] is None, p[2] or 0, p[0])))
                 if eager_s and won and decision is not None:
                     row[TORCH_CALLS_COLUMN] = decision.torch_calls
-            row["speedup_vs_eager"] = f"{eager_s / best:.2f}" if best and eager_s else ""
+            if timing is not None and timing.eager is not None:  # paired rounds: eager / kernel, as they compared
+                figure = timing.eager_figure
+                row["speedup_vs_eager"] = "" if figure is None else f"{figure:.2f}"
+            else:
+                row["speedup_vs_eager"] = f"{eager_s / best:.2f}" if best and eager_s else ""
             row["validation"] = "; ".join(statuses)
             # each modelled module of the kernel: each implementation, then its GPU variants
             models = [(f"{impl}+{variant}" if variant else impl, m) for impl in IMPLS

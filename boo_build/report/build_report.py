@@ -139,6 +139,7 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
                                         "eager": stable_record(eager)}
         kernels.append(entry)
     _dynamic_sizes(kernels)
+    timings = [d.timing for d in decisions.values() if d.timing is not None]
 
     report = {
         "format": "boo-build-report",
@@ -157,6 +158,14 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
         "failures": failures,
         "dropped": dropped,
         "per_target": {t: dict(sorted(c.items())) for t, c in per_target.items()},
+        # how the timings were taken: kernels timed in paired rounds, their ties, those measured
+        # again, speed-ups beyond comparison.FACTOR not confirmed, and those timed on a busy machine
+        "timing": {"kernels": len(timings), "ties": sum(1 for t in timings if t.ties),
+                   "remeasured": sum(1 for t in timings if t.remeasured),
+                   "unconfirmed": sum(1 for t in timings if t.eager is not None and t.eager_figure is None),
+                   "busy": sum(1 for t in timings if t.busy),
+                   # timed at normal priority (not root, or on a Dask worker): other work competed
+                   "normal_priority": sum(1 for t in timings if t.nice is not None and t.nice >= 0)},
     }
     rows = table_rows([r.signature for r in plan.manifest.kernels], [t.name for t in plan.targets],
                       validations, benches, decisions, traffics)
@@ -207,6 +216,15 @@ def summary_text(report: dict, stats: dict, bundle_path: Path, allow_missing: bo
         if built or up:
             lines.append(f"  {stage:8s} built {built}, up to date {up}")
     lines.append(f"  benchmarks: {report['benchmarks']}")
+    tm = report.get("timing") or {}
+    if tm.get("kernels"):
+        busy = (f"; the machine was busy while {tm['busy']} of them were timed (their figures are less sure)"
+                if tm["busy"] else "")
+        if tm.get("normal_priority"):
+            busy += (f"; {tm['normal_priority']} timed at normal priority, where other work competes (a raised "
+                     "one needs root; Dask workers keep theirs)")
+        lines.append(f"  timing   {tm['kernels']} kernel(s) compared in paired rounds: {tm['ties']} with ties, "
+                     f"{tm['remeasured']} measured again, {tm['unconfirmed']} speed-up(s) not confirmed{busy}")
     for t, c in report["per_target"].items():
         dev = report["targets"][t]["device_status"]
         lines.append(f"  {t:14s} available {c.get('available', 0)}, failed {c.get('unavailable', 0)}, "

@@ -48,6 +48,7 @@ class Cell:
     validation: Mapping[str, Any] | None  # the selected implementation's validation record
     torch_calls: str = ""  # where the build sent torch tensors instead, if it did (selection.torch_calls_text)
     traffic: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # impl -> its modelled traffic (GPU)
+    timing: Mapping[str, Any] | None = None  # how it was timed, in paired rounds (selection.Timing's JSON)
 
 
 @dataclass(frozen=True)
@@ -94,13 +95,15 @@ class PageData:
 
 def _cell(status: str, selected: str | None, reason: Reason, rejected: Mapping[str, Reason],
           validation: Mapping[str, Any] | None, prefer_eager: EagerPreference | None = None,
-          eager_rejected: Reason | None = None, traffic: Mapping[str, Any] | None = None) -> Cell:
+          eager_rejected: Reason | None = None, traffic: Mapping[str, Any] | None = None,
+          timing: Mapping[str, Any] | None = None) -> Cell:
     from ..stages.selection import torch_calls_text
 
     return Cell(status=status, selected=selected, reason=reason, rejected=dict(sorted(rejected.items())),
                 validation=None if validation is None else dict(validation),
                 torch_calls=torch_calls_text(prefer_eager, eager_rejected) if prefer_eager or eager_rejected
-                else "", traffic={i: dict(t) for i, t in sorted((traffic or {}).items()) if t})
+                else "", traffic={i: dict(t) for i, t in sorted((traffic or {}).items()) if t},
+                timing=None if timing is None else dict(timing))
 
 
 def has_extra_fields(rec: Mapping[str, Any] | None) -> TypeGuard[Mapping[str, Any]]:
@@ -143,7 +146,7 @@ def kernels_from_index(index: Mapping[str, Any]) -> tuple[tuple[Kernel, ...], tu
             cells[t] = _cell(te["status"], sel, _reason(reason), rejected or {},
                              (impls.get(sel) or {}).get("validation") if sel else None,
                              None if pref is None else EagerPreference.from_json(pref), eager_rejected,
-                             {i: m.get("traffic") for i, m in impls.items()})
+                             {i: m.get("traffic") for i, m in impls.items()}, te.get("timing"))
             peak = (measured_prov.get(t) or {}).get("peak_gbs") if isinstance(measured_prov, Mapping) else None
             for i, m in sorted(impls.items()):
                 rec = _measured(m.get("benchmark"), te.get("measured"), peak)
@@ -165,7 +168,8 @@ def kernels_from_entries(entries) -> tuple[Kernel, ...]:
             impl = (te.impls or {}).get(te.selected) if te.selected else None
             cells[t] = _cell(te.status.value, te.selected, _reason(te.reason), te.rejected or {},
                              plain(impl.validation) if impl else None, te.prefer_eager, te.eager_rejected,
-                             {i: plain(r.traffic) for i, r in (te.impls or {}).items() if r.traffic})
+                             {i: plain(r.traffic) for i, r in (te.impls or {}).items() if r.traffic},
+                             None if te.timing is None else plain(te.timing))
         out.append(Kernel(k.key, k.signature, cells))
     return tuple(out)
 
@@ -278,6 +282,22 @@ def speedups(data: PageData, target: str) -> list[tuple[str, dict[str, float], s
             out.append((row["key"], vals, cell.selected if cell else None))
     out.sort(key=lambda r: (-max(r[1].values()), r[0]))
     return out
+
+
+def timing_line(data: PageData, target: str) -> str:
+    """How the kernels of ``target`` were timed, in words: in paired rounds, with how many
+    ties, re-measurements, unconfirmed speed-ups and a busy machine; "" where none was."""
+    ts = [c.timing for k in data.kernels if (c := k.cells.get(target)) is not None and c.timing]
+    if not ts:
+        return ""
+    ties = sum(1 for t in ts if t.get("ties"))
+    again = sum(1 for t in ts if t.get("remeasured"))
+    unconfirmed = sum(1 for t in ts if (t.get("eager") or {}).get("verdict") == "unconfirmed")
+    busy = sum(1 for t in ts if t.get("busy"))
+    text = (f"{len(ts)} kernels timed in paired rounds (each candidate and torch eager in the same rounds): "
+            f"{ties} with a tie (the preferred candidate ships), {again} measured again, "
+            f"{unconfirmed} speed-up(s) over eager not confirmed (not drawn)")
+    return text + (f"; the machine was busy while {busy} were timed" if busy else "; the machine was quiet")
 
 
 def why_not_measured(data: PageData, target: str) -> str:

@@ -27,6 +27,7 @@ from .page_data import (
     number,
     speedups,
     target_order,
+    timing_line,
     why_not_measured,
 )
 
@@ -153,6 +154,9 @@ def _section_speedup(data: PageData) -> list[str]:
     for t in data.targets:
         rows = speedups(data, t)
         out.append(f"<h3>{_e(t)}</h3>")
+        how = timing_line(data, t)
+        if how:
+            out.append(f'<p class="note">Timings: {_e(how)}.</p>')
         if rows:
             # a selected None is no key: get gives the default, which the stub's key type cannot say
             below = sum(1 for _, d, sel in rows if d.get(sel, max(d.values())) < 1)  # type: ignore[arg-type, misc]

@@ -21,6 +21,24 @@ from typing import Callable
 
 _BENCH_POOL: list = []
 _BENCH_LOCK = threading.Lock()
+PRIORITY = -20  # the benchmark process's nice value where the OS allows it (root): other work on the machine waits
+
+
+def raise_priority(nice: int = PRIORITY) -> int | None:
+    """Every thread of this process, and those it starts later, at ``nice``; the nice value
+    now, or None where the OS refused (not root, no CAP_SYS_NICE: left as it was)."""
+    import os
+
+    try:
+        tids = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        tids = [0]
+    try:
+        for tid in tids:  # on Linux a nice value is per thread; new threads inherit their creator's
+            os.setpriority(os.PRIO_PROCESS, tid, nice)
+    except (OSError, AttributeError):
+        return None
+    return os.getpriority(os.PRIO_PROCESS, 0)
 
 
 def in_bench_process(fn: Callable, *args, **kw):
@@ -34,7 +52,8 @@ def in_bench_process(fn: Callable, *args, **kw):
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
-            _BENCH_POOL.append(ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")))
+            _BENCH_POOL.append(ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
+                                                   initializer=raise_priority))
         pool = _BENCH_POOL[0]
         try:
             return pool.submit(fn, *args, **kw).result()

@@ -21,15 +21,17 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import os
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .. import ops
 from ..records import COMPILED, EAGER, BenchResult, BenchStatus, SizeTiming
 from ..signature import KernelSignature, ModuleId
 from ..targets import Target
+from . import comparison
 
 # A CPU sample is the mean per call over about this long: the occasional stall of
 # millisecond size (a local-task hand-off, a descheduled thread) counts in it, as
@@ -125,12 +127,12 @@ def measure(fn: Callable[[], Any], *, warmup: int = 3, min_reps: int = 10, max_r
 
 # --------------------------------------------------------------- records
 def _result(subject: str, sig: KernelSignature, target: str, stats: Stats, threads: int,
-            reason: str = "") -> BenchResult:
+            reason: str = "", **fields: Any) -> BenchResult:
     if not stats.stable and not reason:
         reason = f"median not stable within the budget ({stats.n} samples)"
     return BenchResult(subject=subject, signature=sig.key, target=target, status=BenchStatus.OK, reason=reason,
                        min_s=stats.min, median_s=stats.median, p90_s=stats.p90, mean_s=stats.mean, reps=stats.n,
-                       threads=threads)
+                       threads=threads, **fields)
 
 
 # --------------------------------------------------------------- kernels
@@ -236,6 +238,259 @@ def bench_eager_at(sig: KernelSignature, shapes=(), passes: int = 2, **kw) -> Be
 
 def _median_or_inf(r: BenchResult) -> float:
     return r.median_s if r.ok and r.median_s is not None else math.inf
+
+
+# ------------------------------------------------- candidates, in rounds
+@dataclass(frozen=True)
+class Timed:
+    """One subject of the rounds (``time_rounds``): ``call`` is timed; ``companion``
+    (untimed) runs before each call of it (torch eager's op, on the CPU: the kernel
+    as an application calls it, right after other torch work)."""
+
+    name: str
+    call: Callable[[], Any]
+    companion: Callable[[], Any] | None = None
+
+
+def reference_work() -> int:
+    """A fixed piece of work (pure Python, one thread, no memory traffic to speak of)
+    timed in every round: its spread says how busy the machine was (``comparison.Rounds.busy``)."""
+    total = 0
+    for i in range(4000):
+        total += i * i % 7
+    return total
+
+
+def _batch(t: Timed, min_sample_s: float, clock: Callable[[], float], warmup: int) -> int:
+    """Warm ``t`` up; the calls per sample that make a sample at least ``min_sample_s``."""
+    for _ in range(warmup):
+        if t.companion is not None:
+            t.companion()
+        t.call()
+    if t.companion is not None:
+        t.companion()
+    t0 = clock()
+    t.call()
+    first = clock() - t0
+    return 1 if first >= min_sample_s or first <= 0 else min(1000, math.ceil(min_sample_s / first - 1e-9))
+
+
+def time_rounds(subjects: Sequence[Timed], rounds: int, batches: Mapping[str, int], *,
+                clock: Callable[[], float] = time.perf_counter, start: int = 0) -> dict[str, list[float]]:
+    """``rounds`` rounds: in each, every subject's sample (the mean per call over its
+    batch of calls), the order rotated by one from round to round (``start``: the
+    first round's rotation), so that no subject always follows the same one."""
+    times: dict[str, list[float]] = {t.name: [] for t in subjects}
+    n = len(subjects)
+    for r in range(rounds):
+        k = (start + r) % n
+        for t in list(subjects[k:]) + list(subjects[:k]):
+            inner, spent = batches[t.name], 0.0
+            if t.companion is None:
+                t0 = clock()
+                for _ in range(inner):
+                    t.call()
+                spent = clock() - t0
+            else:
+                for _ in range(inner):
+                    t.companion()
+                    t0 = clock()
+                    t.call()
+                    spent += clock() - t0
+            times[t.name].append(spent / inner)
+    return times
+
+
+def bench_rounds(subjects: Sequence[Timed], preference: Sequence[str], *, shape: tuple[int, ...] | None = None,
+                 rounds: int = comparison.ROUNDS, min_sample_s: float = CPU_ROUND_S, warmup: int = 3,
+                 clock: Callable[[], float] = time.perf_counter,
+                 cpu_use: Callable[[], tuple[float, float] | None] | None = None) -> tuple[comparison.Rounds, list[str]]:
+    """Time ``subjects`` (candidates named in ``preference``, most preferred first;
+    ``comparison.EAGER``; ``comparison.REFERENCE``) in passes of ``rounds`` rounds
+    until no comparison the selection makes is left inside the noise, or
+    ``comparison.MAX_PASSES`` passes (``comparison.needs_more``): (the rounds, what
+    each further pass was for). ``cpu_use`` (default ``cpu_use``, read with ``clock``)
+    says how much CPU other processes took during each pass."""
+    use = cpu_use or _cpu_use
+    batches = {t.name: _batch(t, min_sample_s, clock, warmup) for t in subjects}
+
+    def one_pass(start: int) -> tuple[dict[str, list[float]], float | None]:
+        u0, t0 = use(), clock()
+        times = time_rounds(subjects, rounds, batches, clock=clock, start=start)
+        return times, others_between(u0, use(), clock() - t0)
+
+    times, others = one_pass(0)
+    got = comparison.Rounds(times, (rounds,), shape, others, os.cpu_count() or 0, _nice())
+    remeasured: list[str] = []
+    eager = any(t.name == comparison.EAGER for t in subjects)
+    while why := comparison.needs_more(got, preference, eager):
+        remeasured += why
+        more, others = one_pass(got.n)
+        got = got.with_pass(more, others)
+    return got, remeasured
+
+
+def _cpu_use() -> tuple[float, float] | None:
+    """(CPU seconds the machine has run anything since boot, of them this process's), None
+    where the machine's counters cannot be read (no ``/proc/stat``)."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    if not fields or fields[0] != "cpu":
+        return None
+    # user nice system idle iowait irq softirq steal: all but idle and iowait ran something
+    # (steal: another virtual machine on the same host, which is other work too)
+    ticks = [int(x) for x in fields[1:9]]
+    busy = sum(ticks) - ticks[3] - ticks[4]
+    return busy / os.sysconf("SC_CLK_TCK"), time.process_time()
+
+
+def others_between(before: tuple[float, float] | None, after: tuple[float, float] | None,
+                   wall_s: float) -> float | None:
+    """The CPUs other processes used on average between two ``cpu_use`` readings ``wall_s``
+    apart (the machine's CPU time less this process's), None where either is missing."""
+    if before is None or after is None or wall_s <= 0:
+        return None
+    return max(0.0, ((after[0] - before[0]) - (after[1] - before[1])) / wall_s)
+
+
+def _nice() -> int | None:
+    try:
+        return os.getpriority(os.PRIO_PROCESS, 0)
+    except (OSError, AttributeError):
+        return None
+
+
+def rounds_result(subject: str, sig: KernelSignature, target: str, times: Sequence[float], threads: int,
+                  **fields: Any) -> BenchResult:
+    """A subject's benchmark record from its samples over the rounds (its median, the mean
+    but the slowest, ...): what the report, the bundle and the page read of it."""
+    return _result(subject, sig, target, summarize(times), threads, **fields)
+
+
+@dataclass(frozen=True)
+class KernelBench:
+    """What ``bench_candidates`` returns: the rounds (``comparison.RoundsRecord``), each
+    candidate's record by name (its samples summarized; an error where it could not
+    run), and torch eager's."""
+
+    rounds: comparison.RoundsRecord
+    results: Mapping[str, BenchResult]
+    eager: BenchResult
+
+    def to_json(self) -> dict[str, Any]:
+        return {"rounds": self.rounds.to_json(), "results": {n: r.to_json() for n, r in self.results.items()},
+                "eager": self.eager.to_json()}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "KernelBench":
+        return cls(comparison.RoundsRecord.from_json(d["rounds"]),
+                   {n: BenchResult.from_json(r) for n, r in d["results"].items()}, BenchResult.from_json(d["eager"]))
+
+
+def bench_candidates(sig: KernelSignature, target: Target, device, candidates: Sequence[tuple[str, bytes]],
+                     shapes=(), *, seed: int = 0, torch_device: str | None = None,
+                     rounds: int = comparison.ROUNDS, eager_threads: int | None = None,
+                     min_sample_s: float | None = None, **kw: Any) -> KernelBench:
+    """Time the ``candidates`` of ``sig`` on ``device`` ((name, vmfb): a name is a
+    candidate's text form, ``<impl>[+<variant>][@<mode>]``, its mode the CPU driver it
+    runs on), torch eager and the reference loop in paired rounds (``bench_rounds``),
+    at each of ``shapes`` for a dynamic signature (its first is what the selection
+    decides at), on the CPU each kernel call right after torch eager's (untimed),
+    torch on ``eager_threads`` threads (None: as many as local-task runs workers).
+    A candidate that fails to load or run is left out of the rounds with an error record."""
+    from ..candidates import Candidate
+    from ..loader.invoke import KernelRunner, open_device
+    from .torch_modules import sample_args
+
+    results: dict[str, BenchResult] = {}
+    if device is None:
+        from ..loader.devices import no_device_reason
+
+        why = no_device_reason(target.arch)
+        for name, _ in candidates:
+            c = Candidate.parse(name)
+            results[name] = dataclasses.replace(BenchResult.not_run(ModuleId(sig, c.impl).key, sig.key, target.name, why),
+                                                variant=c.variant, mode=c.mode)
+        return KernelBench(comparison.RoundsRecord(sig.key, target.name, (), ()), results,
+                           BenchResult.not_run(EAGER, sig.key, target.name, why))
+    from ..stages.selection import preference_order
+
+    cpu = device.is_cpu
+    sizes: list[tuple[int, ...] | None] = [tuple(s) for s in shapes] if sig.is_dynamic and shapes else [None]
+    per_size: list[comparison.Rounds] = []
+    remeasured: list[str] = []
+    threads: dict[str, int] = {}
+    errors: dict[str, BenchResult] = {}
+    torch_threads = 0
+    for shape in sizes:
+        bound = sig if shape is None else sig.bind(shape)
+        companion = eager_fn(bound, seed) if cpu else None
+        subjects: list[Timed] = []
+        for name, vmfb in candidates:
+            if name in errors:
+                continue
+            c = Candidate.parse(name)
+            mid = ModuleId(sig, c.impl)
+            try:
+                dev = open_device(c.mode or device.uri)
+                runner = KernelRunner(dev, vmfb, mid.func_name)
+                args = sample_args(bound, seed)
+                if not dev.is_cpu and torch_device is not None:
+                    args = tuple(a.to(torch_device) for a in args)
+                elif not dev.is_cpu:
+                    from ..loader.arrays import numpy_from_torch  # host arrays for GPUs (CPU build of torch)
+
+                    args = tuple(numpy_from_torch(a) for a in args)
+                runner(*args)  # it runs, or it is left out with why
+            except Exception as e:  # noqa: BLE001 - a kernel that fails to run is a result, not a crash
+                errors[name] = BenchResult(subject=mid.key, signature=sig.key, target=target.name,
+                                           status=BenchStatus.ERROR, reason=f"{type(e).__name__}: {_first_line(e)}",
+                                           variant=c.variant, mode=c.mode)
+                continue
+            threads[name] = dev.threads()
+            subjects.append(Timed(name, _call(runner, args), companion))
+        pref = preference_order([t.name for t in subjects])
+        with _torch_for(bound, eager_threads, cpu=cpu) as used:
+            torch_threads = used
+            # eager, too, right after an eager call: each timed call follows the same kind of torch
+            # work (torch's threads awake), whatever subject the round timed before it
+            subjects.append(Timed(comparison.EAGER, eager_fn(bound, seed, torch_device or "cpu"), companion))
+            subjects.append(Timed(comparison.REFERENCE, reference_work))
+            sample = min_sample_s if min_sample_s is not None else CPU_ROUND_S if cpu else 20e-6
+            got, passes_for = bench_rounds(subjects, pref, shape=shape, rounds=rounds, min_sample_s=sample, **kw)
+        per_size.append(got)
+        remeasured += [w + (f" at {list(shape)}" if shape is not None else "") for w in passes_for]
+    results.update(errors)
+    timed = [name for name, _ in candidates if name not in errors]
+    for name in timed:
+        c = Candidate.parse(name)
+        results[name] = _from_rounds(ModuleId(sig, c.impl).key, sig, target.name, per_size, name, threads[name],
+                                     variant=c.variant, mode=c.mode)
+    eager = _from_rounds(EAGER, sig, target.name, per_size, comparison.EAGER, torch_threads)
+    record = comparison.RoundsRecord(sig.key, target.name, tuple(preference_order(timed)), tuple(per_size),
+                                     tuple(remeasured))
+    return KernelBench(record, results, eager)
+
+
+def _call(runner: Callable[..., Any], args: tuple) -> Callable[[], Any]:
+    return lambda: runner(*args)
+
+
+def _from_rounds(subject: str, sig: KernelSignature, target: str, per_size: Sequence[comparison.Rounds],
+                 name: str, threads: int, **fields: Any) -> BenchResult:
+    """A subject's record from its samples at each size (a dynamic signature's ``sizes``)."""
+    first = rounds_result(subject, sig, target, per_size[0].times[name], threads, **fields)
+    if per_size[0].shape is None:
+        return first
+    sizes = []
+    for r in per_size:
+        st = summarize(r.times[name])
+        sizes.append(SizeTiming(shape=tuple(r.shape or ()), status=BenchStatus.OK, min_s=st.min, median_s=st.median,
+                                p90_s=st.p90, mean_s=st.mean, reps=st.n))
+    return dataclasses.replace(first, sizes=tuple(sizes))
 
 
 # ----------------------------------------------------------------- eager

@@ -28,6 +28,7 @@ from ..records import BenchResult, CompileRecord, CompileStatus, ValidationResul
 from ..signature import KernelSignature, ModuleId
 from ..targets import Target
 from . import not_run
+from .comparison import RoundsRecord
 from .selection import Decision, decide
 from .traffic import TrafficRecord
 
@@ -86,8 +87,15 @@ class KernelTarget:
             if self.ran and self.bench:
                 out.append(lay.bench(t, bench_subject(module_file(mid.key, c.variant), c.mode)))
         if self.ran and self.bench:
-            out.append(lay.bench(t, eager_subject(self.sig.key)))
+            out += [lay.bench(t, eager_subject(self.sig.key)), lay.rounds(t, self.sig.key)]
         return out
+
+    def bench_outputs(self, lay: Layout) -> list[Path]:
+        """What the kernel's benchmark writes: each candidate's record, torch eager's, the rounds."""
+        t = self.target.name
+        out = [lay.bench(t, bench_subject(module_file(ModuleId(self.sig, c.impl).key, c.variant), c.mode))
+               for c in self.candidates()]
+        return out + [lay.bench(t, eager_subject(self.sig.key)), lay.rounds(t, self.sig.key)]
 
 
 @dataclass(frozen=True)
@@ -127,6 +135,7 @@ class KernelRecords:
     modules: Mapping[str, ModuleRecords]  # by module name (<impl>[+<variant>])
     benches: Mapping[str, Json | None]  # by candidate name
     eager: Json | None
+    rounds: Json | None = None  # the benchmark's paired rounds (comparison.RoundsRecord)
 
     @classmethod
     def read(cls, lay: Layout, kt: KernelTarget) -> "KernelRecords":
@@ -143,8 +152,10 @@ class KernelRecords:
                     traffic=read_json(lay.traffic(t, mid, c.variant)) if kt.model else None)
             benches[c.key] = (read_json(lay.bench(t, bench_subject(module_file(mid.key, c.variant), c.mode)))
                               if kt.ran and kt.bench else None)
-        eager = read_json(lay.bench(t, eager_subject(kt.sig.key))) if kt.ran and kt.bench else None
-        return cls(kt, tuple(cands), modules, benches, eager)
+        timed = kt.ran and kt.bench
+        eager = read_json(lay.bench(t, eager_subject(kt.sig.key))) if timed else None
+        rounds = read_json(lay.rounds(t, kt.sig.key)) if timed else None
+        return cls(kt, tuple(cands), modules, benches, eager, rounds)
 
     def compiled(self) -> list[str]:
         return [c.key for c in self.candidates if self.modules[c.module].compiled]
@@ -194,7 +205,8 @@ class KernelRecords:
         return decide(self.kt.sig, self.kt.target.name, [c.key for c in self.candidates], compiled,
                       self.validations(), self.bench_results(), not_compiled=not_compiled, explored=self.kt.explore,
                       eager=eager if self.kt.explore else None,
-                      eager_validation=eager.validation if eager is not None else None, traffic=self.traffic())
+                      eager_validation=eager.validation if eager is not None else None, traffic=self.traffic(),
+                      rounds=RoundsRecord.from_json(self.rounds) if self.rounds else None)
 
 
 @dataclass(frozen=True)

@@ -47,19 +47,36 @@ from typing import Any, Mapping, Sequence
 from ..candidates import Candidate
 from ..loader.format import CandidateRecord, EagerPreference, ImplRecord, TargetRecord
 from ..reasons import LOST_ON_TIME, NOT_RUN, Kind, Reason, with_kind
-from ..records import BenchResult, EagerValidation, SizeTiming, ValidationResult, ValidationStatus
+from ..records import BenchResult, EagerValidation, ValidationResult, ValidationStatus
 from ..signature import IMPLS, KernelSignature
+from . import comparison
+from .comparison import RoundsRecord, Verdict
+from .routing import (  # where torch calls go: routing.py (re-exported: the selection's one surface)
+    NOT_VALIDATED,
+    Timing,
+    compared_time,
+    eager_by_rounds,
+    eager_preference,
+    gate_eager,
+    kernel_beats_eager,
+    timing_of,
+    torch_calls_text,
+    us,
+)
 from .traffic import Traffic
 
 # The default implementation where nothing was measured, preferred first:
 # ``manual`` is written for IREE. (``signature.IMPLS`` lists the implementations
 # in their canonical order, which the records and tables use; this is a choice.)
 DEFAULT_PREFERENCE = ("manual", "aten")
-MARGIN = 0.03  # the default is kept when within 3 % of the fastest
-# torch calls run the kernel only where it beat torch eager by 10 % (compared times): the
-# build times the bare kernel, while an application pays the loader's call too
-# (docs/validation-and-selection.md has the measurement behind it).
-EAGER_MARGIN = 0.10
+# the margins (comparison.py, where paired rounds decide with them and their noise)
+MARGIN = comparison.MARGIN  # the default is kept when within 10 % of the fastest
+EAGER_MARGIN = comparison.EAGER_MARGIN  # torch calls run the kernel only where it beat torch eager by 10 %
+
+__all__ = ["DEFAULT_PREFERENCE", "Decision", "EAGER_MARGIN", "MARGIN", "MODELLED", "NOT_VALIDATED", "Selection",
+           "Timing", "candidate_records", "candidate_status", "compared_time", "decide", "default_impl",
+           "eager_by_rounds", "eager_preference", "gate_eager", "kernel_beats_eager", "modelled_gate",
+           "module_rejections", "preference_order", "select", "target_entry", "torch_calls_text"]
 
 
 @dataclass(frozen=True)
@@ -88,21 +105,23 @@ class Selection:
                    rejected={i: Reason.from_json(r, f"rejected {i}") for i, r in (d.get("rejected") or {}).items()})
 
 
+def preference_order(names: Sequence[str]) -> list[str]:
+    """Candidates most preferred first: the baselines in ``DEFAULT_PREFERENCE`` order,
+    then each implementation's variants and modes, the target's own driver and flags
+    before others. A tie of the paired rounds goes to the most preferred (``comparison.choose``)."""
+    order = {impl: n for n, impl in enumerate(DEFAULT_PREFERENCE)}
+
+    def key(name: str) -> tuple:
+        c = Candidate.parse(name)
+        return (not c.is_baseline, order.get(c.impl, len(order)), bool(c.variant), bool(c.mode), name)
+    return sorted(names, key=key)
+
+
 def default_impl(candidates: Sequence[str]) -> str | None:
     for impl in DEFAULT_PREFERENCE:
         if impl in candidates:
             return impl
     return sorted(candidates)[0] if candidates else None
-
-
-def _us(seconds: float) -> str:
-    return f"{seconds * 1e6:.1f} us"
-
-
-def compared_time(b: BenchResult | SizeTiming | None) -> float | None:
-    """A benchmark's time for comparisons (``records.compared_seconds``): its
-    ``mean_s``, else its median, else its best sample (None when it did not run)."""
-    return None if b is None else b.compared_s
 
 
 def _ordered(impls) -> list[str]:
@@ -141,13 +160,17 @@ def modelled_gate(name: str, traffic: Mapping[str, Traffic | None]) -> str | Non
 
 def select(sig: KernelSignature, target_name: str, compiled_impls: Sequence[str],
            validations: Mapping[str, ValidationResult | None], benches: Mapping[str, BenchResult | None], *,
-           margin: float = MARGIN, traffic: Mapping[str, Traffic | None] | None = None) -> Selection:
+           margin: float = MARGIN, traffic: Mapping[str, Traffic | None] | None = None,
+           rounds: RoundsRecord | None = None) -> Selection:
     """Pick the implementation for ``sig`` on ``target_name``.
 
     ``validations[impl]`` / ``benches[impl]``: the records, or None (missing).
     ``traffic[impl]``: a GPU module's traffic model (``stages/traffic.py``): where
     nothing ran on a device, the least modelled traffic is the default (fewer
-    dispatches breaking ties), said to be modelled, not measured."""
+    dispatches breaking ties), said to be modelled, not measured.
+    ``rounds``: the kernel's benchmark in paired rounds (``comparison``): where it
+    timed the validated candidates, they are compared there, with their noise
+    (``_by_rounds``); else by each record's compared time."""
     compiled = _ordered(set(compiled_impls))
     rejected: dict[str, Reason] = {}
     for impl in _ordered(set(validations) | set(benches)):
@@ -175,6 +198,8 @@ def select(sig: KernelSignature, target_name: str, compiled_impls: Sequence[str]
             rejected[impl] = Reason(Kind.NOT_VALIDATED, f"not validated ({why or 'not run'})")
         for impl in unchecked:
             rejected[impl] = Reason(Kind.NOT_VALIDATED, "not validated (no validation record)")
+        if rounds is not None and rounds.sizes and any(i in rounds.sizes[0].times for i in validated):
+            return _by_rounds(rounds, validated, rejected, benches, margin)
         timed = [(t, i) for i in validated if (t := compared_time(benches.get(i))) is not None]
         if timed:
             order = {impl: n for n, impl in enumerate(DEFAULT_PREFERENCE)}
@@ -185,18 +210,18 @@ def select(sig: KernelSignature, target_name: str, compiled_impls: Sequence[str]
             times = {i: t for t, i in timed}
             dflt_t = times[dflt]
             if dflt != best and dflt_t <= best_t * (1 + margin):
-                rejected[best] = Reason(Kind.DEFAULT_KEPT, f"within {margin:.0%} of {dflt} ({_us(best_t)} vs "
-                                                           f"{_us(dflt_t)}): default {dflt} kept")
+                rejected[best] = Reason(Kind.DEFAULT_KEPT, f"within {margin:.0%} of {dflt} ({us(best_t)} vs "
+                                                           f"{us(dflt_t)}): default {dflt} kept")
                 best, best_t = dflt, dflt_t
                 reason = Reason(Kind.WITHIN_MARGIN, f"default within {margin:.0%} of the fastest validated "
-                                                    f"({_us(best_t)})")
+                                                    f"({us(best_t)})")
             else:
-                others = ", ".join(f"{i} {_us(t)}" for t, i in timed if i != best)
-                reason = Reason(Kind.FASTEST, f"fastest validated: {_us(best_t)}" + (f" (vs {others})" if others
+                others = ", ".join(f"{i} {us(t)}" for t, i in timed if i != best)
+                reason = Reason(Kind.FASTEST, f"fastest validated: {us(best_t)}" + (f" (vs {others})" if others
                                                                                      else ""))
             for t, impl in timed:
                 if impl != best and impl not in rejected:
-                    rejected[impl] = Reason(Kind.SLOWER, f"slower: {_us(t)} vs {_us(best_t)} ({best})")
+                    rejected[impl] = Reason(Kind.SLOWER, f"slower: {us(t)} vs {us(best_t)} ({best})")
             for impl in validated:
                 if impl not in times:
                     b = benches.get(impl)
@@ -229,8 +254,55 @@ def select(sig: KernelSignature, target_name: str, compiled_impls: Sequence[str]
 
 
 # --------------------------------------------------------------- candidates
+def _by_rounds(rounds: RoundsRecord, validated: Sequence[str], rejected: dict[str, Reason],
+              benches: Mapping[str, BenchResult | None], margin: float) -> Selection:
+    """``select``'s choice among the validated candidates the paired rounds timed (at
+    the first size): the fastest, or the most preferred of those it cannot be told
+    from (within the margin, or inside the noise after the re-measurements: a tie,
+    ``comparison.choose``); each other one rejected as slower or as a tie, with the
+    paired ratio and its interval."""
+    r0 = rounds.sizes[0]
+    pref = preference_order([i for i in validated if i in r0.times])
+    choice = comparison.choose(r0, pref, margin)
+    w, f = choice.winner, choice.fastest
+    tw = r0.median(w)
+    for c in pref:
+        if c == w:
+            continue
+        p = r0.pair(c, w)
+        v = Verdict.TIE if c == f else choice.verdicts[c]
+        if v in (Verdict.TIE, Verdict.NOISE, Verdict.UNREPLICATED):
+            rejected[c] = Reason(Kind.TIE, f"tie with {w} ({_tie_words(v, margin)}): {p.text()}; {w} preferred")
+        else:  # decided against the fastest (which a tie may not ship): say so, with that comparison
+            by = f"{f}, the fastest" if f != w else w
+            rejected[c] = Reason(Kind.SLOWER, f"slower: {us(r0.median(c))} vs {us(r0.median(f))} ({by}); "
+                                 f"{r0.pair(c, f).text()}")
+    for impl in validated:
+        if impl not in r0.times and impl not in rejected:
+            b = benches.get(impl)
+            why = f"{b.status}: {b.reason}" if b is not None else "not timed in the rounds"
+            rejected[impl] = Reason(Kind.NOT_BENCHMARKED, f"not benchmarked ({why.rstrip(': ')})")
+    others = ", ".join(f"{c} {us(r0.median(c))}" for c in pref if c != w)
+    if choice.tie:
+        p = r0.pair(f, w)
+        why = _tie_words(choice.verdicts.get(w, Verdict.TIE), margin)
+        reason = Reason(Kind.TIED, f"tie ({why}) with the fastest, {f} ({p.text()}): {w} preferred, {us(tw)}")
+    else:
+        reason = Reason(Kind.FASTEST, f"fastest validated: {us(tw)}" + (f" (vs {others})" if others else "")
+                        + f"; paired rounds: {r0.n}")
+    return Selection(w, True, reason, rejected)
+
+
+def _tie_words(v: Verdict, margin: float) -> str:
+    """Why two candidates are a tie, in words."""
+    return {Verdict.TIE: f"within {margin:.0%}", Verdict.NOISE: "inside the noise",
+            Verdict.UNREPLICATED: "faster, but not in every pass"}.get(v, str(v))
+
+
 def candidate_status(reason: Reason) -> str:
     """A losing candidate's status from its rejection reason's kind."""
+    if reason.kind is Kind.TIE:
+        return "tie"
     if reason.kind in LOST_ON_TIME:
         return "slower"
     if reason.kind in NOT_RUN:
@@ -272,112 +344,6 @@ def module_rejections(sel: Selection, names: Sequence[str],
     return {m: r for m, (_, r) in sorted(best.items())}
 
 
-# ------------------------------------------------------------- torch eager
-Timed = BenchResult | SizeTiming
-
-
-def kernel_beats_eager(kernel: Timed, eager: Timed, margin: float = EAGER_MARGIN) -> bool:
-    """Whether a kernel's timing beats torch eager's clearly enough to run torch
-    calls: faster by more than ``margin`` in the times the selection compares."""
-    kt, et = kernel.compared_s, eager.compared_s
-    if kt is None or et is None:
-        return True  # nothing to compare: the kernel, as without a baseline
-    return kt * (1 + margin) < et
-
-
-def eager_preference(sig: KernelSignature, sel: Selection, benches: Mapping[str, BenchResult | None],
-                     eager: BenchResult, *, margin: float = EAGER_MARGIN) -> EagerPreference | None:
-    """The index's ``prefer_eager`` for a measured selection: where the selected
-    candidate does not beat torch eager (``eager``, its ``BenchResult`` on the
-    same device) clearly (``kernel_beats_eager``); else None. The kernel still ships
-    (numpy callers and loaders without torch run it); the loader hands torch
-    tensors to torch's op instead, as Inductor's autotuning keeps ATen's
-    kernel where its own lose.
-
-    A kernel timed at several sizes (a dynamic one's ``bench_shapes``) gets
-    ``by_rows``, ``((rows, eager faster), ...)`` per size timed, whenever eager
-    won at one of them: the loader decides per call by the size nearest in rows
-    (log scale); ``eager_s``/``kernel_s`` are the first size's."""
-    if not sel.measured or sel.impl is None:
-        return None
-    kb = benches.get(sel.impl)
-    kernel_s, eager_s = compared_time(kb), compared_time(eager)
-    if kb is None or kernel_s is None or eager_s is None:
-        return None
-    by_rows = _eager_by_rows(sig, kb, eager, margin)
-    faster = [rows for rows, won in by_rows if won]
-    if kernel_beats_eager(kb, eager, margin) and not faster:
-        return None
-    times = (f"{_us(kernel_s)} ({sel.impl}) vs {_us(eager_s)} "
-             f"({'means per call' if kb.mean_s is not None and eager.mean_s is not None else 'medians'})")
-    if by_rows:
-        times += f"; at {', '.join(map(str, faster)) or 'no'} of {len(by_rows)} sizes timed (rows)"
-    reason = f"the kernel not {margin:.0%} faster than torch eager on the build machine: {times}"
-    return EagerPreference(eager_s=eager_s, kernel_s=kernel_s, reason=reason, by_rows=tuple(by_rows) or None,
-                           times=times)
-
-
-def gate_eager(pref: EagerPreference | None,
-               validation: EagerValidation | None) -> tuple[EagerPreference | None, Reason | None]:
-    """(``prefer_eager``, why torch calls still run the kernel): ``pref``
-    (``eager_preference``'s) where torch eager's results, as the loader would
-    route them (``validate.eager_record``), passed the kernels' validation; per
-    size for a kernel decided per size (eager kept at the sizes where it
-    passed); else (None, why), why repeating the times eager won by
-    (``pref.times``). (None, None) where eager was not faster."""
-    if pref is None:
-        return None, None
-    status = validation.status if validation is not None else None
-    if status == ValidationStatus.PASSED:
-        return pref, None
-    passed = validation.passed_rows() if validation is not None else frozenset()
-    if pref.by_rows and passed:
-        by_rows = tuple((r, bool(won and r in passed)) for r, won in pref.by_rows)
-        failed = [str(r) for (r, won), (_, kept) in zip(pref.by_rows, by_rows) if won and not kept]
-        if any(kept for _, kept in by_rows):
-            return dataclasses.replace(pref, by_rows=by_rows, reason=pref.reason + (
-                f"; not at {', '.join(failed)} rows, where torch eager fails validation" if failed else "")), None
-    times = pref.times
-    if validation is not None and status in (ValidationStatus.FAILED, ValidationStatus.ERROR):
-        return None, Reason(Kind.EAGER_FAILED, f"torch eager {status} validation: {validation.reason} "
-                                               f"(it was faster: {times})")
-    return None, Reason(Kind.EAGER_NOT_VALIDATED, f"{NOT_VALIDATED} (it was faster: {times})")
-
-
-NOT_VALIDATED = "torch eager not validated"  # gate_eager's why where eager has no verdict
-
-
-def torch_calls_text(pref: EagerPreference | None, rejected: Reason | None = None) -> str:
-    """Where the loader sends torch tensors of a kernel with ``prefer_eager``
-    ``pref`` (None: the kernel): "the kernel", "torch eager", "torch eager (all
-    3 sizes)", "eager at 1, 64 rows, else the kernel"; ``rejected``
-    (``gate_eager``'s why): "the kernel (torch eager fails validation)"."""
-    if rejected:
-        return ("the kernel (torch eager not validated)" if rejected.kind is Kind.EAGER_NOT_VALIDATED
-                else "the kernel (torch eager fails validation)")
-    if pref is None:
-        return "the kernel"
-    rows = pref.by_rows
-    if not rows:
-        return "torch eager"
-    if all(won for _, won in rows):
-        return f"torch eager (all {len(rows)} sizes)"
-    return "eager at " + ", ".join(str(r) for r, won in rows if won) + " rows, else the kernel"
-
-
-def _eager_by_rows(sig: KernelSignature, kb: BenchResult, eager: BenchResult, margin: float) -> list[tuple[int, bool]]:
-    """``[(rows, eager faster), ...]`` over the sizes both were timed at (two or more), else []."""
-    def timed(sizes: Sequence[SizeTiming]) -> dict[tuple[int, ...], SizeTiming]:
-        return {x.shape: x for x in sizes if x.compared_s}
-
-    k, e = timed(kb.sizes), timed(eager.sizes)
-    shared = [s for s in k if s in e]
-    if len(shared) < 2:
-        return []
-    rows = {s: sig.rows_of(s) for s in shared}
-    return [(rows[s], not kernel_beats_eager(k[s], e[s], margin)) for s in sorted(shared, key=lambda s: (rows[s], s))]
-
-
 # ----------------------------------------------------------------- decision
 @dataclass(frozen=True)
 class Decision:
@@ -389,8 +355,9 @@ class Decision:
     ``candidates``: every candidate's timing and status where candidates were
     tried (else None); ``mode``: the driver the shipped candidate runs on where
     it is not the target's; ``prefer_eager``: where torch tensors go to torch
-    eager instead; ``eager_rejected``: why they do not although eager was faster.
-    Every reason is typed (``reasons.Reason``)."""
+    eager instead; ``eager_rejected``: why they do not although eager was faster;
+    ``timing``: how the timings were taken, where in paired rounds. Every reason
+    is typed (``reasons.Reason``)."""
 
     selection: Selection
     rejected: Mapping[str, Reason]
@@ -398,6 +365,7 @@ class Decision:
     mode: str | None = None
     prefer_eager: EagerPreference | None = None
     eager_rejected: Reason | None = None
+    timing: Timing | None = None
 
     def __post_init__(self) -> None:
         # as Selection's: reasons given as text get their kinds from their words
@@ -427,17 +395,19 @@ class Decision:
                 "candidates": None if self.candidates is None else {n: c.to_json() for n, c in self.candidates.items()},
                 "mode": self.mode,
                 "prefer_eager": None if self.prefer_eager is None else self.prefer_eager.to_json(),
-                "eager_rejected": None if self.eager_rejected is None else self.eager_rejected.to_json()}
+                "eager_rejected": None if self.eager_rejected is None else self.eager_rejected.to_json(),
+                "timing": None if self.timing is None else self.timing.to_json()}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Decision":
-        cands, pref, why = d.get("candidates"), d.get("prefer_eager"), d.get("eager_rejected")
+        cands, pref, why, timing = d.get("candidates"), d.get("prefer_eager"), d.get("eager_rejected"), d.get("timing")
         return cls(selection=Selection.from_json(d["selection"]),
                    rejected={m: Reason.from_json(r, f"rejected {m}") for m, r in (d.get("rejected") or {}).items()},
                    candidates=None if cands is None else {n: CandidateRecord.from_json(c, f"candidate {n}")
                                                           for n, c in cands.items()},
                    mode=d.get("mode"), prefer_eager=None if pref is None else EagerPreference.from_json(pref),
-                   eager_rejected=None if why is None else Reason.from_json(why, "eager_rejected"))
+                   eager_rejected=None if why is None else Reason.from_json(why, "eager_rejected"),
+                   timing=None if timing is None else Timing.from_json(timing))
 
     @classmethod
     def from_target_record(cls, te: TargetRecord) -> "Decision":
@@ -460,7 +430,8 @@ def decide(sig: KernelSignature, target_name: str, names: Sequence[str], compile
            validations: Mapping[str, ValidationResult | None], benches: Mapping[str, BenchResult | None], *,
            not_compiled: Mapping[str, Reason] | None = None, explored: bool = False,
            eager: BenchResult | None = None, eager_validation: EagerValidation | None = None,
-           margin: float = MARGIN, traffic: Mapping[str, Traffic | None] | None = None) -> Decision:
+           margin: float = MARGIN, traffic: Mapping[str, Traffic | None] | None = None,
+           rounds: RoundsRecord | None = None) -> Decision:
     """The decision for ``sig`` on ``target_name`` among candidates ``names``
     (``compiled``: those that compiled; ``validations``/``benches``: their
     records by name). ``not_compiled[name]``: why one did not compile, in place
@@ -468,8 +439,11 @@ def decide(sig: KernelSignature, target_name: str, names: Sequence[str], compile
     and the module rejections go to the index). ``eager``: torch eager's
     benchmark on the same device, and ``eager_validation`` its results'
     verdict: torch tensors go to torch only where it was clearly faster
-    (``eager_preference``) and passed (``gate_eager``). ``traffic``: as ``select``'s."""
-    sel = select(sig, target_name, compiled, validations, benches, margin=margin, traffic=traffic)
+    (``eager_preference``) and passed (``gate_eager``). ``traffic``: as ``select``'s.
+    ``rounds``: the kernel's benchmark in paired rounds (``comparison``): the
+    candidates, and the selected one against torch eager where ``eager`` is given,
+    are decided there, with their noise (``eager_by_rounds``); ``timing`` says how."""
+    sel = select(sig, target_name, compiled, validations, benches, margin=margin, traffic=traffic, rounds=rounds)
     why_not = not_compiled or {}
     sel = dataclasses.replace(sel, rejected={i: (why_not.get(i, r) if i not in compiled else r)
                                              for i, r in sel.rejected.items()})
@@ -480,10 +454,13 @@ def decide(sig: KernelSignature, target_name: str, names: Sequence[str], compile
         if sel.impl is not None:
             mode = Candidate.parse(sel.impl).mode or None
     pref, why = None, None
+    timing = timing_of(sel, rounds) if rounds is not None else None
     if eager is not None:
-        pref, why = gate_eager(eager_preference(sig, sel, benches, eager), eager_validation)
+        faster = (eager_by_rounds(sig, sel, rounds) if rounds is not None and timing is not None
+                  and timing.eager is not None else eager_preference(sig, sel, benches, eager))
+        pref, why = gate_eager(faster, eager_validation)
     return Decision(selection=sel, rejected=dict(sorted(rejected.items())), candidates=cands, mode=mode,
-                    prefer_eager=pref, eager_rejected=why)
+                    prefer_eager=pref, eager_rejected=why, timing=timing)
 
 
 def target_entry(decision: Decision, impls: Mapping[str, ImplRecord], rejected: Mapping[str, Reason] | None = None,
@@ -500,5 +477,6 @@ def target_entry(decision: Decision, impls: Mapping[str, ImplRecord], rejected: 
     if decision.module is not None and decision.module in impls:
         return TargetRecord.available(decision.module, impls, decision.selection.reason, rejected, mode=decision.mode,
                                       candidates=cands, prefer_eager=decision.prefer_eager,
-                                      eager_rejected=decision.eager_rejected, **extra)
+                                      eager_rejected=decision.eager_rejected,
+                                      timing=None if decision.timing is None else decision.timing.to_json(), **extra)
     return TargetRecord.unavailable(unavailable or decision.unavailable_reason, rejected, candidates=cands, **extra)

@@ -1,0 +1,407 @@
+"""Comparisons that carry their uncertainty: a kernel's candidates and torch eager timed in the same rounds.
+
+A kernel's benchmark (``benchmark.bench_candidates``) times every candidate of
+it, torch eager and a fixed reference loop in *rounds*: a round times each of
+them once (a sample: the mean per call over a batch of calls), in an order that
+rotates from round to round. Two subjects timed in the same round ran on the
+same machine at nearly the same moment, so the ratio of their samples is a
+paired comparison: a load that slows the whole machine slows both and leaves
+the ratio, and the spread of the ratios over the rounds says how well the
+data tell the two apart.
+
+Per pair (a, b) (``pair``): the median of the per-round ratios a/b, and the
+half width of its ~95 % interval in log ratio, ``1.58 IQR / sqrt(n)`` over the
+log ratios (McGill's notch): the noise. A difference is decided (``verdict``)
+where it exceeds both the noise and a margin (``MARGIN`` between candidates,
+``EAGER_MARGIN`` against torch eager); within the margin it is a tie; beyond
+the margin but inside the noise it is measured again (another pass of rounds,
+pooled), up to ``MAX_PASSES`` passes, and a tie if it stays there. A tie is
+decided by the fixed preference order (the default implementation first,
+``choose``) and recorded as a tie, with its spread, never as a winner.
+
+A decision that departs from the preference (a less preferred candidate
+shipping because the preferred ones were slower; torch calls going to the
+kernel rather than to torch eager) must hold in every pass on its own
+(``replicated``): each pass's median ratio beyond the margin, on the same side.
+Such a decision always takes a second pass, and one that a pass does not
+repeat is a tie (``Verdict.UNREPLICATED``). Within-pass noise understates
+the spread from one pass, process or build to the next (on a 2-vCPU machine a
+``local-task`` kernel of a few milliseconds had medians 1.8-3.5 ms in four
+passes of one process): a decision made on one pass's noise alone flipped
+between builds.
+
+A speed-up over torch eager beyond ``FACTOR`` (either way) is measured again
+too, and the new pass must agree with the first within their noise
+(``eager_call``): one that does not is unconfirmed, recorded so, and its
+figure is not.
+
+Whether the machine was busy (``Rounds.busy``): other processes used
+``BUSY_CORES`` or more CPUs on average while the rounds ran (``Rounds.others``:
+the machine's CPU time, from ``/proc/stat``, less the benchmark process's own,
+over the wall time), or a fixed reference loop (``benchmark.reference_work``)
+timed in every round spread (IQR / median) from ``BUSY_SPREAD`` on. (The load
+average is no measure of it: it lags by a minute and counts the build's own
+compiles.) The benchmark process runs at a raised priority where the OS
+allows it (``bench_process.raise_priority``, recorded as ``Rounds.nice``), so
+other work waits while it times.
+
+Pure (stdlib): the benchmark process decides between passes with it, the
+select stage decides on the recorded rounds (``RoundsRecord``), and the tests
+on recorded or made-up samples.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+EAGER = "eager"  # the subject of torch eager's samples
+REFERENCE = "reference"  # the subject of the reference loop's samples
+MARGIN = 0.10  # candidates: a difference within 10 % is a tie (the preferred one is kept; selection_stability.md)
+# torch calls run the kernel only where it beat torch eager by 10 % (compared times): the
+# build times the bare kernel, while an application pays the loader's call too
+# (docs/validation-and-selection.md has the measurement behind it)
+EAGER_MARGIN = 0.10
+FACTOR = 5.0  # a speed-up over torch eager beyond this, either way, is measured again before it is recorded
+MAX_PASSES = 3  # passes of rounds at most: the first and two more
+ROUNDS = 12  # rounds per pass
+NOTCH = 1.58  # the median's ~95 % interval: NOTCH * IQR / sqrt(n) (McGill, Tukey and Larsen)
+AGREE_FLOOR = math.log(1.05)  # two passes agree within their noise, or within 5 % at least
+BUSY_SPREAD = 1.0  # the reference loop's spread (IQR / median) from which the machine was busy
+BUSY_CORES = 0.5  # other processes' CPU use (cores, on average over the rounds) from which the machine was busy
+
+
+class Verdict(enum.StrEnum):
+    """What a pair's rounds say of a against b."""
+
+    FASTER = "faster"  # a faster, beyond the margin and the noise
+    SLOWER = "slower"  # a slower, beyond the margin and the noise
+    TIE = "tie"  # within the margin
+    NOISE = "inside the noise"  # beyond the margin, but the data cannot tell (measure again; then a tie)
+    UNREPLICATED = "not in every pass"  # beyond the margin and the noise, but a pass on its own said otherwise (a tie)
+    UNCONFIRMED = "unconfirmed"  # a speed-up beyond FACTOR a second pass did not confirm
+
+
+def _quartiles(xs: Sequence[float]) -> tuple[float, float, float]:
+    s = sorted(xs)
+    if len(s) == 1:
+        return s[0], s[0], s[0]
+    q = statistics.quantiles(s, n=4, method="inclusive")
+    return q[0], q[1], q[2]
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Subjects ``a`` and ``b`` over ``n`` shared rounds: the median per-round ratio a/b
+    (below 1: a faster), its quartiles, and ``noise``, the half width of the median's
+    interval in log ratio."""
+
+    a: str
+    b: str
+    ratio: float
+    q1: float
+    q3: float
+    n: int
+    noise: float
+
+    @property
+    def low(self) -> float:
+        """The ratio's interval: ``ratio / e^noise`` to ``ratio * e^noise``."""
+        return self.ratio * math.exp(-self.noise)
+
+    @property
+    def high(self) -> float:
+        return self.ratio * math.exp(self.noise)
+
+    def text(self) -> str:
+        """``0.82x (0.78-0.86, 24 rounds)``: the ratio and its interval, in words."""
+        return f"{self.ratio:.2f}x ({self.low:.2f}-{self.high:.2f}, {self.n} rounds)"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"a": self.a, "b": self.b, "ratio": self.ratio, "q1": self.q1, "q3": self.q3, "n": self.n,
+                "noise": self.noise}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Pair":
+        return cls(a=d["a"], b=d["b"], ratio=float(d["ratio"]), q1=float(d["q1"]), q3=float(d["q3"]), n=int(d["n"]),
+                   noise=float(d["noise"]))
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """One input shape's rounds: per subject, its sample in each round (seconds
+    per call; every subject has one per round), ``passes``: how many rounds each
+    pass of measuring added, in order; ``others``: the CPUs other processes used
+    on average while a pass ran, the most of any pass (None: not known), ``cpus``,
+    the machine's, and ``nice``, the benchmark process's nice value (None: not known)."""
+
+    times: Mapping[str, Sequence[float]]
+    passes: tuple[int, ...]
+    shape: tuple[int, ...] | None = None
+    others: float | None = None
+    cpus: int = 0
+    nice: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "times", {k: tuple(float(t) for t in v) for k, v in self.times.items()})
+        object.__setattr__(self, "passes", tuple(int(p) for p in self.passes))
+        lengths = {len(v) for v in self.times.values()}
+        if len(lengths) > 1 or (lengths and sum(self.passes) != lengths.pop()):
+            raise ValueError(f"rounds of unequal length, or passes {self.passes} that do not add up to them")
+
+    @property
+    def n(self) -> int:
+        return sum(self.passes)
+
+    def each_pass(self) -> list["Rounds"]:
+        """Each pass's rounds on their own, in order."""
+        out, at = [], 0
+        for k in self.passes:
+            out.append(Rounds({s: t[at:at + k] for s, t in self.times.items()}, (k,), self.shape, cpus=self.cpus,
+                              nice=self.nice))
+            at += k
+        return out
+
+    def last_pass(self) -> "Rounds":
+        """The rounds of the last pass alone."""
+        k = self.passes[-1]
+        return Rounds({s: t[-k:] for s, t in self.times.items()}, (k,), self.shape, cpus=self.cpus, nice=self.nice)
+
+    def first_pass(self) -> "Rounds":
+        k = self.passes[0]
+        return Rounds({s: t[:k] for s, t in self.times.items()}, (k,), self.shape, cpus=self.cpus, nice=self.nice)
+
+    def pair(self, a: str, b: str) -> Pair:
+        """``a`` against ``b`` over every round."""
+        logs = [math.log(x / y) for x, y in zip(self.times[a], self.times[b]) if x > 0 and y > 0]
+        if not logs:
+            raise ValueError(f"no rounds with positive times of both {a} and {b}")
+        q1, med, q3 = _quartiles(logs)
+        noise = NOTCH * (q3 - q1) / math.sqrt(len(logs))
+        return Pair(a, b, math.exp(med), math.exp(q1), math.exp(q3), len(logs), noise)
+
+    def median(self, subject: str) -> float:
+        return statistics.median(self.times[subject])
+
+    @property
+    def reference_spread(self) -> float | None:
+        """The reference loop's spread over the rounds (IQR / median), None without it."""
+        ref = self.times.get(REFERENCE)
+        if not ref:
+            return None
+        q1, med, q3 = _quartiles(ref)
+        return (q3 - q1) / med if med > 0 else None
+
+    @property
+    def busy(self) -> bool:
+        """Whether the machine was busy while these rounds ran: other processes using
+        ``BUSY_CORES`` or more, or the reference loop spread from ``BUSY_SPREAD`` on."""
+        spread = self.reference_spread
+        return (self.others is not None and self.others >= BUSY_CORES) or (spread is not None and spread >= BUSY_SPREAD)
+
+    def with_pass(self, times: Mapping[str, Sequence[float]], others: float | None = None) -> "Rounds":
+        """These rounds and one more pass of ``times`` (every subject's), while other
+        processes used ``others`` CPUs."""
+        k = {len(v) for v in times.values()}
+        if len(k) != 1:
+            raise ValueError("a pass of rounds of unequal length")
+        merged = {s: tuple(self.times.get(s, ())) + tuple(times[s]) for s in times}
+        most = max((o for o in (self.others, others) if o is not None), default=None)
+        return Rounds(merged, self.passes + (k.pop(),), self.shape, most, self.cpus, self.nice)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"shape": None if self.shape is None else list(self.shape), "passes": list(self.passes),
+                "times": {s: list(t) for s, t in sorted(self.times.items())},
+                "others": self.others, "cpus": self.cpus, "nice": self.nice}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Rounds":
+        others, nice = d.get("others"), d.get("nice")
+        return cls(times={s: tuple(t) for s, t in d["times"].items()}, passes=tuple(d["passes"]),
+                   shape=None if d.get("shape") is None else tuple(d["shape"]),
+                   others=None if others is None else float(others), cpus=int(d.get("cpus") or 0),
+                   nice=None if nice is None else int(nice))
+
+
+def verdict(p: Pair, margin: float) -> Verdict:
+    """``p.a`` against ``p.b``: decided where the median ratio is beyond both the margin
+    and the noise; within the margin a tie; beyond it, inside the noise: ``NOISE``."""
+    m = math.log(p.ratio)
+    if abs(m) <= math.log1p(margin):
+        return Verdict.TIE
+    if abs(m) <= p.noise:
+        return Verdict.NOISE
+    return Verdict.FASTER if m < 0 else Verdict.SLOWER
+
+
+def replicated(rounds: Rounds, a: str, b: str, margin: float) -> bool | None:
+    """Whether ``a`` against ``b`` is beyond ``margin`` on the same side in every pass of
+    ``rounds`` on its own (None with one pass: not known yet)."""
+    if len(rounds.passes) < 2:
+        return None
+    m = math.log1p(margin)
+    logs = [math.log(p.pair(a, b).ratio) for p in rounds.each_pass()]
+    return all(x < -m for x in logs) or all(x > m for x in logs)
+
+
+def departure(rounds: Rounds, a: str, b: str, margin: float, v: Verdict) -> Verdict:
+    """``v``, a's verdict against ``b``, where deciding it departs from the preference:
+    kept where every pass repeats it (``replicated``), ``NOISE`` (measure again) after
+    one pass, else ``UNREPLICATED``."""
+    if v not in (Verdict.FASTER, Verdict.SLOWER):
+        return v
+    rep = replicated(rounds, a, b, margin)
+    return v if rep else Verdict.NOISE if rep is None and len(rounds.passes) < MAX_PASSES else Verdict.UNREPLICATED
+
+
+_TIED = (Verdict.TIE, Verdict.NOISE, Verdict.UNREPLICATED)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The candidate the rounds choose (``choose``): ``winner``; ``fastest`` by median;
+    each other candidate against the fastest (``versus``, ``verdicts``); ``tie``: the
+    winner is a preferred candidate the data could not tell from the fastest."""
+
+    winner: str
+    fastest: str
+    versus: Mapping[str, Pair] = field(default_factory=dict)
+    verdicts: Mapping[str, Verdict] = field(default_factory=dict)
+
+    @property
+    def tie(self) -> bool:
+        return self.winner != self.fastest
+
+    @property
+    def undecided(self) -> tuple[str, ...]:
+        """Candidates whose difference from the fastest another pass may decide: beyond the
+        margin but inside the noise, or a departure from the preference seen in one pass."""
+        return tuple(c for c, v in self.verdicts.items() if v is Verdict.NOISE)
+
+
+def choose(rounds: Rounds, preference: Sequence[str], margin: float = MARGIN) -> Choice:
+    """Of ``preference`` (candidate names, most preferred first, each timed in ``rounds``):
+    the fastest by its median ratio to torch eager's samples in the same rounds (to
+    its own times where eager was not timed), and the winner, the most preferred of
+    the fastest and those it cannot be told from (``verdict``: a tie, inside the noise,
+    or, for a candidate preferred to the winner, slower but not in every pass: ``departure``)."""
+    base = EAGER if EAGER in rounds.times else None
+
+    def key(c: str) -> float:
+        return rounds.pair(c, base).ratio if base else rounds.median(c)
+
+    fastest = min(preference, key=lambda c: (key(c), preference.index(c)))
+    versus = {c: rounds.pair(c, fastest) for c in preference if c != fastest}
+    verdicts = {c: verdict(p, margin) for c, p in versus.items()}
+    winner = fastest
+    for c in preference:  # the most preferred that the fastest is not faster than in every pass
+        if c == fastest:
+            break
+        verdicts[c] = departure(rounds, c, fastest, margin, verdicts[c])
+        if verdicts[c] in _TIED:
+            winner = c
+            break
+    return Choice(winner, fastest, versus, verdicts)
+
+
+@dataclass(frozen=True)
+class EagerCall:
+    """A kernel against torch eager (``eager_call``): ``pair`` (kernel / eager over every
+    round), the verdict (``FASTER``: the kernel runs torch calls), and where the
+    speed-up is beyond ``FACTOR``, whether a second pass confirmed it (``confirmed``:
+    None where no confirmation was needed or possible yet)."""
+
+    pair: Pair
+    verdict: Verdict
+    confirmed: bool | None = None
+
+    @property
+    def kernel_wins(self) -> bool:
+        return self.verdict is Verdict.FASTER
+
+    @property
+    def figure(self) -> float | None:
+        """The speed-up over eager (eager / kernel) that may be recorded: None where unconfirmed."""
+        return None if self.verdict is Verdict.UNCONFIRMED else 1.0 / self.pair.ratio
+
+
+def extreme(p: Pair) -> bool:
+    """Whether a kernel/eager ratio is beyond ``FACTOR`` either way (it needs confirming)."""
+    return abs(math.log(p.ratio)) > math.log(FACTOR)
+
+
+def eager_call(rounds: Rounds, kernel: str, margin: float = EAGER_MARGIN) -> EagerCall:
+    """``kernel`` against torch eager in ``rounds``. A ratio beyond ``FACTOR`` must be
+    confirmed by the last pass agreeing with the first within their noise (or
+    ``AGREE_FLOOR``); with one pass it is ``NOISE`` (measure again), after which
+    disagreement is ``UNCONFIRMED``."""
+    p = rounds.pair(kernel, EAGER)
+    v = verdict(p, margin)
+    if not extreme(p):  # the kernel taking torch calls departs from torch eager: every pass must say so
+        return EagerCall(p, departure(rounds, kernel, EAGER, margin, v) if v is Verdict.FASTER else v)
+    if len(rounds.passes) < 2:
+        return EagerCall(p, Verdict.NOISE, None)
+    first, last = rounds.first_pass().pair(kernel, EAGER), rounds.last_pass().pair(kernel, EAGER)
+    agree = abs(math.log(first.ratio) - math.log(last.ratio)) <= max(first.noise + last.noise, AGREE_FLOOR)
+    return EagerCall(p, v if agree else Verdict.UNCONFIRMED, agree)
+
+
+def needs_more(rounds: Rounds, preference: Sequence[str], eager: bool = True) -> list[str]:
+    """What another pass of rounds would decide (empty: nothing; ``MAX_PASSES`` reached:
+    nothing more is measured): candidates inside the noise against the fastest,
+    and the winner against torch eager where inside the noise or beyond ``FACTOR``
+    unconfirmed. In words, for the record."""
+    if len(rounds.passes) >= MAX_PASSES or not preference:
+        return []
+    out = []
+    if len(preference) > 1:
+        choice = choose(rounds, preference)
+        out += [f"{c} against {choice.fastest}" for c in choice.undecided]
+        winner = choice.winner
+    else:
+        winner = preference[0]
+    if eager and EAGER in rounds.times:
+        call = eager_call(rounds, winner)
+        if call.verdict is Verdict.NOISE:
+            out.append(f"{winner} against torch eager" + (" (beyond {:g}x: to confirm)".format(FACTOR)
+                                                          if extreme(call.pair) else ""))
+    return out
+
+
+@dataclass(frozen=True)
+class RoundsRecord:
+    """The benchmark record of one kernel on one target: its rounds per input shape
+    (a static kernel: one, ``shape`` None; a dynamic one: each benchmark shape),
+    the candidates in preference order, and what each further pass was for
+    (``remeasured``). Written by the benchmark (``bench/<target>/<signature>.rounds.json``),
+    read by the select stage."""
+
+    signature: str
+    target: str
+    preference: tuple[str, ...]
+    sizes: tuple[Rounds, ...]
+    remeasured: tuple[str, ...] = ()
+    run_id: str | None = field(default=None, compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"signature": self.signature, "target": self.target, "status": "ok",
+                "preference": list(self.preference), "sizes": [r.to_json() for r in self.sizes],
+                "remeasured": list(self.remeasured), "run_id": self.run_id}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "RoundsRecord":
+        return cls(signature=d["signature"], target=d["target"], preference=tuple(d["preference"]),
+                   sizes=tuple(Rounds.from_json(r) for r in d["sizes"]), remeasured=tuple(d.get("remeasured") or ()),
+                   run_id=d.get("run_id"))
+
+    @property
+    def busy(self) -> bool:
+        return any(r.busy for r in self.sizes)
+
+
+__all__ = ["AGREE_FLOOR", "BUSY_CORES", "BUSY_SPREAD", "Choice", "EAGER", "EAGER_MARGIN", "EagerCall", "FACTOR", "MARGIN",
+           "MAX_PASSES", "NOTCH", "Pair", "REFERENCE", "ROUNDS", "Rounds", "RoundsRecord", "Verdict", "choose",
+           "departure", "eager_call", "extreme", "needs_more", "replicated", "verdict"]
