@@ -353,12 +353,10 @@ def remote_bench(address: str, signature: str, target_name: str, device_dict: di
     if ok:
         return out
     from ..signature import KernelSignature
-    from ..stages.benchmark import bench_candidates
+    from ..stages.benchmark import KernelBench
 
-    none = bench_candidates(KernelSignature.parse(signature), target, None, candidates).to_json()
-    for rec in [*none["results"].values(), none["eager"]]:
-        rec["reason"] = _no_worker(target_name, res)
-    return none
+    return KernelBench.not_run(KernelSignature.parse(signature), target_name, candidates,
+                               _no_worker(target_name, res)).to_json()
 
 
 def remote_device_map(address: str, target_names: Iterable[str]) -> dict[str, tuple[dict | None, str]]:

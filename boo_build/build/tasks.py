@@ -335,8 +335,6 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
                     name = f"{b}/{t.name}/{req.signature.key}"
                     shapes = [list(s) for s in p.manifest.bench_shapes(req.signature)]
                     outs = [str(path) for path in kt.bench_outputs(lay)]
-                    deps = [path for mid, c in ((ModuleId(req.signature, c.impl), c) for c in kt.candidates())
-                            for path in (lay.compile_record(t.name, mid, c.variant), lay.validation(t.name, mid, c.variant))]
                     yield {
                         "name": name,
                         "actions": [(bench_action, [kt, str(lay.root), dev, run, config.scheduler, shapes])],
@@ -345,7 +343,7 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
                         "task_dep": [f"ready:{b}"] + ([f"bench:{previous}"] if previous else []),
                         "file_dep": [str(STAGES_DIR / f) for f in ("benchmark.py", "comparison.py")],
                         "uptodate": [config_changed(_with_shapes({"device": dev}, shapes)),
-                                     inputs_unchanged(*dict.fromkeys(deps)),
+                                     inputs_unchanged(*kt.bench_inputs(lay)),
                                      # torch eager's record carries its validation (validate_eager)
                                      record_ok(lay.bench(t.name, eager_subject(req.signature.key)), "validation"),
                                      record_ok(lay.rounds(t.name, req.signature.key))],

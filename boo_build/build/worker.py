@@ -117,15 +117,12 @@ def bench_on_worker(signature: str, target, device: dict | None, candidates: lis
     as ``actions.bench_action`` runs them locally: ``KernelBench.to_json()`` (every
     record "not run" where this worker has no device for the target)."""
     from ..signature import KernelSignature
-    from ..stages.benchmark import bench_candidates
+    from ..stages.benchmark import KernelBench, bench_candidates
 
     sig = KernelSignature.parse(signature)
     dev, why = _worker_device(target, device)
     if dev is None:
-        out = bench_candidates(sig, target, None, candidates).to_json()
-        for rec in [*out["results"].values(), out["eager"]]:
-            rec["reason"] = _no_device_reason(target, why)
-        return out
+        return KernelBench.not_run(sig, target.name, candidates, _no_device_reason(target, why)).to_json()
     return bench_candidates(sig, target, dev, candidates, [tuple(s) for s in shapes],
                             eager_threads=_eager_threads()).to_json()
 

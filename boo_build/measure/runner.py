@@ -256,7 +256,7 @@ def measure_bundle(src: str | Path, out: str | Path, *, targets: tuple[str, ...]
         else:
             t0 = time.monotonic()
             # one pass: an Inductor compile per size is enough
-            compiled = bench_eager_at(sig, shapes, target=name, torch_device=tdev, compiled=True, passes=1, **kw)
+            compiled = bench_eager_at(sig, shapes, target=name, torch_device=tdev, compiled=True, **kw)
             compile_spent += time.monotonic() - t0
         ev = eager_record(sig, name, shapes, torch_device=tdev) if tdev else None
         # torch calls go to torch only where eager was faster and its results pass

@@ -201,7 +201,11 @@ def _torch_for(sig: KernelSignature, threads: int | None = None, compiled: bool 
 def bench_at(sig: KernelSignature, shapes, run_one: Callable[[tuple[int, ...]], BenchResult]) -> BenchResult:
     """One result for a dynamic signature timed at each of ``shapes``
     (``run_one(shape)``): the first shape's timing, every shape in ``sizes``."""
-    results = [run_one(tuple(shape)) for shape in shapes]
+    return _sized(sig, shapes, [run_one(tuple(shape)) for shape in shapes])
+
+
+def _sized(sig: KernelSignature, shapes, results: Sequence[BenchResult]) -> BenchResult:
+    """The first of ``results`` (one per shape), with every shape's timing in ``sizes``."""
     sizes = tuple(SizeTiming(shape=tuple(shape), status=r.status, reason=r.reason, min_s=r.min_s,
                              median_s=r.median_s, p90_s=r.p90_s, mean_s=r.mean_s, reps=r.reps)
                   for shape, r in zip(shapes, results))
@@ -215,29 +219,15 @@ def bench_kernel_at(vmfb: bytes, mid: ModuleId, target: Target, device, shapes=(
     return bench_at(mid.signature, shapes, lambda s: bench_kernel(vmfb, mid, target, device, shape=s, **kw))
 
 
-def bench_eager_at(sig: KernelSignature, shapes=(), passes: int = 2, **kw) -> BenchResult:
+def bench_eager_at(sig: KernelSignature, shapes=(), **kw) -> BenchResult:
     """``bench_eager``, at each of ``shapes`` for a dynamic signature (``bench_at``;
-    without shapes, at its export sizes), in ``passes`` passes (every other one
-    in reverse order), each size keeping its pass with the lower median.
-
-    Why: a disturbed timing of the baseline hands torch calls to a kernel slower
-    than eager; one disturbed pass has timed eager tens of times slow
-    (docs/cpu-performance.md, "Measurements behind the code")."""
+    without shapes, at its export sizes): a baseline timed alone (``boo-build measure``'s
+    torch.compile); torch eager against the kernels is timed in their paired rounds
+    (``bench_candidates``)."""
     if not sig.is_dynamic:
-        runs = [bench_eager(sig, **kw) for _ in range(max(1, passes))]
-        return min(runs, key=_median_or_inf)
+        return bench_eager(sig, **kw)
     shapes = [tuple(s) for s in shapes or (sig.example().input_shape,)]
-    best: dict[tuple, BenchResult] = {}
-    for p in range(max(1, passes)):
-        for shape in (shapes if p % 2 == 0 else shapes[::-1]):
-            r = bench_eager(sig.bind(shape), **kw)
-            if shape not in best or _median_or_inf(r) < _median_or_inf(best[shape]):
-                best[shape] = r
-    return bench_at(sig, shapes, lambda s: best[tuple(s)])
-
-
-def _median_or_inf(r: BenchResult) -> float:
-    return r.median_s if r.ok and r.median_s is not None else math.inf
+    return bench_at(sig, shapes, lambda s: bench_eager(sig.bind(s), **kw))
 
 
 # ------------------------------------------------- candidates, in rounds
@@ -363,13 +353,6 @@ def _nice() -> int | None:
         return None
 
 
-def rounds_result(subject: str, sig: KernelSignature, target: str, times: Sequence[float], threads: int,
-                  **fields: Any) -> BenchResult:
-    """A subject's benchmark record from its samples over the rounds (its median, the mean
-    but the slowest, ...): what the report, the bundle and the page read of it."""
-    return _result(subject, sig, target, summarize(times), threads, **fields)
-
-
 @dataclass(frozen=True)
 class KernelBench:
     """What ``bench_candidates`` returns: the rounds (``comparison.RoundsRecord``), each
@@ -389,6 +372,19 @@ class KernelBench:
         return cls(comparison.RoundsRecord.from_json(d["rounds"]),
                    {n: BenchResult.from_json(r) for n, r in d["results"].items()}, BenchResult.from_json(d["eager"]))
 
+    @classmethod
+    def not_run(cls, sig: KernelSignature, target: str, candidates: Sequence[tuple[str, Any]], why: str) -> "KernelBench":
+        """Nothing timed: every candidate's record and torch eager's "not run", with ``why``."""
+        from ..candidates import Candidate
+
+        results = {}
+        for name, _ in candidates:
+            c = Candidate.parse(name)
+            results[name] = dataclasses.replace(BenchResult.not_run(ModuleId(sig, c.impl).key, sig.key, target, why),
+                                                variant=c.variant, mode=c.mode)
+        return cls(comparison.RoundsRecord(sig.key, target, (), ()), results,
+                   BenchResult.not_run(EAGER, sig.key, target, why))
+
 
 def bench_candidates(sig: KernelSignature, target: Target, device, candidates: Sequence[tuple[str, bytes]],
                      shapes=(), *, seed: int = 0, torch_device: str | None = None,
@@ -405,18 +401,13 @@ def bench_candidates(sig: KernelSignature, target: Target, device, candidates: S
     from ..loader.invoke import KernelRunner, open_device
     from .torch_modules import sample_args
 
-    results: dict[str, BenchResult] = {}
     if device is None:
         from ..loader.devices import no_device_reason
 
-        why = no_device_reason(target.arch)
-        for name, _ in candidates:
-            c = Candidate.parse(name)
-            results[name] = dataclasses.replace(BenchResult.not_run(ModuleId(sig, c.impl).key, sig.key, target.name, why),
-                                                variant=c.variant, mode=c.mode)
-        return KernelBench(comparison.RoundsRecord(sig.key, target.name, (), ()), results,
-                           BenchResult.not_run(EAGER, sig.key, target.name, why))
+        return KernelBench.not_run(sig, target.name, candidates, no_device_reason(target.arch))
     from ..stages.selection import preference_order
+
+    results: dict[str, BenchResult] = {}
 
     cpu = device.is_cpu
     sizes: list[tuple[int, ...] | None] = [tuple(s) for s in shapes] if sig.is_dynamic and shapes else [None]
@@ -481,16 +472,12 @@ def _call(runner: Callable[..., Any], args: tuple) -> Callable[[], Any]:
 
 def _from_rounds(subject: str, sig: KernelSignature, target: str, per_size: Sequence[comparison.Rounds],
                  name: str, threads: int, **fields: Any) -> BenchResult:
-    """A subject's record from its samples at each size (a dynamic signature's ``sizes``)."""
-    first = rounds_result(subject, sig, target, per_size[0].times[name], threads, **fields)
+    """A subject's record from its samples over the rounds (its median, the mean but the
+    slowest, ...), at each size for a dynamic signature (``sizes``)."""
+    results = [_result(subject, sig, target, summarize(r.times[name]), threads, **fields) for r in per_size]
     if per_size[0].shape is None:
-        return first
-    sizes = []
-    for r in per_size:
-        st = summarize(r.times[name])
-        sizes.append(SizeTiming(shape=tuple(r.shape or ()), status=BenchStatus.OK, min_s=st.min, median_s=st.median,
-                                p90_s=st.p90, mean_s=st.mean, reps=st.n))
-    return dataclasses.replace(first, sizes=tuple(sizes))
+        return results[0]
+    return _sized(sig, [r.shape for r in per_size], results)
 
 
 # ----------------------------------------------------------------- eager

@@ -165,14 +165,6 @@ class Rounds:
             at += k
         return out
 
-    def last_pass(self) -> "Rounds":
-        """The rounds of the last pass alone."""
-        k = self.passes[-1]
-        return Rounds({s: t[-k:] for s, t in self.times.items()}, (k,), self.shape, cpus=self.cpus, nice=self.nice)
-
-    def first_pass(self) -> "Rounds":
-        k = self.passes[0]
-        return Rounds({s: t[:k] for s, t in self.times.items()}, (k,), self.shape, cpus=self.cpus, nice=self.nice)
 
     def pair(self, a: str, b: str) -> Pair:
         """``a`` against ``b`` over every round."""
@@ -344,7 +336,8 @@ def eager_call(rounds: Rounds, kernel: str, margin: float = EAGER_MARGIN) -> Eag
         return EagerCall(p, departure(rounds, kernel, EAGER, margin, v) if v is Verdict.FASTER else v)
     if len(rounds.passes) < 2:
         return EagerCall(p, Verdict.NOISE, None)
-    first, last = rounds.first_pass().pair(kernel, EAGER), rounds.last_pass().pair(kernel, EAGER)
+    passes = rounds.each_pass()
+    first, last = passes[0].pair(kernel, EAGER), passes[-1].pair(kernel, EAGER)
     agree = abs(math.log(first.ratio) - math.log(last.ratio)) <= max(first.noise + last.noise, AGREE_FLOOR)
     return EagerCall(p, v if agree else Verdict.UNCONFIRMED, agree)
 

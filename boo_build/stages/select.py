@@ -84,11 +84,13 @@ class KernelTarget:
                     out.append(lay.validation(t, mid, c.variant))
                 if self.model:
                     out.append(lay.traffic(t, mid, c.variant))
-            if self.ran and self.bench:
-                out.append(lay.bench(t, bench_subject(module_file(mid.key, c.variant), c.mode)))
-        if self.ran and self.bench:
-            out += [lay.bench(t, eager_subject(self.sig.key)), lay.rounds(t, self.sig.key)]
-        return out
+        return out + (self.bench_outputs(lay) if self.ran and self.bench else [])
+
+    def bench_inputs(self, lay: Layout) -> list[Path]:
+        """What the kernel's benchmark reads: each candidate module's compile and validation records."""
+        t = self.target.name
+        mids = {c.module: (ModuleId(self.sig, c.impl), c.variant) for c in self.candidates()}
+        return [p for mid, v in mids.values() for p in (lay.compile_record(t, mid, v), lay.validation(t, mid, v))]
 
     def bench_outputs(self, lay: Layout) -> list[Path]:
         """What the kernel's benchmark writes: each candidate's record, torch eager's, the rounds."""
