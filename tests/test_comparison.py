@@ -319,3 +319,59 @@ def test_the_build_summary_says_how_the_kernels_were_timed():
     report["timing"].update(busy=3, normal_priority=4)
     text = summary_text(report, {"stats": {}}, Path("b.tar.zst"), False)
     assert "the machine was busy while 3 of them were timed" in text and "4 timed at normal priority" in text
+
+
+def _policies_in_timing_priority() -> dict:
+    """In the benchmark process: the threads' scheduling inside ``timing_priority`` and after it."""
+    import os
+    import threading
+
+    from boo_build.stages.bench_process import timing_priority
+
+    stop = threading.Event()
+    names = {"iree-worker-7": None, "omp-like": None}
+    threads = [threading.Thread(target=stop.wait, name=n) for n in names]
+    for t in threads:
+        t.start()
+    tids = {t.name: t.native_id for t in threads}
+    tids["main"] = os.getpid()
+    for t in threads:  # Python names the OS thread only on some versions: name it as IREE and libgomp do
+        with open(f"/proc/self/task/{t.native_id}/comm", "w") as f:
+            f.write(t.name[:15])
+
+    def state() -> dict:
+        return {n: (os.sched_getscheduler(tid), os.sched_getparam(tid).sched_priority, os.getpriority(os.PRIO_PROCESS, tid))
+                for n, tid in tids.items()}
+    try:
+        with timing_priority() as rt:
+            inside = state()
+            # a thread started inside inherits the class; it is put back too
+            late = threading.Thread(target=stop.wait, name="late")
+            late.start()
+        after = state()
+        late_after = os.sched_getscheduler(late.native_id)
+    finally:
+        stop.set()
+    return {"rt": rt, "inside": inside, "after": after, "late_after": late_after}
+
+
+def test_rounds_are_timed_with_the_timed_threads_above_the_rest_where_allowed():
+    import os
+
+    from boo_build.stages.bench_process import OTHER_RT, PRIORITY, TIMED_RT, in_bench_process, timing_priority
+
+    got = in_bench_process(_policies_in_timing_priority)
+    if os.geteuid() == 0:  # root (CAP_SYS_NICE): these machines and CI
+        assert got["rt"] is True
+        rr = os.SCHED_RR
+        assert got["inside"]["main"][:2] == (rr, TIMED_RT)
+        assert got["inside"]["iree-worker-7"][:2] == (rr, TIMED_RT)  # IREE's workers with the timed thread
+        assert got["inside"]["omp-like"][:2] == (rr, OTHER_RT)  # the rest below them
+        # after the rounds: every thread back in the ordinary class, at the raised nice value
+        assert all(v == (os.SCHED_OTHER, 0, PRIORITY) for v in got["after"].values()), got["after"]
+        assert got["late_after"] == os.SCHED_OTHER
+    else:  # not allowed: nothing changes, and the rounds say so
+        assert got["rt"] is False and got["inside"] == got["after"]
+    # any other process (this one: its priority was not raised) is left alone
+    with timing_priority() as rt:
+        assert rt is False and os.sched_getscheduler(0) == os.SCHED_OTHER

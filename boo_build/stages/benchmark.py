@@ -32,6 +32,7 @@ from ..records import COMPILED, EAGER, BenchResult, BenchStatus, SizeTiming
 from ..signature import KernelSignature, ModuleId
 from ..targets import Target
 from . import comparison
+from .bench_process import timing_priority
 
 # A CPU sample is the mean per call over about this long: the occasional stall of
 # millisecond size (a local-task hand-off, a descheduled thread) counts in it, as
@@ -304,19 +305,24 @@ def bench_rounds(subjects: Sequence[Timed], preference: Sequence[str], *, shape:
     use = cpu_use or _cpu_use
     batches = {t.name: _batch(t, min_sample_s, clock, warmup) for t in subjects}
 
+    realtime = []
+
     def one_pass(start: int) -> tuple[dict[str, list[float]], float | None]:
-        u0, t0 = use(), clock()
-        times = time_rounds(subjects, rounds, batches, clock=clock, start=start)
-        return times, others_between(u0, use(), clock() - t0)
+        with timing_priority() as rt:  # after the warm-ups: torch's and IREE's threads are there to rank
+            u0, t0 = use(), clock()
+            times = time_rounds(subjects, rounds, batches, clock=clock, start=start)
+            others = others_between(u0, use(), clock() - t0)
+        realtime.append(rt)
+        return times, others
 
     times, others = one_pass(0)
-    got = comparison.Rounds(times, (rounds,), shape, others, os.cpu_count() or 0, _nice())
+    got = comparison.Rounds(times, (rounds,), shape, others, os.cpu_count() or 0, _nice(), realtime[0])
     remeasured: list[str] = []
     eager = any(t.name == comparison.EAGER for t in subjects)
     while why := comparison.needs_more(got, preference, eager):
         remeasured += why
         more, others = one_pass(got.n)
-        got = got.with_pass(more, others)
+        got = got.with_pass(more, others, realtime[-1])
     return got, remeasured
 
 

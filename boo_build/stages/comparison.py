@@ -42,8 +42,9 @@ over the wall time), or a fixed reference loop (``benchmark.reference_work``)
 timed in every round spread (IQR / median) from ``BUSY_SPREAD`` on. (The load
 average is no measure of it: it lags by a minute and counts the build's own
 compiles.) The benchmark process runs at a raised priority where the OS
-allows it (``bench_process.raise_priority``, recorded as ``Rounds.nice``), so
-other work waits while it times.
+allows it (``bench_process.raise_priority``, recorded as ``Rounds.nice``), and
+while it times, its threads in the real-time class, the timed ones above torch's
+(``bench_process.timing_priority``, ``Rounds.realtime``), so other work waits.
 
 Pure (stdlib): the benchmark process decides between passes with it, the
 select stage decides on the recorded rounds (``RoundsRecord``), and the tests
@@ -136,7 +137,9 @@ class Rounds:
     per call; every subject has one per round), ``passes``: how many rounds each
     pass of measuring added, in order; ``others``: the CPUs other processes used
     on average while a pass ran, the most of any pass (None: not known), ``cpus``,
-    the machine's, and ``nice``, the benchmark process's nice value (None: not known)."""
+    the machine's, ``nice``, the benchmark process's nice value (None: not known), and
+    ``realtime``, whether every pass was timed with the timed threads in the real-time
+    class (``bench_process.timing_priority``; None: not known)."""
 
     times: Mapping[str, Sequence[float]]
     passes: tuple[int, ...]
@@ -144,6 +147,7 @@ class Rounds:
     others: float | None = None
     cpus: int = 0
     nice: int | None = None
+    realtime: bool | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "times", {k: tuple(float(t) for t in v) for k, v in self.times.items()})
@@ -161,7 +165,7 @@ class Rounds:
         out, at = [], 0
         for k in self.passes:
             out.append(Rounds({s: t[at:at + k] for s, t in self.times.items()}, (k,), self.shape, cpus=self.cpus,
-                              nice=self.nice))
+                              nice=self.nice, realtime=self.realtime))
             at += k
         return out
 
@@ -194,20 +198,22 @@ class Rounds:
         spread = self.reference_spread
         return (self.others is not None and self.others >= BUSY_CORES) or (spread is not None and spread >= BUSY_SPREAD)
 
-    def with_pass(self, times: Mapping[str, Sequence[float]], others: float | None = None) -> "Rounds":
+    def with_pass(self, times: Mapping[str, Sequence[float]], others: float | None = None,
+                  realtime: bool | None = None) -> "Rounds":
         """These rounds and one more pass of ``times`` (every subject's), while other
-        processes used ``others`` CPUs."""
+        processes used ``others`` CPUs, timed in the real-time class or not (``realtime``)."""
         k = {len(v) for v in times.values()}
         if len(k) != 1:
             raise ValueError("a pass of rounds of unequal length")
         merged = {s: tuple(self.times.get(s, ())) + tuple(times[s]) for s in times}
         most = max((o for o in (self.others, others) if o is not None), default=None)
-        return Rounds(merged, self.passes + (k.pop(),), self.shape, most, self.cpus, self.nice)
+        rt = None if self.realtime is None or realtime is None else self.realtime and realtime
+        return Rounds(merged, self.passes + (k.pop(),), self.shape, most, self.cpus, self.nice, rt)
 
     def to_json(self) -> dict[str, Any]:
         return {"shape": None if self.shape is None else list(self.shape), "passes": list(self.passes),
                 "times": {s: list(t) for s, t in sorted(self.times.items())},
-                "others": self.others, "cpus": self.cpus, "nice": self.nice}
+                "others": self.others, "cpus": self.cpus, "nice": self.nice, "realtime": self.realtime}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Rounds":
@@ -215,7 +221,7 @@ class Rounds:
         return cls(times={s: tuple(t) for s, t in d["times"].items()}, passes=tuple(d["passes"]),
                    shape=None if d.get("shape") is None else tuple(d["shape"]),
                    others=None if others is None else float(others), cpus=int(d.get("cpus") or 0),
-                   nice=None if nice is None else int(nice))
+                   nice=None if nice is None else int(nice), realtime=d.get("realtime"))
 
 
 def verdict(p: Pair, margin: float) -> Verdict:

@@ -163,6 +163,7 @@ class Timing:
     reference_spread: float | None = None
     others: float | None = None  # the CPUs other processes used while it was timed (the most of any size)
     nice: int | None = None  # the benchmark process's nice value
+    realtime: bool | None = None  # timed with its threads in the real-time class (bench_process.timing_priority)
     eager: comparison.Pair | None = None
     eager_verdict: Verdict | None = None
     confirmed: bool | None = None
@@ -178,7 +179,7 @@ class Timing:
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"rounds": self.rounds, "ties": self.ties, "remeasured": list(self.remeasured),
                                "busy": self.busy, "reference_spread": self.reference_spread, "others": self.others,
-                               "nice": self.nice}
+                               "nice": self.nice, "realtime": self.realtime}
         if self.eager is not None:
             out["eager"] = {**self.eager.to_json(), "verdict": str(self.eager_verdict), "confirmed": self.confirmed}
         return out
@@ -188,7 +189,7 @@ class Timing:
         e = d.get("eager")
         return cls(rounds=int(d["rounds"]), ties=int(d["ties"]), remeasured=tuple(d.get("remeasured") or ()),
                    busy=bool(d["busy"]), reference_spread=d.get("reference_spread"), others=d.get("others"),
-                   nice=d.get("nice"), eager=None if e is None else comparison.Pair.from_json(e),
+                   nice=d.get("nice"), realtime=d.get("realtime"), eager=None if e is None else comparison.Pair.from_json(e),
                    eager_verdict=None if e is None else Verdict(e["verdict"]),
                    confirmed=None if e is None else e.get("confirmed"))
 
@@ -203,7 +204,9 @@ def timing_of(sel: Selection, rounds: RoundsRecord) -> Timing | None:
     call = comparison.eager_call(r0, w) if EAGER in r0.times else None
     others = [r.others for r in rounds.sizes if r.others is not None]
     return Timing(rounds=r0.n, ties=ties, remeasured=rounds.remeasured, busy=rounds.busy,
-                  reference_spread=r0.reference_spread, others=max(others, default=None), nice=r0.nice, eager=None if call is None else call.pair,
+                  reference_spread=r0.reference_spread, others=max(others, default=None), nice=r0.nice,
+                  realtime=None if any(r.realtime is None for r in rounds.sizes) else all(r.realtime for r in rounds.sizes),
+                  eager=None if call is None else call.pair,
                   eager_verdict=None if call is None else call.verdict, confirmed=None if call is None else call.confirmed)
 
 
