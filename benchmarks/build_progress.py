@@ -105,7 +105,8 @@ def evaluate_log(path: Path) -> dict:
 # ---------------------------------------------------------------- the graph
 def graph(manifests: list[Path]) -> list[tuple[str, list[str], bool]]:
     """(task name, task_dep, has actions) of the build graph, as the CLI makes it on this machine."""
-    from boo_build.build.tasks import BuildConfig, task_creators
+    from boo_build.build.creators import task_creators
+    from boo_build.build.tasks import BuildConfig
 
     with tempfile.TemporaryDirectory() as out:
         creators = task_creators(BuildConfig(manifests=tuple(manifests), out_dir=Path(out)))

@@ -349,7 +349,7 @@ def measure(bundle_path, samples: int = 40, min_batch_s: float = CPU_ROUND_S, ke
     import torch
 
     from boo_build.loader import open_bundle
-    from boo_build.loader.invoke import cpu_threads, open_device
+    from boo_build.loader.hal import cpu_threads, open_device
     from boo_build.stages.benchmark import eager_fn
 
     bundle = open_for_kernels(bundle_path, "local-task")

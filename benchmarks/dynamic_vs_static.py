@@ -33,8 +33,10 @@ from pathlib import Path
 
 from machine import cpu_model  # benchmarks/ is on sys.path when run as a script
 
-from boo_build.loader.invoke import KernelRunner, open_device
-from boo_build.signature import IMPLS, KernelSignature, ModuleId
+from boo_build.loader.hal import open_device
+from boo_build.loader.invoke import KernelRunner
+from boo_build.ops.base import IMPLS
+from boo_build.signature import KernelSignature, ModuleId
 from boo_build.stages.benchmark import eager_fn, local_task_threads, measure
 from boo_build.stages.compile import compile_mlir
 from boo_build.stages.export import export_module

@@ -23,7 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from boo_build.signature import IMPLS, KernelSignature, ModuleId  # noqa: E402 - the repository on sys.path
+from boo_build.ops.base import IMPLS  # noqa: E402
+from boo_build.signature import KernelSignature, ModuleId  # noqa: E402
 from boo_build.stages.traffic import Traffic, TrafficRecord  # noqa: E402
 
 FORWARD_GOAL = 1.1  # issue 27: every forward in one dispatch at most 1.1x the minimal traffic

@@ -180,7 +180,7 @@ def main() -> int:
         import torch
 
         from boo_build.loader import open_bundle
-        from boo_build.loader.invoke import set_cpu_threads
+        from boo_build.loader.hal import set_cpu_threads
 
         torch.set_num_threads(ns.threads)
         if ns.threads > 1:

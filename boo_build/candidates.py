@@ -2,7 +2,7 @@
 
 A candidate is (implementation, compile variant, execution mode):
 
-* ``impl``: ``aten`` / ``manual`` (``signature.IMPLS``);
+* ``impl``: ``aten`` / ``manual`` (``ops.base.IMPLS``);
 * ``variant``: ``""`` = the target's own flags and the exported MLIR as is
   (the baseline); on CPU targets also ``"nosd"``: a forward module compiled
   without the single-dispatch preprocessing attribute the export puts on it
@@ -38,13 +38,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import ops
-from .ops.base import FUSED, LANES, lanes_apply
-from .signature import IMPLS, ModuleId
+from .ops.base import FUSED, IMPLS, LANES, lanes_apply
+from .signature import ModuleId
 from .targets import CPU_DRIVERS, Target
 
-__all__ = ["EXPORT_VARIANTS", "FUSED", "LANES", "NOSD", "NOSPLIT", "SINGLE_DISPATCH", "SPLIT_REDUCTION", "Candidate",
-           "apply_variant", "applies", "candidates", "explores", "export_variant", "lanes_apply", "modelled",
-           "modes", "module_file", "single_dispatch", "split_module_file", "variant_flags", "variants"]
+__all__ = ["Candidate", "EXPORT_VARIANTS", "NOSD", "NOSPLIT", "SINGLE_DISPATCH", "SPLIT_REDUCTION", "applies", "apply_variant", "candidates", "explores", "export_variant", "modelled", "modes", "module_file", "single_dispatch", "split_module_file", "variant_flags", "variants"]
 
 SINGLE_DISPATCH = '#util.preprocessing_pipeline<"iree-preprocessing-make-single-dispatch">'
 _SD_ATTR = f"preprocessing_pipeline = {SINGLE_DISPATCH}"

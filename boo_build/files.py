@@ -18,7 +18,7 @@ from typing import Any
 
 from .signature import dumps  # the canonical JSON text of every record (sorted keys, indent 1)
 
-__all__ = ["dumps", "read_json", "record_bytes", "write_atomic", "write_json"]
+__all__ = ["read_json", "record_bytes", "write_atomic", "write_json"]
 
 
 def write_atomic(path: Path, data: bytes) -> None:

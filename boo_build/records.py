@@ -23,15 +23,17 @@ which the loader reads without the build side.
 
 Status values are ``str`` enums: they compare equal to, and are written to
 JSON as, the plain strings. Pure Python (stdlib only): the graph imports it at
-load time, and the bundle format's candidates compare times by its ``first_time``.
+load time; the compared time is the bundle format's ``first_time`` (``loader.format``).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Mapping, TypeVar
+
+from .loader.format import first_time
 
 __all__ = [
     "BenchResult", "BenchStatus", "COMPILED", "EAGER", "CompileRecord", "CompileStatus", "EagerValidation", "ExportRecord",
@@ -95,14 +97,6 @@ def compared_seconds(rec: Mapping[str, Any]) -> float | None:
     before means were), else its best sample; None when it has none.
     docs/validation-and-selection.md says where which statistic is used and why."""
     return first_time(rec.get("mean_s"), rec.get("median_s"), rec.get("min_s"))
-
-
-def first_time(mean_s: float | None, median_s: float | None, min_s: float | None) -> float | None:
-    """``compared_seconds`` of a record's three times: the first one recorded."""
-    for v in (mean_s, median_s, min_s):
-        if v is not None:
-            return float(v)
-    return None
 
 
 
@@ -455,9 +449,6 @@ class BenchResult:
     def compared_s(self) -> float | None:
         """The time the selection compares (``compared_seconds``); None when it did not run."""
         return first_time(self.mean_s, self.median_s, self.min_s) if self.ok else None
-
-    def with_run(self, run_id: str) -> "BenchResult":
-        return replace(self, run_id=run_id)
 
     def to_json(self) -> Json:
         return {

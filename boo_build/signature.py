@@ -60,17 +60,12 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
 from . import dtypes, ops
+from .errors import SignatureError
 from .ops.base import BIAS_GRAD, DEFAULT_EPS, FORWARD, GRAD_NAMES, IMPLS, INPUT_GRAD, WEIGHT_GRAD
-from .shapes import (  # re-exported (__all__): the shared vocabulary
+from .shapes import (
     DEFAULT_MAX_ELEMENTS,
-    DIM_NAME,
-    MAX_DIM,
-    MAX_NAME,
-    MAX_RANK,
-    SignatureError,
     as_dims,
     bounds,
-    dim_name_problem,
     dims_from_text,
     dims_text,
     dynamic_problem,
@@ -78,13 +73,7 @@ from .shapes import (  # re-exported (__all__): the shared vocabulary
     max_elements_problem,
 )
 
-__all__ = [
-    "ALL_MASKS", "BIAS_GRAD", "DEFAULT_EPS", "DEFAULT_MAX_ELEMENTS", "DIM_NAME", "FORWARD", "IMPLS", "INPUT_GRAD",
-    "MAX_DIM", "MAX_NAME", "MAX_RANK", "WEIGHT_GRAD", "KernelSignature", "ModuleId", "SignatureError",
-    "affine_problem", "canonical_dtype", "default_stats_dtype", "dim_name_problem", "dumps", "dynamic_problem",
-    "eps_problem", "format_eps", "function_name", "mask_problem", "max_elements_problem", "parse_eps",
-    "shape_text",
-]
+__all__ = ["ALL_MASKS", "KernelSignature", "ModuleId", "affine_problem", "canonical_dtype", "default_stats_dtype", "dumps", "format_eps", "function_name", "mask_problem", "parse_eps", "shape_text"]
 
 # Sizes a dynamic signature is exported with (torch.export specializes 0 and 1):
 # distinct, so no two names look equal to the tracer.

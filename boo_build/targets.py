@@ -56,7 +56,7 @@ def arch_free(target: "Target", flags) -> tuple[str, ...]:
     comes before code generation, so GPUs of one driver whose other flags are the
     same get the same dispatches and bytes (the traffic model of every module of
     the default manifest is identical on gfx90a, gfx942 and gfx950, and on gfx1100
-    and gfx1201): the build models them once (``build/tasks.py``)."""
+    and gfx1201): the build models them once (``build/creators.py``)."""
     own = (f"--iree-rocm-target={target.arch}", f"--iree-cuda-target={target.arch}")
     return (f"--iree-hal-target-device={target.driver}",) + tuple(f for f in flags if f not in own)
 

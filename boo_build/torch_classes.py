@@ -1,17 +1,26 @@
 """How torch module classes are named to users, which spelling of
-``rms_classes`` names a class, and whether a module of such a class computes
-what it would be swapped for: one definition for ``loader.nn.replace_norms``
-and the trace recorder (``boo_build.trace``), which must agree on all three.
+``rms_classes`` names a class, whether a module of such a class computes
+what it would be swapped for, and where torch's autocast runs an op in
+float32: one definition for the loader (``loader.nn.replace_norms``, its
+custom ops) and the trace recorder (``boo_build.trace``), which must agree.
 Imports torch (both callers run torch models)."""
 
 from __future__ import annotations
 
 import inspect
-from typing import Iterable, NamedTuple
+from typing import Iterable, NamedTuple, Sequence
 
 import torch
 
 from .dtypes import TOLERANCES
+
+
+def autocast_devices(aten_ops: Sequence[str]) -> frozenset[str]:
+    """Device types where torch has an autocast kernel for each of ``aten_ops``
+    (CUDA, which ROCm shares): there torch runs them in float32, and so do the
+    custom ops standing in for them (and the trace records what they run)."""
+    return frozenset(d for d in ("cuda",) if aten_ops and all(
+        torch._C._dispatch_has_kernel_for_dispatch_key(a, "Autocast" + d.upper()) for a in aten_ops))
 
 
 def class_label(cls: type) -> str:

@@ -21,12 +21,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from boo_build.loader.bundle import read_archive
+from boo_build.dtypes import tolerance
+from boo_build.errors import ManifestError
+from boo_build.loader.archive import read_archive
 from boo_build.loader.format import CandidateRecord, EagerPreference, KernelRecord, TargetRecord
-from boo_build.manifest.reader import Manifest, ManifestError, load_manifest
+from boo_build.manifest.reader import Manifest, load_manifest
 from boo_build.signature import KernelSignature, ModuleId
 from boo_build.stages.pack import canonical_json, compress, kernel_record, pack_bundle, packed_impl, tar_bytes
-from boo_build.stages.tolerances import tolerance
 from boo_build.targets import catalogue
 
 REPO = Path(__file__).resolve().parents[1]

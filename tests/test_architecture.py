@@ -1,12 +1,15 @@
 """Architecture rules (docs/ARCHITECTURE.md): no import cycle among
-boo_build's modules, function-level imports included; no module uses another
+boo_build's modules or packages, function-level and ``TYPE_CHECKING`` imports
+included; the layers (``LAYERS``): the shared core imports neither the loader
+nor the build, the loader nothing of the build; no module uses another
 module's underscore names; and a module over ``LONG_MODULE`` lines says at its
 top why it is one module.
 
 The checks read the source with ``ast`` (nothing is imported), so they see
 imports inside functions too: module A importing B while B imports A, at any
-depth, is a cycle here even when Python would tolerate it at run time. Only
-imports under ``if TYPE_CHECKING:`` are left out: they never run.
+depth, is a cycle here even when Python would tolerate it at run time. An
+import under ``if TYPE_CHECKING:`` never runs, but it is a dependency all the
+same (a type checker, a reader, a refactoring follows it): it counts.
 """
 
 from __future__ import annotations
@@ -42,15 +45,16 @@ def _type_checking_block(node: ast.AST) -> bool:
         or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"))
 
 
-def _imports(tree: ast.AST):
-    """Every Import/ImportFrom node, at any depth, except under ``if TYPE_CHECKING:``."""
+def _imports(tree: ast.AST, type_checking: bool = True):
+    """Every Import/ImportFrom node, at any depth; under ``if TYPE_CHECKING:`` too unless
+    ``type_checking`` is false."""
     todo = [tree]
     while todo:
         node = todo.pop()
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             yield node
         for child in ast.iter_child_nodes(node):
-            if _type_checking_block(child):
+            if not type_checking and _type_checking_block(child):
                 todo.extend(child.orelse)  # the else branch does run
             else:
                 todo.append(child)
@@ -74,14 +78,15 @@ def _from_source(node: ast.ImportFrom, mod: str, is_pkg: bool) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
-def import_graph(package_dir: Path) -> dict[str, dict[str, int]]:
-    """module -> {imported module of the same package -> line of the first such import}."""
+def import_graph(package_dir: Path, type_checking: bool = True) -> dict[str, dict[str, int]]:
+    """module -> {imported module of the same package -> line of the first such import};
+    ``type_checking``: imports under ``if TYPE_CHECKING:`` count."""
     modules = package_modules(package_dir)
     root = Path(package_dir).name
     graph: dict[str, dict[str, int]] = {m: {} for m in modules}
     for mod, path in modules.items():
         is_pkg = path.name == "__init__.py"
-        for node in _imports(ast.parse(path.read_text(), str(path))):
+        for node in _imports(ast.parse(path.read_text(), str(path)), type_checking):
             targets = []
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
@@ -190,10 +195,8 @@ def package_graph(package_dir: Path) -> dict[str, dict[str, int]]:
     """``import_graph`` between packages (``package_of``): node -> {node it imports -> line},
     the line of the first import making that edge; imports within a node left out. A
     package of boo_build is a layer (loader, ops, stages, build, report...): two that
-    import each other, at any depth and inside functions too, are one layer in two folders.
-    Imports under ``if TYPE_CHECKING:`` do not count here either: they never run, and
-    annotations alone (``from __future__ import annotations``) make no layer depend on
-    another at run time; they are the way a module names a type it is handed from above."""
+    import each other, at any depth, inside functions and under ``if TYPE_CHECKING:`` too,
+    are one layer in two folders."""
     root = Path(package_dir).name
     graph: dict[str, dict[str, int]] = {}
     for mod, deps in import_graph(package_dir).items():
@@ -213,6 +216,44 @@ def package_cycles(package_dir: Path) -> list[str]:
     """``import_cycles`` between packages (``package_graph``): lines ``a -> b (line 3) -> a (line 9)``,
     the line of the first import of each edge in a module of its package."""
     return cycles_of(package_graph(package_dir))
+
+
+# The layers, lowest first: each may import its own and those below it, never above.
+# The shared core is what the build and the loader both need (signatures, dtypes,
+# shapes, the op descriptions the signatures consult, targets, reasons, errors);
+# the loader runs kernels in applications and needs nothing of the build. The bundle
+# format (``loader/format.py``) is the loader's: the build writes what it reads.
+CORE = ("dtypes", "shapes", "signature", "ops", "targets", "reasons", "errors", "torch_classes", "bundle_names")
+LOADER = ("loader",)
+BUILD = ("stages", "build", "report", "manifest", "measure", "trace", "cli", "records", "candidates", "layout",
+         "files", "store")
+LAYERS = (("core", CORE), ("loader", LOADER), ("build", BUILD))
+
+
+def layer_of(module: str, root: str, layers=LAYERS) -> str | None:
+    """The layer of ``module`` (its first component under the root; None: the root's own ``__init__``)."""
+    parts = module.split(".")
+    if len(parts) < 2:
+        return None
+    for name, members in layers:
+        if parts[1] in members:
+            return name
+    raise AssertionError(f"{module}: in no layer of tests/test_architecture.py LAYERS (add it to one)")
+
+
+def layer_violations(package_dir: Path, layers=LAYERS) -> list[str]:
+    """``module imports dep (line N): layer -> higher layer`` for each import of a module
+    of a layer above the importer's (``layers``: lowest first)."""
+    root = Path(package_dir).name
+    rank = {name: i for i, (name, _) in enumerate(layers)}
+    out = []
+    for mod, deps in import_graph(package_dir).items():
+        mine = layer_of(mod, root, layers)
+        for dep, line in deps.items():
+            theirs = layer_of(dep, root, layers)
+            if mine is not None and theirs is not None and rank[theirs] > rank[mine]:
+                out.append(f"{mod} imports {dep} (line {line}): {mine} -> {theirs}")
+    return sorted(out)
 
 
 def long_modules(package_dir: Path, limit: int = LONG_MODULE) -> list[tuple[str, int]]:
@@ -309,7 +350,8 @@ def planted(tmp_path):
         "pkg/sub/__init__.py": "",
         "pkg/sub/d.py": "from .e import g\n",
         "pkg/sub/e.py": "class K:\n    def m(self):\n        from .. import c\n",
-        # no cycles: a name from the package's __init__, stdlib, TYPE_CHECKING, one-way imports
+        # a cycle through an import for types only (f <-> g); a name from the package's __init__,
+        # stdlib, one-way imports: none
         "pkg/f.py": "import json\nfrom typing import TYPE_CHECKING\nfrom . import VERSION\nfrom .a import b\n"
                     "if TYPE_CHECKING:\n    from .g import G\n",
         "pkg/g.py": "from .f import json\n",
@@ -327,13 +369,16 @@ def test_checker_finds_planted_cycles(planted):
     graph = import_graph(planted)
     assert graph["pkg.a"] == {"pkg.b": 1}
     assert graph["pkg.b"] == {"pkg.a": 2}  # inside a function
-    assert graph["pkg.f"] == {"pkg": 3, "pkg.a": 4}  # a name of __init__; TYPE_CHECKING left out
+    assert graph["pkg.f"] == {"pkg": 3, "pkg.a": 4, "pkg.g": 6}  # a name of __init__; TYPE_CHECKING counts
+    assert import_graph(planted, type_checking=False)["pkg.f"] == {"pkg": 3, "pkg.a": 4}
     assert graph["pkg.sub.e"] == {"pkg.c": 3}
     assert graph["pkg.c"] == {"pkg.sub.d": 1}
-    assert strongly_connected(graph) == [["pkg.a", "pkg.b"], ["pkg.c", "pkg.sub.d", "pkg.sub.e"], ["pkg.h"]]
+    assert strongly_connected(graph) == [["pkg.a", "pkg.b"], ["pkg.c", "pkg.sub.d", "pkg.sub.e"], ["pkg.f", "pkg.g"],
+                                         ["pkg.h"]]
     cycles = import_cycles(planted)
     assert cycles == ["pkg.a -> pkg.b (line 1) -> pkg.a (line 2)",
                       "pkg.c -> pkg.sub.d (line 1) -> pkg.sub.e (line 1) -> pkg.c (line 3)",
+                      "pkg.f -> pkg.g (line 6) -> pkg.f (line 1)",
                       "pkg.h -> pkg.h (line 2)"]
 
 
@@ -342,9 +387,10 @@ def test_checker_finds_planted_package_cycles(planted, tmp_path):
     graph = package_graph(planted)
     assert graph["pkg.sub"] == {"pkg.c": 3} and graph["pkg.c"] == {"pkg.sub": 1}
     assert package_cycles(planted) == ["pkg.a -> pkg.b (line 1) -> pkg.a (line 2)",
-                                       "pkg.c -> pkg.sub (line 1) -> pkg.c (line 3)"]
+                                       "pkg.c -> pkg.sub (line 1) -> pkg.c (line 3)",
+                                       "pkg.f -> pkg.g (line 6) -> pkg.f (line 1)"]
     # two packages importing each other through different modules, one inside a function: one cycle;
-    # a TYPE_CHECKING import back: none
+    # a TYPE_CHECKING import back: another
     two = _write(tmp_path / "two", {
         "pkg/__init__.py": "", "pkg/x/__init__.py": "", "pkg/y/__init__.py": "",
         "pkg/x/one.py": "from ..y import two\n", "pkg/y/two.py": "x = 1\n",
@@ -352,7 +398,8 @@ def test_checker_finds_planted_package_cycles(planted, tmp_path):
         "pkg/z/__init__.py": "", "pkg/z/five.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
                                                    "    from ..x import one\n",
         "pkg/x/six.py": "from ..z import five\n"})
-    assert package_cycles(two) == ["pkg.x -> pkg.y (line 1) -> pkg.x (line 2)"]
+    assert package_cycles(two) == ["pkg.x -> pkg.y (line 1) -> pkg.x (line 2)",
+                                   "pkg.z -> pkg.x (line 3) -> pkg.z (line 1)"]
 
 
 def test_checker_finds_planted_long_module(planted):
@@ -364,11 +411,25 @@ def test_checker_finds_planted_private_names(planted):
                                         "pkg/priv.py:4 pkg.short._y"]
 
 
-def test_ops_never_import_the_loader():
-    """The op registry is the lowest layer: the loader imports the ops, never the
-    reverse (the loader hands the ops what they need: ``Bundle.token``, ``by_token``)."""
-    graph = import_graph(PACKAGE)
-    up = sorted(f"{mod} imports {dep} (line {line})" for mod, deps in graph.items()
-                if mod == "boo_build.ops" or mod.startswith("boo_build.ops.")
-                for dep, line in deps.items() if dep == "boo_build.loader" or dep.startswith("boo_build.loader."))
-    assert up == []
+def test_the_layers_import_downwards():
+    """The shared core imports neither the loader nor the build; the loader imports
+    nothing of the build (``LAYERS``), at any depth, ``TYPE_CHECKING`` included."""
+    found = layer_violations(PACKAGE)
+    assert not found, "imports of a higher layer (docs/ARCHITECTURE.md, the layers):\n" + "\n".join(found)
+
+
+def test_checker_finds_planted_layer_violations(tmp_path):
+    layers = (("core", ("sig", "ops")), ("loader", ("loader",)), ("build", ("stages", "cli")))
+    pkg = _write(tmp_path, {
+        "pkg/__init__.py": "", "pkg/sig.py": "", "pkg/loader/__init__.py": "", "pkg/stages/__init__.py": "",
+        "pkg/cli.py": "from . import stages\n",  # build -> build: fine
+        "pkg/ops/__init__.py": "from .. import sig\n",  # core -> core: fine
+        "pkg/ops/calls.py": "def f():\n    from ..loader import bundle\n",  # core -> loader, in a function
+        "pkg/loader/bundle.py": "from typing import TYPE_CHECKING\nfrom .. import sig\nif TYPE_CHECKING:\n"
+                                "    from ..stages import plan\n",  # loader -> build, for types only: counts
+        "pkg/stages/plan.py": "from ..loader import bundle\n"})  # build -> loader: fine
+    assert layer_violations(pkg, layers) == ["pkg.loader.bundle imports pkg.stages.plan (line 4): loader -> build",
+                                             "pkg.ops.calls imports pkg.loader.bundle (line 2): core -> loader"]
+    (pkg / "misc.py").write_text("")
+    with pytest.raises(AssertionError, match="pkg.misc: in no layer"):
+        layer_violations(pkg, layers)

@@ -19,7 +19,8 @@ import pytest
 import zstandard
 from helpers import REPO
 
-from boo_build.loader.bundle import BundleFormatError, read_archive
+from boo_build.loader.archive import read_archive
+from boo_build.loader.errors import BundleFormatError
 from boo_build.stages.pack import compress, tar_bytes
 
 MiB = 1 << 20

@@ -11,21 +11,12 @@ import torch
 from helpers import GOOD, kernel_set, ln, rms
 
 from boo_build.loader.devices import discover
-from boo_build.loader.invoke import cpu_threads
+from boo_build.loader.hal import cpu_threads
+from boo_build.records import EAGER, BenchResult, OutputCheck, ValidationResult
 from boo_build.report.bench_table import COLUMNS, eager_key, table_rows, write_table
 from boo_build.signature import ModuleId
-from boo_build.stages.benchmark import (
-    EAGER,
-    BenchResult,
-    Stats,
-    bench_eager,
-    bench_kernel,
-    eager_fn,
-    measure,
-    summarize,
-)
+from boo_build.stages.benchmark import Stats, bench_eager, bench_kernel, eager_fn, measure, summarize
 from boo_build.stages.selection import Decision, Selection
-from boo_build.stages.validate import OutputCheck, ValidationResult
 from boo_build.targets import catalogue
 
 QUICK = dict(warmup=1, min_reps=4, max_reps=40, max_seconds=0.3)

@@ -18,12 +18,13 @@ import zstandard
 from helpers import CSV, KERNELS, PROVENANCE, _ln, _rms16, _rms32, flip_byte, rewrite, write_decision
 
 from boo_build.cli import diff, info, main, verify
-from boo_build.loader.bundle import BundleFormatError, read_archive
+from boo_build.errors import PackError
+from boo_build.loader.archive import read_archive
+from boo_build.loader.errors import BundleFormatError
 from boo_build.loader.format import EagerPreference, KernelRecord, TargetRecord
 from boo_build.reasons import Kind
 from boo_build.signature import ModuleId
 from boo_build.stages.pack import (
-    PackError,
     build_index,
     compress,
     entries_from_report,

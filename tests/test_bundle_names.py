@@ -11,10 +11,11 @@ import pytest
 from helpers import BIN
 
 import boo_build
+from boo_build.errors import ManifestError, PackError
 from boo_build.loader.format import TargetRecord
-from boo_build.manifest.reader import ManifestError, parse_toml
+from boo_build.manifest.reader import parse_toml
 from boo_build.signature import KernelSignature
-from boo_build.stages.pack import PackError, kernel_record, pack_bundle, read_index
+from boo_build.stages.pack import kernel_record, pack_bundle, read_index
 from boo_build.targets import catalogue
 
 GOOD = ("1.0.0+build.5", "1.0.0-rc.1", "0.1.0", "2.3.4-alpha.1+sha.5114f85")

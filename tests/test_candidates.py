@@ -13,7 +13,6 @@ import pytest
 from helpers import boo, compiles
 
 from boo_build.candidates import (
-    LANES,
     NOSD,
     SINGLE_DISPATCH,
     Candidate,
@@ -24,6 +23,7 @@ from boo_build.candidates import (
     modes,
     variants,
 )
+from boo_build.ops.base import LANES
 from boo_build.signature import KernelSignature, ModuleId
 from boo_build.stages.comparison import RoundsRecord, Verdict, choose, eager_call
 from boo_build.stages.selection import preference_order

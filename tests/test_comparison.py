@@ -17,7 +17,8 @@ from boo_build.signature import KernelSignature
 from boo_build.stages import comparison as cmp
 from boo_build.stages.benchmark import Timed, _cpu_use, bench_rounds, others_between, time_rounds
 from boo_build.stages.comparison import EAGER, REFERENCE, Rounds, RoundsRecord, Verdict
-from boo_build.stages.selection import decide, eager_by_rounds, select
+from boo_build.stages.routing import eager_by_rounds
+from boo_build.stages.selection import decide, select
 
 SIG = KernelSignature("layer_norm", (8, 128, 768), (768,), "float32", 14)
 DYN = KernelSignature("layer_norm", ("batch", "seq", 768), (768,), "float32", 14)

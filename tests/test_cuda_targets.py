@@ -17,6 +17,7 @@ from boo_build.loader.devices import (
     nvidia_smi_capabilities,
     parse_nvidia_smi,
 )
+from boo_build.loader.errors import NoCompatibleDevice
 from boo_build.targets import Target, catalogue, cuda_arch, cuda_capability
 
 CPU = DeviceInfo("local-task", "local-task", "x86-64-v3", "cpu")
@@ -100,10 +101,10 @@ def test_explicit_cuda_device_honoured_or_refused(monkeypatch):
     monkeypatch.setattr(devmod, "discover", lambda **_: (CPU, nv("sm_90"), nv("sm_75", 1, "Tesla T4")))
     target, dev = bundlemod._select_target(index, "cuda://0", "b.tar.zst")
     assert (target.name, dev.uri) == ("sm_80", "cuda://0")
-    with pytest.raises(bundlemod.NoCompatibleDevice) as e:
+    with pytest.raises(NoCompatibleDevice) as e:
         bundlemod._select_target(index, "cuda://1", "b.tar.zst")
     assert "device cuda://1" in str(e.value) and "not run: no device (sm_80); found sm_75" in str(e.value)
-    with pytest.raises(bundlemod.NoCompatibleDevice) as e:
+    with pytest.raises(NoCompatibleDevice) as e:
         bundlemod._select_target(index, "cuda://7", "b.tar.zst")
     assert "'cuda://7' is not present" in str(e.value) and "cuda://0 (NVIDIA H200, sm_90)" in str(e.value)
 

@@ -17,6 +17,7 @@ import torch
 from helpers import GOOD, REPO, compiles, kernel_set
 
 from boo_build.loader import devices as devmod
+from boo_build.loader.arrays import ALIGNMENT, aligned_empty
 from boo_build.loader.devices import (
     DeviceInfo,
     cpu_device,
@@ -26,14 +27,8 @@ from boo_build.loader.devices import (
     match_target,
     x86_level,
 )
-from boo_build.loader.invoke import (
-    ALIGNMENT,
-    KernelError,
-    KernelRunner,
-    aligned_empty,
-    cpu_threads,
-    open_device,
-)
+from boo_build.loader.hal import cpu_threads, open_device
+from boo_build.loader.invoke import KernelError, KernelRunner
 from boo_build.stages.torch_modules import sample_args
 from boo_build.targets import Target, catalogue
 

@@ -24,9 +24,12 @@ from helpers import BIN, REPO, compiles  # noqa: E402
 from helpers import env as cli_env  # noqa: E402
 
 from boo_build.build import distributed as bd  # noqa: E402
+from boo_build.build.jobs import ValidateJob  # noqa: E402
+from boo_build.build.worker import toolchain_versions  # noqa: E402
+from boo_build.errors import SchedulerLost, WorkerMismatch  # noqa: E402
+from boo_build.records import ValidationResult  # noqa: E402
 from boo_build.signature import KernelSignature, ModuleId  # noqa: E402
 from boo_build.stages.compile import compile_mlir  # noqa: E402
-from boo_build.stages.validate import ValidationResult  # noqa: E402
 from boo_build.targets import catalogue  # noqa: E402
 
 # the cluster's workers compile in their own processes, where conftest.py does not see them
@@ -220,18 +223,18 @@ def test_compiler_mismatch_is_refused_naming_the_worker(mixed):
     addr, cpu_w, plain = mixed
     client = bd._session(addr).client
     assert set(bd.check_workers(client)) == {cpu_w, plain}  # the driver's own versions: accepted
-    with pytest.raises(bd.WorkerMismatch) as e:
+    with pytest.raises(WorkerMismatch) as e:
         bd.check_workers(client, expected="IREE compiler version 0.0.0 (something else)")
     assert set(e.value.workers) == {cpu_w, plain}
     assert cpu_w in str(e.value) and plain in str(e.value) and "something else" in str(e.value)
-    with pytest.raises(bd.WorkerMismatch) as e:
-        bd.check_workers(client, expected={**bd.toolchain_versions(), "iree-base-compiler": "9.9.9"}, workers=[plain])
+    with pytest.raises(WorkerMismatch) as e:
+        bd.check_workers(client, expected={**toolchain_versions(), "iree-base-compiler": "9.9.9"}, workers=[plain])
     assert e.value.workers == (plain,) and "9.9.9" in str(e.value)
 
 
 def test_session_refuses_a_mismatched_cluster(mixed):
     addr, _, plain = mixed
-    with pytest.raises(bd.WorkerMismatch, match=plain):
+    with pytest.raises(WorkerMismatch, match=plain):
         with bd.scheduler_session(addr, expected="something else"):
             pytest.fail("a session with a mismatched worker must not open")
 
@@ -242,7 +245,7 @@ def test_each_compile_checks_its_worker(mixed, mlir):
     s = bd._session(addr)
     fut = s.client.submit(bd.compile_on_worker, mlir, CPU.flags, 60.0, {**s.versions, "iree-compile": "other"},
                           pure=False)
-    with pytest.raises(bd.WorkerMismatch, match="refusing to compile"):
+    with pytest.raises(WorkerMismatch, match="refusing to compile"):
         fut.result()
 
 
@@ -297,11 +300,11 @@ def test_lost_scheduler_fails_with_a_clear_message(mlir):
                 sched.kill()
                 errors = [f.exception(timeout=30) for f in futs]
             t0 = time.monotonic()
-            with pytest.raises(bd.SchedulerLost) as later:
+            with pytest.raises(SchedulerLost) as later:
                 bd.remote_compile(addr, mlir, CPU.flags, 60)
             assert time.monotonic() - t0 < 5, "later tasks fail at once, not after a reconnect timeout"
         for e in [*errors, later.value]:
-            assert isinstance(e, bd.SchedulerLost), e
+            assert isinstance(e, SchedulerLost), e
             msg = str(e)
             assert msg.startswith(f"lost the Dask scheduler at {addr}: ")
             assert msg.endswith("; finished work is kept, rerun to continue")
@@ -314,12 +317,14 @@ def test_graph_validates_on_the_cluster(mixed, tmp_path, local_vmfb):
     """With a scheduler the graph validates the targets some worker declared,
     reports the others as not run, and validate_action runs on that worker."""
     from boo_build.build import tasks
+    from boo_build.build.actions import validate_action
+    from boo_build.build.creators import task_creators
 
     addr, cpu_w, _ = mixed
     (tmp_path / "tiny.toml").write_text(TINY.replace('targets = ["cpu"]', 'targets = ["cpu", "gfx942"]'))
     config = tasks.BuildConfig(manifests=(tmp_path / "tiny.toml",), out_dir=tmp_path / "out", bench=False,
                                scheduler=addr)
-    gens = tasks.task_creators(config)
+    gens = task_creators(config)
     validations = [t["name"] for t in gens["task_validate"]()]
     assert validations and all(n.startswith("tiny/cpu/") for n in validations)
     report = next(iter(gens["task_report"]()))
@@ -334,8 +339,8 @@ def test_graph_validates_on_the_cluster(mixed, tmp_path, local_vmfb):
     rec_path.write_text('{"status": "ok"}')
     out = tmp_path / "k.validate.json"
     with get_task_stream(bd._session(addr).client) as ts:
-        assert tasks.validate_action(mid_key, "cpu", str(vmfb), str(rec_path), str(out), devices["cpu"][0], "r1",
-                                     addr) == {"status": "passed"}
+        job = ValidateJob(mid_key, "cpu", str(vmfb), str(rec_path), str(out), devices["cpu"][0], "r1", addr)
+        assert validate_action(job) == {"status": "passed"}
     assert {t["worker"] for t in ts.data if str(t["key"]).startswith("boo-validate-")} == {cpu_w}
 
 

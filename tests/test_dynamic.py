@@ -12,20 +12,16 @@ import pytest
 import torch
 from helpers import BIN, compiles, env
 
+from boo_build.dtypes import tolerance
+from boo_build.errors import ManifestError, SignatureError
 from boo_build.loader import DYNAMIC_FORMAT_VERSION, KernelNotFound, open_bundle, read_archive
 from boo_build.loader import nn as boo_nn
-from boo_build.manifest.reader import ManifestError, parse_command, parse_toml
-from boo_build.signature import (
-    DEFAULT_MAX_ELEMENTS,
-    MAX_DIM,
-    KernelSignature,
-    ModuleId,
-    SignatureError,
-    function_name,
-)
-from boo_build.stages.benchmark import BenchResult, bench_eager_at, bench_kernel_at
+from boo_build.manifest.reader import parse_command, parse_toml
+from boo_build.records import BenchResult
+from boo_build.shapes import DEFAULT_MAX_ELEMENTS, MAX_DIM
+from boo_build.signature import KernelSignature, ModuleId, function_name
+from boo_build.stages.benchmark import bench_eager_at, bench_kernel_at
 from boo_build.stages.reference import reference
-from boo_build.stages.tolerances import tolerance
 from boo_build.stages.torch_modules import sample_args, torch_dtype
 from boo_build.stages.validate import LARGE_ROWS, compare, validation_shapes
 from boo_build.targets import DYNAMIC_CPU_FLAGS, catalogue

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from helpers import ENTRY, errors_of, keys, load, one_error
 
-from boo_build.signature import KernelSignature, SignatureError
+from boo_build.errors import SignatureError
+from boo_build.signature import KernelSignature
 
 
 def entry_errors(tmp_path, body: str) -> list[str]:

@@ -11,8 +11,9 @@ import pytest
 import torch
 from helpers import GOOD, compiles, kernel_set
 
-from boo_build.loader.arrays import torch_dtype_of
-from boo_build.loader.invoke import KernelRunner, numpy_from_torch, open_device
+from boo_build.loader.arrays import numpy_from_torch, torch_dtype_of
+from boo_build.loader.hal import open_device
+from boo_build.loader.invoke import KernelRunner
 from boo_build.loader.native import runtime as _rt
 from boo_build.stages.torch_modules import sample_args
 

@@ -11,7 +11,6 @@ import pytest
 from helpers import CPU_TARGET, ln, rms
 
 from boo_build.candidates import (
-    FUSED,
     NOSPLIT,
     SPLIT_REDUCTION,
     Candidate,
@@ -22,6 +21,7 @@ from boo_build.candidates import (
     variants,
 )
 from boo_build.loader.devices import discover
+from boo_build.ops.base import FUSED
 from boo_build.signature import KernelSignature, ModuleId
 from boo_build.stages.compile import compile_mlir
 from boo_build.stages.export import export_mlir

@@ -18,11 +18,12 @@ import pytest
 import torch
 from helpers import BIN, assert_close, env, errors_of, keys, load
 
+from boo_build.errors import SignatureError
 from boo_build.loader import format as bundle_format
 from boo_build.loader import open_bundle
 from boo_build.loader.errors import BundleFormatError, KernelNotFound
 from boo_build.manifest import miopen
-from boo_build.signature import KernelSignature, SignatureError
+from boo_build.signature import KernelSignature
 
 
 def gn(shape, mask=1, dtype="float32", groups=2, **kw):

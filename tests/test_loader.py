@@ -298,7 +298,7 @@ _RUN = textwrap.dedent('''
     import torch
     from boo_build.loader import open_bundle
     from boo_build.signature import KernelSignature
-    from boo_build.stages.tolerances import tolerance
+    from boo_build.dtypes import tolerance
 
     bundle_path, npz_path = sys.argv[1:3]
     b = open_bundle(bundle_path)
@@ -360,12 +360,12 @@ def test_import_is_light():
 
 def test_entry_points_are_methods_of_the_bundle_class():
     """The built-in ops' ATen-style entry points are defined on ``Bundle`` itself
-    (help(), grep and IDEs see them), as the registry's functions, and reading
-    them imports no torch; an op added to the registry without a line there fails."""
-    from boo_build import ops
+    (help(), grep and IDEs see them), as ``loader.entries``' functions, and reading
+    them imports no torch; an op given entry points without a line there fails."""
     from boo_build.loader import Bundle
+    from boo_build.loader import entries as entry_modules
 
-    entries = {name: fn for op in ("layer_norm", "rms_norm") for name, fn in ops.get(op).entry_points().items()}
+    entries = {name: fn for op in entry_modules.MODULES for name, fn in entry_modules.of_op(op).items()}
     assert entries and all(getattr(Bundle, name) is fn for name, fn in entries.items()), sorted(entries)
     # once read, the function itself is on the class (the lazy stand-in gone): calls bind it as any method
     assert all(Bundle.__dict__.get(name) is fn for name, fn in entries.items())
@@ -414,7 +414,7 @@ def test_first_call_skips_ml_dtypes(built, tmp_path):
 def test_device_shared_with_iree_runtime():
     import iree.runtime as rt
 
-    from boo_build.loader.invoke import open_device
+    from boo_build.loader.hal import open_device
 
     assert open_device("local-task").hal_device is rt.get_device("local-task")
     # local-sync has the loader's own allocator, which iree.runtime's device lacks
@@ -424,7 +424,7 @@ def test_device_shared_with_iree_runtime():
 _REUSE = textwrap.dedent('''
     import gc, sys
     import numpy as np
-    from boo_build.loader.invoke import open_device
+    from boo_build.loader.hal import open_device
     from boo_build.loader.native import runtime
     rt = runtime()
     alloc = open_device("local-sync").hal_device.allocator
@@ -459,7 +459,7 @@ def test_a_bad_allocator_spec_is_named():
     import os
 
     env = {**os.environ, "BOO_LOCAL_SYNC_ALLOCATOR": "cachingg"}
-    code = "from boo_build.loader.invoke import open_device; open_device('local-sync')"
+    code = "from boo_build.loader.hal import open_device; open_device('local-sync')"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env=env,
                           timeout=120)
     assert proc.returncode != 0

@@ -12,7 +12,8 @@ from helpers import F32_EPS, _ln, _rms16, _rms32, assert_close
 
 from boo_build.loader import nn as boo_nn
 from boo_build.loader import open_bundle
-from boo_build.loader.invoke import KernelRunner, open_device
+from boo_build.loader.hal import open_device
+from boo_build.loader.invoke import KernelRunner
 from boo_build.signature import ModuleId
 
 INF, NAN = math.inf, math.nan

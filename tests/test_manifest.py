@@ -9,18 +9,11 @@ import textwrap
 import pytest
 from helpers import BUNDLE, ENTRY, REPO, errors_of, keys, load, one_error, write
 
-from boo_build.manifest.reader import (
-    ENTRY_KEYS,
-    BundleSpec,
-    KernelRequest,
-    Manifest,
-    ManifestError,
-    load_manifest,
-    parse_command,
-    parse_commands,
-    parse_toml,
-)
-from boo_build.signature import ALL_MASKS, IMPLS, KernelSignature, ModuleId, SignatureError
+from boo_build.errors import ManifestError, SignatureError
+from boo_build.manifest.entries import ENTRY_KEYS, KernelRequest
+from boo_build.manifest.reader import BundleSpec, Manifest, load_manifest, parse_command, parse_commands, parse_toml
+from boo_build.ops.base import IMPLS
+from boo_build.signature import ALL_MASKS, KernelSignature, ModuleId
 
 DEFAULT = REPO / "manifests" / "default.toml"
 

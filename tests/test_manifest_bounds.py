@@ -8,15 +8,9 @@ import pytest
 from helpers import BUNDLE, errors_of, keys, load, one_error, write
 
 from boo_build.cli import main
-from boo_build.manifest.reader import (
-    DEFAULT_MAX_ELEMENTS,
-    MAX_DIM,
-    MAX_RANK,
-    ManifestError,
-    load_manifest,
-    parse_command,
-)
-from boo_build.signature import SignatureError
+from boo_build.errors import ManifestError, SignatureError
+from boo_build.manifest.reader import load_manifest, parse_command
+from boo_build.shapes import DEFAULT_MAX_ELEMENTS, MAX_DIM, MAX_RANK
 
 BIG = 2**63 - 1
 ONES_1000 = "[" + ", ".join(["1"] * 1000) + "]"

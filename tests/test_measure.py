@@ -19,10 +19,9 @@ import pytest
 from helpers import REPO, boo, compiles
 
 from boo_build.loader import open_bundle
-from boo_build.loader.bundle import read_archive
+from boo_build.loader.archive import read_archive
 from boo_build.loader.devices import cpu_device
-from boo_build.stages.benchmark import BenchResult
-from boo_build.stages.validate import ValidationResult
+from boo_build.records import BenchResult, ValidationResult
 
 TINY = """
 [bundle]

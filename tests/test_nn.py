@@ -8,9 +8,9 @@ import pytest
 import torch
 from helpers import _ln, _rms32
 
+from boo_build.dtypes import tolerance
 from boo_build.loader import KernelNotFound, open_bundle
 from boo_build.loader import nn as boo_nn
-from boo_build.stages.tolerances import tolerance
 
 TOL = tolerance("float32")
 

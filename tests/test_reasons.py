@@ -22,7 +22,8 @@ from boo_build.reasons import Kind, Reason, legacy_kind
 from boo_build.report.page import from_bundle
 from boo_build.report.page_data import cell_state, impl_failures
 from boo_build.stages.pack import canonical_json
-from boo_build.stages.selection import Decision, candidate_status, torch_calls_text
+from boo_build.stages.routing import torch_calls_text
+from boo_build.stages.selection import Decision, candidate_status
 
 PRE_KINDS = REPO / "tests" / "fixtures" / "pre-kinds-0.1.0.tar.zst"
 M1, M14 = "layer_norm-f32-2x8-n8-wb-m1", "layer_norm-f32-2x8-n8-wb-m14"

@@ -60,12 +60,6 @@ def test_record_json_is_canonical_and_statuses_are_plain_strings(tmp_path):
     assert ExportStatus.UNAVAILABLE == "unavailable" and BenchStatus.SKIPPED == "skipped"
 
 
-def test_compile_reexports_the_one_writer():
-    from boo_build.stages import compile as comp
-
-    assert comp.write_atomic is files.write_atomic
-
-
 def test_not_run_records_have_one_wording():
     v = not_run.validation(MID.key, "gfx942", not_run.no_device("gfx942")).to_json()
     assert (v["status"], v["reason"]) == ("not run", "not run: no device (gfx942)")

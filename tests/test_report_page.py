@@ -312,7 +312,7 @@ def test_bandwidth_from_a_measured_bundle_index(tmp_path):
     """Where a bundle index records a target's measurement the way ``boo-build
     measure`` does (``measured.bytes``, ``provenance.measured.<target>.peak_gbs``),
     the benchmark records of its implementations get the bandwidth fields."""
-    from boo_build.report.page import BYTES_MOVED, DEVICE_NAME, PEAK_BANDWIDTH, kernels_from_index
+    from boo_build.report.page_data import BYTES_MOVED, DEVICE_NAME, PEAK_BANDWIDTH, kernels_from_index
 
     bench = _bench("k-aten", "k", "sm_80", 2e-5)
     entry = {"status": "available", "selected": "aten", "reason": "fastest", "rejected": {},

@@ -23,8 +23,9 @@ import pytest
 from helpers import REPO, assert_close, rewrite, write_decision
 
 from boo_build.loader import BundleFormatError, RuntimeTooOld, UntestedRuntimeWarning, open_bundle, read_archive
-from boo_build.loader.bundle import RUNTIME_FIELD, iree_release
+from boo_build.loader.format import RUNTIME_FIELD
 from boo_build.loader.native import runtime_version
+from boo_build.loader.versions import iree_release
 from boo_build.signature import KernelSignature, ModuleId
 from boo_build.stages.pack import RUNTIME_RANGE, pack_from_report, read_index, runtime_requirements
 from boo_build.stages.reference import reference
@@ -59,7 +60,7 @@ def test_bundle_without_the_field_still_opens():
 def recorded(tmp_path_factory) -> Path:
     """The fixture's kernel packed by the graph's pack step (a build report),
     with the compiler version from the existing toolchain detection."""
-    from boo_build.build.tasks import Toolchain
+    from boo_build.build.toolchain import Toolchain
 
     root = tmp_path_factory.mktemp("recorded")
     old = read_archive(PRE_FIELD)
@@ -175,7 +176,7 @@ _PROBE = textwrap.dedent('''
         sys.exit(0)
     import torch
     from boo_build.signature import KernelSignature
-    from boo_build.stages.tolerances import tolerance
+    from boo_build.dtypes import tolerance
     (key,) = b.keys()
     sig = KernelSignature.parse(key)
     torch.manual_seed(0)

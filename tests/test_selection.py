@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from boo_build.candidates import Candidate
 from boo_build.loader.format import EagerPreference
-from boo_build.records import EagerValidation
+from boo_build.records import BenchResult, EagerValidation, OutputCheck, ValidationResult
 from boo_build.signature import KernelSignature, ModuleId
-from boo_build.stages.benchmark import BenchResult
 from boo_build.stages.selection import Selection, candidate_records, module_rejections, select
-from boo_build.stages.validate import OutputCheck, ValidationResult
 
 SIG = KernelSignature("layer_norm", (8, 128, 768), (768,), "bfloat16", 14)
 
@@ -198,7 +196,7 @@ def test_candidates_are_compared_by_their_mean_per_call_where_recorded():
     assert recs["aten"].median_s == 100.0 * 1e-6 and recs["aten"].mean_s == 180.0 * 1e-6
     # against torch eager too: 125 us is not 10 % faster than eager's 130 us mean, though
     # manual's median (120 us) is 10 % faster than eager's median (135 us)
-    from boo_build.stages.selection import eager_preference
+    from boo_build.stages.routing import eager_preference
 
     eager = BenchResult("eager", SIG.key, "cpu", "ok", "", 125e-6, 135e-6, 140e-6, 20, 2, mean_s=130e-6)
     pref = eager_preference(SIG, s, benches, eager)
@@ -213,7 +211,7 @@ def eager_bench(us, status="ok", reason=""):
 
 
 def test_torch_calls_run_the_kernel_only_where_it_beat_eager_clearly():
-    from boo_build.stages.selection import eager_preference
+    from boo_build.stages.routing import eager_preference
 
     vals = {"aten": val("aten", "passed"), "manual": val("manual", "passed")}
     benches = {"aten": bench("aten", 80.0), "manual": bench("manual", 120.0)}
@@ -244,7 +242,7 @@ DYN = KernelSignature.parse("layer_norm-f32-BATCHxSEQx768-n768-wb-m1")
 
 
 def test_a_kernel_timed_at_several_sizes_gets_a_decision_per_size():
-    from boo_build.stages.selection import eager_preference
+    from boo_build.stages.routing import eager_preference
 
     vals = {"manual": val("manual", "passed")}
     benches = {"manual": sized("manual", {1024: 300.0, 1: 25.0, 4096: 900.0})}
@@ -260,7 +258,7 @@ def test_a_kernel_timed_at_several_sizes_gets_a_decision_per_size():
 
 
 def test_where_torch_calls_go_in_words():
-    from boo_build.stages.selection import torch_calls_text
+    from boo_build.stages.routing import torch_calls_text
 
     assert torch_calls_text(None) == "the kernel"
     assert torch_calls_text(EagerPreference(1.0, 2.0, "r")) == "torch eager"
@@ -272,7 +270,7 @@ def test_where_torch_calls_go_in_words():
 def test_torch_calls_go_to_torch_only_where_eager_passed_validation():
     """Eager faster is not enough: its results, as the loader routes them, must
     pass the kernels' validation; otherwise the kernel runs and the reason says why."""
-    from boo_build.stages.selection import eager_preference, gate_eager, torch_calls_text
+    from boo_build.stages.routing import eager_preference, gate_eager, torch_calls_text
 
     vals = {"aten": val("aten", "passed"), "manual": val("manual", "passed")}
     benches = {"aten": bench("aten", 80.0), "manual": bench("manual", 120.0)}
@@ -295,7 +293,7 @@ def test_torch_calls_go_to_torch_only_where_eager_passed_validation():
 def test_a_kernel_decided_per_size_keeps_eager_where_eager_passed_validation():
     """ATen's half-precision sums over rows pass at a few rows and fail at
     thousands: eager keeps the sizes where it passed, the kernel takes the rest."""
-    from boo_build.stages.selection import eager_preference, gate_eager, torch_calls_text
+    from boo_build.stages.routing import eager_preference, gate_eager, torch_calls_text
 
     vals = {"manual": val("manual", "passed")}
     benches = {"manual": sized("manual", {1024: 300.0, 1: 25.0, 64: 40.0, 4096: 900.0})}

@@ -7,15 +7,9 @@ import re
 
 import pytest
 
-from boo_build.signature import (
-    ALL_MASKS,
-    IMPLS,
-    KernelSignature,
-    ModuleId,
-    SignatureError,
-    dumps,
-    function_name,
-)
+from boo_build.errors import SignatureError
+from boo_build.ops.base import IMPLS
+from boo_build.signature import ALL_MASKS, KernelSignature, ModuleId, dumps, function_name
 
 
 def sig(**kw) -> KernelSignature:

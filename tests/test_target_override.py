@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from boo_build.build.tasks import BuildConfig, BuildError, plan
+from boo_build.build.tasks import BuildConfig, plan
 from boo_build.cli import main
-from boo_build.manifest.reader import ManifestError, load_manifest
+from boo_build.errors import BuildError, ManifestError
+from boo_build.manifest.reader import load_manifest
 from boo_build.targets import catalogue
 
 BAD = """\

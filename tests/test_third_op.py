@@ -12,9 +12,10 @@ import pytest
 
 from boo_build import ops
 from boo_build.cli import main
+from boo_build.errors import SignatureError
 from boo_build.loader import open_bundle
 from boo_build.ops.base import INPUT_GRAD, WEIGHT_GRAD, Op
-from boo_build.signature import KernelSignature, SignatureError
+from boo_build.signature import KernelSignature
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,15 @@ class ScaleRows(Op):
 
     def eager_forward(self, sig, x, w, b):
         return (x if w is None else x * w,)
+
+    def eager_backward(self, normalized_shape, mask, gy, x, w=None):
+        # y = x * w: dx = gy * w, dw = gy * x summed over the rows
+        lead = tuple(range(x.dim() - len(normalized_shape)))
+        grads = {INPUT_GRAD: gy if w is None else gy * w, WEIGHT_GRAD: None if w is None else (gy * x).sum(lead)}
+        return tuple(grads[bit] for bit in self.grads if mask & bit)
+
+    def eager_call(self, sig, x, w, b, grad_out, compiled):
+        return (lambda x, w: x if w is None else x * w), (x, w)
 
 
 MANIFEST = """
@@ -98,6 +108,16 @@ def test_build_for_cpu_and_run_through_the_loader(scale_rows, tmp_path):
     assert bundle.native_layer_norm.__doc__.startswith("ATen's native_layer_norm")
     with pytest.raises(AttributeError, match="scale_rows"):
         bundle.scale_rows
+
+
+def test_an_op_missing_a_hook_is_refused_where_it_is_made():
+    """``Op``'s torch hooks are abstract: an op without one fails when it is made, not
+    when a build first calls the hook."""
+
+    hooks = ("implementation", "forward64", "eager_forward", "eager_backward")  # all but the benchmark's
+    no_benchmark = dataclass(frozen=True)(type("NoBenchmark", (Op,), {h: vars(ScaleRows)[h] for h in hooks}))
+    with pytest.raises(TypeError, match="abstract method.*eager_call"):
+        no_benchmark(name="no_benchmark", masks=(1,), grads=(INPUT_GRAD,), stats=(), has_bias=False)
 
 
 def test_registry_refuses_clashes(scale_rows):

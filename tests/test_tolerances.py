@@ -11,10 +11,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+from boo_build.dtypes import tolerance
 from boo_build.signature import KernelSignature
 from boo_build.stages import tolerances
 from boo_build.stages.reference import formula_errors, reference
-from boo_build.stages.tolerances import error_scale, tolerance
+from boo_build.stages.tolerances import error_scale
 from boo_build.stages.torch_modules import sample_args, torch_dtype
 from boo_build.stages.validate import cases, compare, one_torch_thread
 

@@ -14,20 +14,15 @@ import pytest
 import torch
 from helpers import CPU_TARGET, GOOD, PLANTED, compiles, kernel_set, ln, rms
 
+from boo_build.dtypes import tolerance
 from boo_build.loader.devices import DeviceInfo, discover
+from boo_build.records import OutputCheck, ValidationResult
 from boo_build.signature import ModuleId
 from boo_build.stages import tolerances
 from boo_build.stages import torch_modules as modules
 from boo_build.stages.reference import reference
-from boo_build.stages.tolerances import error_scale, tolerance
-from boo_build.stages.validate import (
-    OFFSETS,
-    OutputCheck,
-    ValidationResult,
-    cases,
-    compare,
-    validate_kernel,
-)
+from boo_build.stages.tolerances import error_scale
+from boo_build.stages.validate import OFFSETS, cases, compare, validate_kernel
 from boo_build.targets import catalogue
 
 
@@ -72,7 +67,8 @@ def test_tolerances_have_margin_but_are_not_loose(kernels, cpu):
         assert res.passed, res.reason
         assert max(c.ratio for c in res.outputs) < 0.75, res.outputs  # margin left for other shapes
 
-        from boo_build.loader.invoke import KernelRunner, open_device
+        from boo_build.loader.hal import open_device
+        from boo_build.loader.invoke import KernelRunner
 
         args = modules.sample_args(mid.signature, 0)
         got = KernelRunner(open_device(cpu.uri), kernels[(mid.key, False)], mid.func_name)(*args)

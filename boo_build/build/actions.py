@@ -36,12 +36,14 @@ from ..records import (
 from ..signature import ModuleId
 from ..stages import not_run
 from ..targets import catalogue
+from .jobs import BenchJob, CompileJob, ExportJob, SelectJob, TrafficCopyJob, TrafficJob, ValidateJob
 
 Status = dict[str, str]  # {"status": ...}: the task's values
 
 
-def export_action(mid_key: str, mlir_path: str, record_path: str, run_id: str, variant: str = "") -> Status:
-    """``variant``: an export variant (``candidates.EXPORT_VARIANTS``); its record says so."""
+def export_action(job: ExportJob) -> Status:
+    """``job.variant``: an export variant (``candidates.EXPORT_VARIANTS``); its record says so."""
+    mid_key, mlir_path, record_path, run_id, variant = job.module, job.mlir, job.record, job.run_id, job.variant
     from ..stages.export import export_module
 
     mid = ModuleId.parse(mid_key)
@@ -58,15 +60,15 @@ def export_action(mid_key: str, mlir_path: str, record_path: str, run_id: str, v
     return {"status": rec.status}
 
 
-def compile_action(mid_key: str, target: str, flags: list[str], mlir_path: str, export_record: str,
-                   vmfb_path: str, record_path: str, timeout: float, run_id: str,
-                   scheduler: str | None = None, variant: str = "",
-                   gate: list[tuple[str, str]] | None = None) -> Status:
-    """``variant``: a variant (``candidates``) of the exported MLIR; its record says
-    so (a baseline record is as it always was). ``gate``: (candidate name, traffic
+def compile_action(job: CompileJob) -> Status:
+    """``job.variant``: a variant (``candidates``) of the exported MLIR; its record says
+    so (a baseline record is as it always was). ``job.gate``: (candidate name, traffic
     record) of every candidate of the kernel on this target, where the traffic
     model decides: the variant compiles only where it models best
     (``selection.modelled_gate``), else its record says why not."""
+    mid_key, target, flags, mlir_path, export_record = job.module, job.target, job.flags, job.mlir, job.export_record
+    vmfb_path, record_path, timeout, run_id = job.vmfb, job.record, job.timeout, job.run_id
+    scheduler, variant, gate = job.scheduler, job.variant, job.gate
     from ..stages.compile import compile_mlir
 
     exp_json = read_json(Path(export_record))
@@ -118,13 +120,15 @@ def _export_unavailable(exp: ExportRecord | None) -> str:
     return f"export unavailable: {exp.reason if exp is not None else 'no export record'}"
 
 
-def traffic_action(mid_key: str, target: str, flags: list[str], mlir_path: str, export_record: str,
-                   record_path: str, shape: list | None, run_id: str, variant: str = "") -> Status:
+def traffic_action(job: TrafficJob) -> Status:
     """The traffic model of a GPU module (``stages/traffic.py``) at ``shape`` (a
     dynamic kernel's: a static input shape it serves; None: its own), from its
     export, before it compiles. Runs here, not on a Dask worker: it needs only
     iree-compile, for a fraction of a second."""
     from ..stages.traffic import TrafficError, TrafficRecord, kernel_traffic
+
+    mid_key, target, flags, mlir_path, export_record = job.module, job.target, list(job.flags), job.mlir, job.export_record
+    record_path, shape, run_id, variant = job.record, job.shape, job.run_id, job.variant
 
     t0 = time.monotonic()
     mid = ModuleId.parse(mid_key)
@@ -147,12 +151,13 @@ def traffic_action(mid_key: str, target: str, flags: list[str], mlir_path: str, 
     return {"status": "ok" if rec.ok else "not modelled"}
 
 
-def traffic_copy_action(source: str, record_path: str, target: str, run_id: str) -> Status:
+def traffic_copy_action(job: TrafficCopyJob) -> Status:
     """Another target's traffic record as this one's: their flags differ only in the GPU
     architecture, which iree-compile's output up to executable sources does not depend
     on (``targets.arch_free``). The record names the target it was modelled on."""
     from ..stages.traffic import TrafficRecord
 
+    source, record_path, target, run_id = job.source, job.record, job.target, job.run_id
     src_json = read_json(Path(source))
     src = TrafficRecord.from_json(src_json) if src_json else None
     if src is None:
@@ -164,10 +169,11 @@ def traffic_copy_action(source: str, record_path: str, target: str, run_id: str)
     return {"status": "ok" if rec.ok else "not modelled"}
 
 
-def validate_action(mid_key: str, target_name: str, vmfb_path: str, compile_record: str,
-                    record_path: str, device: dict | None, run_id: str, scheduler: str | None = None,
-                    shapes: list | None = None) -> Status:
-    """``shapes``: a dynamic kernel's validation shapes (``validate.validation_shapes``)."""
+def validate_action(job: ValidateJob) -> Status:
+    """``job.shapes``: a dynamic kernel's validation shapes (``validate.validation_shapes``)."""
+    mid_key, target_name, vmfb_path, compile_record = job.module, job.target, job.vmfb, job.compile_record
+    record_path, device, run_id, scheduler = job.record, job.device, job.run_id, job.scheduler
+    shapes = None if job.shapes is None else [list(s) for s in job.shapes]
     from ..loader.devices import DeviceInfo
     from ..stages.validate import validate_kernel
 
@@ -190,9 +196,8 @@ def validate_action(mid_key: str, target_name: str, vmfb_path: str, compile_reco
     return {"status": rec.status}
 
 
-def bench_action(kt, root: str, device: dict | None, run_id: str, scheduler: str | None = None,
-                 shapes: list | tuple = ()) -> Status:
-    """Benchmark one kernel on one target (``kt``: a ``select.KernelTarget``): every
+def bench_action(job: BenchJob) -> Status:
+    """Benchmark one kernel on one target (``job.kernel``: a ``select.KernelTarget``): every
     candidate whose module passed validation, torch eager and the reference loop in
     paired rounds (``benchmark.bench_candidates``, in the benchmark process, or on a
     Dask worker with the target), at each of ``shapes`` for a dynamic kernel. Writes
@@ -206,6 +211,8 @@ def bench_action(kt, root: str, device: dict | None, run_id: str, scheduler: str
     from ..stages.select import KernelRecords
     from ..stages.validate import eager_record
 
+    kt, root, device, run_id, scheduler = job.kernel, job.root, job.device, job.run_id, job.scheduler
+    shapes = [list(s) for s in job.shapes]
     lay = Layout(Path(root).parent, Path(root).name)
     t, sig = kt.target, kt.sig
     recs = KernelRecords.read(lay, kt)
@@ -239,9 +246,10 @@ def bench_action(kt, root: str, device: dict | None, run_id: str, scheduler: str
     return {"status": "ok" if not errors and eager.ok else "error" if errors else str(eager.status)}
 
 
-def select_action(kt, root: str, record_path: str, run_id: str) -> Status:
-    """The decision for ``kt`` (a ``select.KernelTarget``) from its candidates' records
-    in the build folder ``root``, written as its ``SelectRecord``."""
+def select_action(job: SelectJob) -> Status:
+    """The decision for ``job.kernel`` (a ``select.KernelTarget``) from its candidates' records
+    in the build folder ``job.root``, written as its ``SelectRecord``."""
+    kt, root, record_path, run_id = job.kernel, job.root, job.record, job.run_id
     from ..layout import Layout
     from ..stages.select import KernelRecords, SelectRecord
 

@@ -54,12 +54,10 @@ from distributed.client import FutureCancelledError
 from distributed.comm.addressing import normalize_address
 from distributed.comm.core import CommClosedError
 
+from ..errors import DistributedError, SchedulerLost, WorkerMismatch
 from ..stages import not_run
 from ..stages.compile import CompileResult
 from .worker import (
-    DistributedError,
-    SchedulerLost,
-    WorkerMismatch,
     bench_on_worker,
     catalogue_target,
     compile_on_worker,
@@ -71,9 +69,7 @@ from .worker import (
     worker_versions,
 )
 
-__all__ = ["DistributedError", "LOCAL", "SchedulerLost", "WorkerMismatch", "check_workers", "local_resources",
-           "remote_bench", "remote_compile", "remote_device_map", "remote_validate", "run_on_resource",
-           "scheduler_session", "scheduler_workers", "target_resource", "toolchain_versions", "workers_with_resource"]
+__all__ = ["LOCAL", "check_workers", "local_resources", "remote_bench", "remote_compile", "remote_device_map", "remote_validate", "run_on_resource", "scheduler_session", "scheduler_workers", "workers_with_resource"]
 
 LOCAL = "local"
 LOCAL_WORKERS = 2
@@ -362,7 +358,7 @@ def remote_bench(address: str, signature: str, target_name: str, device_dict: di
 def remote_device_map(address: str, target_names: Iterable[str]) -> dict[str, tuple[dict | None, str]]:
     """target name -> (a device dict from a worker declaring the target's
     resource, ""), or (None, why not): the distributed counterpart of
-    ``tasks._device_map``, so the graph validates a target when some worker can."""
+    ``tasks.device_map``, so the graph validates a target when some worker can."""
     s = _session(address)
     out: dict[str, tuple[dict | None, str]] = {}
     for name in dict.fromkeys(target_names):

@@ -13,8 +13,9 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from ..files import dumps, read_json
+from ..files import read_json
 from ..records import stable_record
+from ..signature import dumps
 
 __all__ = ["content_digest", "inputs_unchanged", "record_ok"]
 

@@ -49,7 +49,7 @@ def run_doit(config, plans, doit_args: list[str], jobs: int | None, quiet: bool)
     from doit.cmd_base import ModuleTaskLoader
     from doit.doit_cmd import DoitMain
 
-    from ..build.tasks import task_creators
+    from ..build.creators import task_creators
 
     mod: dict[str, Any] = dict(task_creators(config, plans))
     mod["DOIT_CONFIG"] = doit_config(config.out_dir, jobs, quiet)

@@ -72,7 +72,8 @@ def _default_name(script: Path) -> str:
 def _checks(ns: argparse.Namespace) -> tuple[str, tuple[str, ...] | None]:
     """Everything that can be checked before the script runs: (name, targets)."""
     from ..bundle_names import name_problem, version_problem
-    from ..targets import UnknownTarget, catalogue, resolve
+    from ..errors import UnknownTarget
+    from ..targets import catalogue, resolve
 
     if not ns.script.is_file():
         raise UsageError(f"script not found: {ns.script}")

@@ -17,25 +17,11 @@ iree.turbine, doit) never.
     from boo_build.loader.nn import replace_norms        # swap them into a model
 """
 
-from .bundle import (
-    DEFAULT_MAX_SIZE,
-    DYNAMIC_FORMAT_VERSION,
-    FORMAT,
-    FORMAT_VERSION,
-    READABLE_VERSIONS,
-    Archive,
-    Bundle,
-    BundleError,
-    BundleFormatError,
-    BundleIntegrityError,
-    KernelNotFound,
-    NoCompatibleDevice,
-    RuntimeTooOld,
-    UntestedRuntimeWarning,
-    open_bundle,
-    read_archive,
-    verify_members,
-)
+from .archive import DEFAULT_MAX_SIZE, Archive, read_archive, verify_members
+from .bundle import Bundle, open_bundle
+from .errors import BundleError, BundleFormatError, BundleIntegrityError, KernelNotFound, NoCompatibleDevice
+from .format import DYNAMIC_FORMAT_VERSION, FORMAT, FORMAT_VERSION, READABLE_VERSIONS
+from .versions import RuntimeTooOld, UntestedRuntimeWarning
 
 __all__ = [
     "DEFAULT_MAX_SIZE", "DYNAMIC_FORMAT_VERSION", "FORMAT", "FORMAT_VERSION", "READABLE_VERSIONS",

@@ -1,4 +1,4 @@
-"""Open a boo bundle and run its kernels with ATen-like loader_calls.
+"""Open a boo bundle and run its kernels with ATen-like calls.
 
 Importing this module imports only the standard library, zstandard and
 ``boo_build.signature``/``targets``. The calls take torch tensors or numpy
@@ -40,31 +40,22 @@ from collections import Counter, defaultdict
 from typing import Any, Callable, NamedTuple
 
 from .. import ops
-from ..ops import loader_calls
-from ..signature import KernelSignature, SignatureError
+from ..errors import SignatureError
+from ..signature import KernelSignature
 from ..targets import CPU_DRIVERS, Target
+from . import calls, entries
 
 # The format, archive, errors, device choice and runtime check live in their
 # own modules; their public names are re-exported here (and by the package).
-from .archive import DEFAULT_MAX_SIZE, Archive, read_archive, sha256_hex, verify_members
+from .archive import DEFAULT_MAX_SIZE, Archive, read_archive, sha256_hex
 from .call_checks import CallChecks, Route
-from .errors import BundleError, BundleFormatError, BundleIntegrityError, KernelNotFound, NoCompatibleDevice
-from .format import (
-    DYNAMIC_FORMAT_VERSION,
-    FORMAT,
-    FORMAT_VERSION,
-    INDEX_NAME,
-    READABLE_VERSIONS,
-    RUNTIME_FIELD,
-    check_index,
-)
-from .lookup import BundledKernel, KernelTable, family_key
+from .errors import BundleIntegrityError
+from .lookup import BundledKernel, KernelTable
 from .memo import MEMO_LIMIT, remember
-from .nearest import nearest_keys
 from .target_choice import select_target as _select_target
 from .tensors import TorchArrays, arrays_of
 from .tokens import bundle_for, bundle_token
-from .versions import RuntimeTooOld, UntestedRuntimeWarning, check_runtime, iree_release
+from .versions import check_runtime
 
 FALLBACKS = (None, "eager")
 _RECURRING = ("weight", "bias")  # kernel inputs whose imports a runner keeps (KernelRunner.cache_inputs)
@@ -79,8 +70,8 @@ class KernelRoute(NamedTuple):
 
 
 class _EntryPoint:
-    """A built-in op's entry point on ``Bundle``'s class body, its op module imported
-    when first read (``import boo_build.loader`` imports no op module). The first
+    """A built-in op's entry point on ``Bundle``'s class body, its module (``entries``)
+    imported when first read (``import boo_build.loader`` imports no op module). The first
     read puts the op's function itself on the class in its place (a cache: later
     calls bind it as any method, at no extra cost)."""
 
@@ -93,7 +84,7 @@ class _EntryPoint:
 
     def __get__(self, obj: Any, owner: type | None = None) -> Any:
         owner = owner or type(obj)
-        fn = ops.get(self.op).entry_points()[self.name]
+        fn = entries.of_op(self.op)[self.name]
         setattr(owner, self.name, fn)
         return fn if obj is None else types.MethodType(fn, obj)
 
@@ -241,7 +232,7 @@ class Bundle:
             with self._lock:
                 dev = self._devices.get(uri)
                 if dev is None:
-                    from .invoke import open_device
+                    from .hal import open_device
 
                     dev = self._devices[uri] = open_device(uri)
         return dev
@@ -384,11 +375,11 @@ class Bundle:
                                          stats is None), True)
         run, count, key = self._runner(k), self._counter(self._hits, k.key), k.key
         if stats is None:
-            return Route(key, loader_calls.kernel_forward(run, count, views), False)
+            return Route(key, calls.kernel_forward(run, count, views), False)
         shape, dtype = self.checks.stats_layout(ks)
         fixes = tuple((None if tuple(t.shape) == shape else shape,
                        None if TorchArrays.dtype_name(t) == dtype else dtype) for t in stats)
-        return Route(key, loader_calls.kernel_backward(run, count, views, fixes, TorchArrays.cast, ks.takes_weight,
+        return Route(key, calls.kernel_backward(run, count, views, fixes, TorchArrays.cast, ks.takes_weight,
                                                        sig.mask, op.grads), False)
 
     def _route(self, sig: KernelSignature) -> KernelRoute:
@@ -415,15 +406,15 @@ class Bundle:
                 return arrays.eager(eager, eager_args(), f"kernel {k.key}")
             if views is None:
                 return self._invoke(k, make_args(ks))
-            return loader_calls.view_as(self._invoke(k, loader_calls.view_as(make_args(ks), views[0])), views[1])
+            return calls.view_as(self._invoke(k, calls.view_as(make_args(ks), views[0])), views[1])
         if self.fallback == "eager":
             self._count(sig.key, "misses")
             return arrays.eager(eager, eager_args(), f"no kernel {sig.key} for target {self.target.name}")
         raise self._table.not_found(sig.key)
 
-    def unserved(self, call: loader_calls.Unserved, eager, eager_args):
+    def unserved(self, call: calls.Unserved, eager, eager_args):
         """A call no kernel can serve that torch's op may take
-        (``loader_calls.Unserved``: an eps the signatures refuse, a dtype no kernel
+        (``calls.Unserved``: an eps the signatures refuse, a dtype no kernel
         takes). With ``fallback="eager"``, torch's ``eager(*eager_args())``, counted
         in ``stats()`` as a miss under ``call.key`` (``"{op}:{reason}={value}"``),
         unless another check refused the call (``call.refusal``, raised) or torch's
@@ -460,14 +451,14 @@ class Bundle:
     by_token = staticmethod(bundle_for)  # the open bundle a token names ("": the default bundle)
 
     def __getattr__(self, name: str):
-        fn = None if name.startswith("_") else ops.entry_point(name)
+        fn = None if name.startswith("_") else entries.entry_point(name)
         if fn is None:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
         method = self.__dict__[name] = types.MethodType(fn, self)  # as a method: its name and docstring show;
         return method  # kept, so that the next call finds it without __getattr__
 
     def __dir__(self):
-        return sorted(set(super().__dir__()) | set(ops.entry_points()))
+        return sorted(set(super().__dir__()) | set(entries.all_entry_points()))
 
 
 def _counted(run: Callable, count: Callable[[], None], forward: bool) -> Callable:
@@ -498,8 +489,8 @@ def _views_of(sig: KernelSignature, ks: KernelSignature) -> tuple | None:
         return None
     stats = ops.get(sig.op).stats
     want = [s for _, s, _ in ks.inputs()]
-    ins = loader_calls.view_shapes([w if n in stats else s for (n, s, _), w in zip(sig.inputs(), want)], want)
-    outs = loader_calls.view_shapes([s for _, s, _ in ks.outputs()], [s for _, s, _ in sig.outputs()])
+    ins = calls.view_shapes([w if n in stats else s for (n, s, _), w in zip(sig.inputs(), want)], want)
+    outs = calls.view_shapes([s for _, s, _ in ks.outputs()], [s for _, s, _ in sig.outputs()])
     return None if ins is None and outs is None else (ins, outs)
 
 
@@ -545,11 +536,4 @@ def open_bundle(path: str | os.PathLike, device: Any = None, fallback: str | Non
     return Bundle(archive, target, dev, fallback, prefer_eager)
 
 
-__all__ = [
-    "DEFAULT_MAX_SIZE", "DYNAMIC_FORMAT_VERSION", "FALLBACKS", "FORMAT", "FORMAT_VERSION", "INDEX_NAME",
-    "READABLE_VERSIONS", "RUNTIME_FIELD", "Archive", "Bundle", "BundleError", "BundleFormatError",
-    "BundleIntegrityError", "KernelNotFound", "NoCompatibleDevice", "RuntimeTooOld", "UntestedRuntimeWarning",
-    "check_index", "check_runtime", "iree_release", "nearest_keys", "open_bundle", "read_archive", "sha256_hex",
-    "verify_members",
-    "family_key",  # loader/nn.py's import (lookup.py has it)
-]
+__all__ = ["Bundle", "FALLBACKS", "open_bundle"]

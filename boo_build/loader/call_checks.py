@@ -21,7 +21,7 @@ the kernel's runner with every view and cast the key decides worked out once
 or aligned). The key pins everything the checks depend on but memory layout.
 
 A call torch's op takes but no kernel can serve (an eps the signatures
-refuse, a dtype no kernel takes) raises ``ops.loader_calls.Unserved`` once
+refuse, a dtype no kernel takes) raises ``calls.Unserved`` once
 its other checks are done (``Bundle.unserved`` decides what runs); like a
 refused call, it is never recorded.
 
@@ -37,8 +37,11 @@ from typing import Any, Callable, Iterable, NamedTuple
 
 from .. import ops
 from ..dtypes import CODES as _KERNEL_DTYPES
-from ..ops.loader_calls import EagerCall, Unserved, call_layout
-from ..signature import DEFAULT_EPS, KernelSignature, SignatureError, eps_problem
+from ..errors import SignatureError
+from ..ops.base import DEFAULT_EPS
+from ..shapes import eps_problem
+from ..signature import KernelSignature
+from .calls import EagerCall, Unserved, call_layout
 from .memo import remember as _remember
 from .tensors import NumpyArrays, TorchArrays, arrays_of
 

@@ -1,9 +1,9 @@
 """The bundle's kernels as torch custom ops (namespace ``boo``), with their
-autograd: the one place of the loader's autograd glue.
+autograd.
 
-Imports torch. Each op defines its own custom ops and their autograd
-(``Op.torch_library``: ``boo_build/ops/layer_norm.py``, ``rms_norm.py``);
-importing this module registers every op's, installs the opener of the
+Imports torch. Every op's custom ops and their autograd are registered in
+one place from each op's description (``library``, ``entries``);
+importing this module registers them, installs the opener of the
 default bundle, and names the bundles (``bundle_token``). The Bundle's
 entry points (``native_layer_norm``, ``fused_rms_norm`` and their
 ``*_backward``) go through the ops when grad mode is on and a torch argument
@@ -22,8 +22,8 @@ cannot trace.
     torch.ops.boo.group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask,
                                       eps, bundle) -> [the gradients asked for]
 
-ATen's arguments and results (``native_layer_norm``, ``_fused_rms_norm`` and
-their backwards), but for two points: a backward returns the list of the
+ATen's arguments and results (``native_layer_norm``, ``_fused_rms_norm``,
+``native_group_norm`` and their backwards), but for two points: a backward returns the list of the
 gradients ``output_mask`` asks for (a weight or bias gradient only where
 that tensor is given), in ATen's order, not a tuple holding undefined
 tensors (custom ops cannot return those); and ``bundle`` names the bundle.
@@ -71,9 +71,10 @@ import os
 import torch
 
 from .. import ops
-from ..ops.autograd import autocast_devices
+from ..torch_classes import autocast_devices
 from . import tokens
 from .bundle import Bundle, open_bundle
+from .library import registered
 
 BUNDLE_ENV = tokens.BUNDLE_ENV
 bundle_for = tokens.bundle_for
@@ -98,8 +99,7 @@ def default_bundle() -> Bundle:
 
 
 tokens.use_opener(open_bundle)
-for _name in ops.names():
-    ops.get(_name).torch_library(Bundle.by_token)
+registered(Bundle.by_token)
 
 # Where torch runs its norms in float32 under autocast (CUDA, which ROCm
 # shares), and so the ops do: the nn modules leave parameter casts to it there.

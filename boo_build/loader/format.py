@@ -44,7 +44,7 @@ mode) the build measured, by text form (``manual+nosd@local-sync``), with its
 median, mean (what the selection compares; absent in bundles
 built before it was recorded) and best times, ``status`` ("selected", "slower", "failed", "not
 run") and why; ``prefer_eager``, where the selected candidate did not beat
-torch eager clearly on the build machine (``selection.kernel_beats_eager``;
+torch eager clearly on the build machine (``routing.kernel_beats_eager``;
 compared times, seconds; ``by_rows``, per size timed, for a kernel timed at
 several): the loader hands torch tensors to torch's op;
 numpy arrays, and loaders that do not know the field, run the kernel;
@@ -61,8 +61,9 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping
 
 from .. import ops
+from ..errors import SignatureError
 from ..reasons import Kind, Reason, with_kind
-from ..signature import KernelSignature, SignatureError
+from ..signature import KernelSignature
 from .errors import BundleFormatError
 from .json_fields import as_mapping, extra_fields, freeze_fields, is_by_rows, is_seconds, plain, typed_value
 
@@ -110,6 +111,15 @@ def format_version_for(signatures: Iterable[KernelSignature]) -> int:
 
 
 # ---------------------------------------------------------------------- records
+def first_time(mean_s: float | None, median_s: float | None, min_s: float | None) -> float | None:
+    """The time a selection compares, of a record's three: the first one recorded (a build
+    records the compared figure as ``mean_s``; records of older builds may have only the others)."""
+    for v in (mean_s, median_s, min_s):
+        if v is not None:
+            return float(v)
+    return None
+
+
 @dataclass(frozen=True)
 class ImplRecord:
     """One packed implementation: its vmfb member and the records of its build."""
@@ -206,10 +216,7 @@ class CandidateRecord:
 
     @property
     def compared_s(self) -> float | None:
-        """The time the selection compares (``records.first_time``: the one rule;
-        imported here, not at the loader's import, which never needs it)."""
-        from ..records import first_time
-
+        """The time the selection compares (``first_time``: the one rule)."""
         return first_time(self.mean_s, self.median_s, self.min_s)
 
 

@@ -25,13 +25,17 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..targets import CPU_DRIVERS, LOCAL_SYNC, LOCAL_TASK
 from .native import runtime as _rt
 
-if TYPE_CHECKING:  # invoke.py imports this module
-    from .invoke import KernelRunner
+
+class Closable(Protocol):
+    """What ``EXIT`` releases before the devices: ``invoke.KernelRunner`` (which imports
+    this module, so it is named here by what it does)."""
+
+    def close(self) -> None: ...
 
 # One lock for every module load / context creation in the process: executable
 # creation touches process-wide CPU feature data without synchronization.
@@ -197,7 +201,7 @@ class _Exit:
     """
 
     def __init__(self):
-        self.runners: weakref.WeakSet[KernelRunner] = weakref.WeakSet()  # every KernelRunner (invoke.py adds each)
+        self.runners: weakref.WeakSet[Closable] = weakref.WeakSet()  # every KernelRunner (invoke.py adds each)
         self.devices: weakref.WeakSet[RuntimeDevice] = weakref.WeakSet()
         self._registered = False
 

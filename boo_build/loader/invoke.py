@@ -65,21 +65,18 @@ import numpy as np
 from .arrays import (
     ALIGNMENT,
     aligned_copy,
-    aligned_empty,
     element_type,
     numpy_dtype,
     numpy_from_torch,
     torch_dtype_of,
     torch_from_numpy,
 )
-from .hal import EXIT, LOAD_LOCK, RuntimeDevice, cpu_threads, open_device, set_cpu_threads
+from .hal import EXIT, LOAD_LOCK, RuntimeDevice, set_cpu_threads
 from .native import runtime as _rt
 
 # What callers import from here (the benchmark, validation, the bundle, tests).
-__all__ = [
-    "ALIGNMENT", "KernelError", "KernelRunner", "RuntimeDevice", "aligned_copy", "aligned_empty", "cpu_threads",
-    "element_type", "numpy_dtype", "numpy_from_torch", "open_device", "set_cpu_threads", "torch_from_numpy",
-]
+# set_cpu_threads is documented here (docs/loader.md): users call it from invoke
+__all__ = ["KernelError", "KernelRunner", "set_cpu_threads"]
 
 
 CACHED_INPUT_BYTES = 1 << 20  # recurring inputs larger than this are imported every call

@@ -13,7 +13,9 @@ from collections import defaultdict
 from typing import Any
 
 from .. import ops
-from ..signature import DEFAULT_EPS, KernelSignature, SignatureError
+from ..errors import SignatureError
+from ..ops.base import DEFAULT_EPS
+from ..signature import KernelSignature
 from .errors import KernelNotFound
 from .format import BundleIndex
 from .memo import remember

@@ -9,7 +9,8 @@ import difflib
 import math
 from typing import Iterable
 
-from ..signature import KernelSignature, SignatureError
+from ..errors import SignatureError
+from ..signature import KernelSignature
 
 
 def _distance(a: KernelSignature, b: KernelSignature) -> float:

@@ -7,8 +7,8 @@ plus ``bundle``: a ``Bundle``, a bundle path, or None for the default bundle
 at the time of the call (``set_default_bundle``, else the ``BOO_BUNDLE``
 environment variable).
 
-The forward is one custom op (``torch.ops.boo.layer_norm`` / ``rms_norm``,
-``loader/custom_ops.py``), so ``torch.compile(model, fullgraph=True)`` and
+The forward is one custom op (``torch.ops.boo.layer_norm`` / ``rms_norm`` /
+``group_norm``, ``loader/custom_ops.py``), so ``torch.compile(model, fullgraph=True)`` and
 ``torch.export`` trace it without a graph break, and the compiled graph runs
 the bundle's kernels (eager inference calls the bundle directly, sparing the
 op's dispatch: ``_direct``). Its autograd runs ONE combined backward kernel for
@@ -33,8 +33,9 @@ import torch
 
 from .. import dtypes
 from .. import ops as op_registry
+from ..errors import SignatureError
 from ..shapes import DEFAULT_MAX_ELEMENTS
-from ..signature import KernelSignature, SignatureError
+from ..signature import KernelSignature
 from ..torch_classes import FunctionCalls, class_label, rms_form, spelling_of
 from . import custom_ops
 from .bundle import FALLBACKS, Bundle, open_bundle
@@ -458,5 +459,6 @@ def replace_norms(model: torch.nn.Module, bundle: Bundle | str | os.PathLike | N
     return ReplaceReport(repr(b), tuple(replaced), tuple(left), calls)
 
 
-__all__ = ["LayerNorm", "RMSNorm", "GroupNorm", "replace_norms", "ReplaceReport", "Swapped", "Left", "set_default_bundle",
-           "default_bundle", "BUNDLE_ENV"]
+# the default bundle's functions and variable are documented here too (docs/torch.md): users import them from nn
+__all__ = ["BUNDLE_ENV", "GroupNorm", "LayerNorm", "Left", "RMSNorm", "ReplaceReport", "Swapped", "default_bundle",
+           "replace_norms", "set_default_bundle"]

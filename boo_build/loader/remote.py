@@ -36,7 +36,6 @@ import hashlib
 import os
 import shutil
 import tempfile
-import time
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -411,12 +410,7 @@ def resolve(source: str | os.PathLike[str], *, sha256: str | None = None, name: 
     return source
 
 
-def cached_age(entry: CacheEntry) -> float:
-    """Seconds since the entry was written."""
-    return max(0.0, time.time() - entry.mtime)
-
-
 __all__ = ["AUTH_ENV", "CACHE_ENV", "DEFAULT_TIMEOUT", "OFFLINE_ENV", "TIMEOUT_ENV", "CacheEntry", "CorruptCacheEntry",
-           "cache_dir", "cache_entries", "cached_age", "check_sha256", "clean_cache", "entry_dir", "fetch",
+           "cache_dir", "cache_entries", "check_sha256", "clean_cache", "entry_dir", "fetch",
            "fetch_locked", "fetch_timeout", "file_sha256", "local_path", "offline", "open_url", "read_url",
            "resolve"]

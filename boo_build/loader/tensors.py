@@ -127,7 +127,7 @@ class NumpyArrays:
         except ImportError as e:
             raise ImportError(f"{what}; fallback='eager' runs torch's op, but torch cannot be imported ({e}): "
                               "install torch, or build the kernel into the bundle") from None
-        from .invoke import numpy_from_torch, torch_from_numpy
+        from .arrays import numpy_from_torch, torch_from_numpy
 
         outs = fn(*(torch_from_numpy(a) if NumpyArrays.owns(a) else a for a in args))
         return tuple(numpy_from_torch(o) for o in outs)

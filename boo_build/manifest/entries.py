@@ -13,17 +13,10 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from .. import dtypes, ops
-from ..shapes import (
-    DEFAULT_MAX_ELEMENTS,
-    MAX_DIM,
-    MAX_RANK,
-    SignatureError,
-    as_dims,
-    dynamic_problem,
-    eps_problem,
-    limit_problem,
-)
-from ..signature import DEFAULT_EPS, IMPLS, KernelSignature, ModuleId, affine_problem, canonical_dtype, mask_problem
+from ..errors import SignatureError
+from ..ops.base import DEFAULT_EPS, IMPLS
+from ..shapes import DEFAULT_MAX_ELEMENTS, MAX_DIM, MAX_RANK, as_dims, dynamic_problem, eps_problem, limit_problem
+from ..signature import KernelSignature, ModuleId, affine_problem, canonical_dtype, mask_problem
 
 ENTRY_KEYS = (
     "op", "input_shape", "input_shapes", "normalized_shape", "groups", "dtype",

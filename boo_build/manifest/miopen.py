@@ -35,8 +35,9 @@ import os
 import shlex
 
 from .. import ops
+from ..errors import SignatureError
 from ..ops.base import BIAS_GRAD, DEFAULT_EPS, WEIGHT_GRAD
-from ..shapes import DEFAULT_MAX_ELEMENTS, SignatureError, dims_from_text, limit_problem
+from ..shapes import DEFAULT_MAX_ELEMENTS, dims_from_text, limit_problem
 from ..signature import KernelSignature
 
 # flag spelling -> canonical name; every flag takes one value

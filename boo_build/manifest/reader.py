@@ -69,28 +69,14 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from .. import ops
 from ..bundle_names import name_problem, version_problem
-from ..errors import ManifestError
-from ..shapes import DEFAULT_MAX_ELEMENTS, MAX_DIM, MAX_RANK, SignatureError, max_elements_problem
+from ..errors import ManifestError, SignatureError, UnknownTarget
+from ..shapes import DEFAULT_MAX_ELEMENTS, max_elements_problem
 from ..signature import KernelSignature, ModuleId
-from ..targets import Target, UnknownTarget, resolve
+from ..targets import Target, resolve
 from . import miopen
-from .entries import ENTRY_KEYS, KernelRequest, entry_requests, merge_requests
+from .entries import KernelRequest, entry_requests, merge_requests
 
-__all__ = [
-    "BundleSpec",
-    "KernelRequest",
-    "Manifest",
-    "ManifestError",
-    "load_manifest",
-    "parse_toml",
-    "parse_commands",
-    "parse_command",
-    "DEFAULT_TARGETS",
-    "DEFAULT_MAX_ELEMENTS",
-    "ENTRY_KEYS",
-    "MAX_DIM",
-    "MAX_RANK",
-]
+__all__ = ["BundleSpec", "DEFAULT_TARGETS", "Manifest", "load_manifest", "parse_command", "parse_commands", "parse_toml"]
 
 DEFAULT_TARGETS = ("cpu",)
 DEFAULT_TXT_VERSION = "0.0.0"

@@ -52,14 +52,14 @@ from ..loader.errors import BundleFormatError
 from ..loader.format import CSV_NAME, BundleIndex, TargetRecord
 from ..loader.target_choice import bundle_targets
 from ..reasons import Kind, Reason
-from ..records import BenchStatus, ValidationStatus
+from ..records import COMPILED, EAGER, BenchResult, BenchStatus, ValidationResult, ValidationStatus
 from ..report.bench_table import COLUMNS, eager_key, table_rows, table_text
 from ..signature import KernelSignature, ModuleId
-from ..stages.benchmark import COMPILED, EAGER, BenchResult, bench_candidates, bench_eager_at, bench_kernel_at
+from ..stages.benchmark import bench_candidates, bench_eager_at, bench_kernel_at
 from ..stages.pack import write_bundle
 from ..stages.selection import decide, target_entry
 from ..stages.traffic import minimal_bytes
-from ..stages.validate import ValidationResult, eager_record, validate_kernel
+from ..stages.validate import eager_record, validate_kernel
 from ..targets import Target, cuda_capability
 from .results import KernelMeasurement, MeasureReport, summary_line
 

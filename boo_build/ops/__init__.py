@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import importlib
 import threading
-from typing import Callable
 
 from ..errors import UnknownOp
 from .base import Op
 
-__all__ = ["Op", "UnknownOp", "entry_point", "entry_points", "get", "names", "register", "unregister"]
+__all__ = ["Op", "UnknownOp", "get", "names", "register", "unregister"]
 
 # The built-in ops: name -> (module, attribute), imported by the first ``get`` of
 # the name (``import boo_build.loader`` pays for no op module: docs/loader.md, start-up).
@@ -30,7 +29,6 @@ BUILTIN: dict[str, tuple[str, str]] = {
 }
 
 _REGISTRY: dict[str, Op] = {}
-_ENTRIES: dict[str, Callable] = {}  # every op's entry points by name (ops are immutable: kept, not rebuilt)
 _lock = threading.Lock()
 
 
@@ -55,12 +53,7 @@ def _load_all() -> None:
 
 def _add(op: Op) -> None:
     """Put ``op`` in the registry (under ``_lock``)."""
-    have = _REGISTRY.get(op.name)
-    if have is not None:
-        for entry in have.entry_points():
-            _ENTRIES.pop(entry, None)
     _REGISTRY[op.name] = op
-    _ENTRIES.update(op.entry_points())
 
 
 def register(op: Op, *, replace: bool = False) -> Op:
@@ -68,15 +61,11 @@ def register(op: Op, *, replace: bool = False) -> Op:
     refused unless it is the same (or ``replace``). Returns ``op``."""
     if not isinstance(op, Op):
         raise TypeError(f"op must be a boo_build.ops.Op, got {type(op).__name__}")
-    _load_all()  # the built-in ops' names and entry points are taken
+    _load_all()  # the built-in ops' names are taken
     with _lock:
         have = _REGISTRY.get(op.name)
         if have is not None and have != op and not replace:
             raise ValueError(f"op {op.name!r} is already registered")
-        taken = {e: o.name for o in _REGISTRY.values() if o.name != op.name for e in o.entry_points()}
-        clash = sorted(set(op.entry_points()) & set(taken))
-        if clash:
-            raise ValueError(f"op {op.name!r}: entry point {clash[0]!r} already belongs to {taken[clash[0]]!r}")
         _add(op)
     return op
 
@@ -88,8 +77,6 @@ def unregister(name: str) -> Op:
         op = _REGISTRY.pop(name, None)
         if op is None:
             raise UnknownOp(f"unknown op {name!r}: use one of {', '.join(names())}")
-        for entry in op.entry_points():
-            _ENTRIES.pop(entry, None)
     return op
 
 
@@ -106,17 +93,3 @@ def get(name: str) -> Op:
 def names() -> tuple[str, ...]:
     """Registered op names, in registration order (the built-in ones first, loaded or not)."""
     return tuple(dict.fromkeys([*BUILTIN, *_REGISTRY]))
-
-
-def entry_points() -> dict[str, Callable]:
-    """Every op's loader entry points by name (``Bundle`` methods)."""
-    _load_all()
-    return dict(_ENTRIES)
-
-
-def entry_point(name: str) -> Callable | None:
-    fn = _ENTRIES.get(name)
-    if fn is None:
-        _load_all()
-        fn = _ENTRIES.get(name)
-    return fn

@@ -2,7 +2,7 @@
 
 Pure Python: the loader and the manifest import every op; torch is imported
 only inside the methods that build or run torch code (``implementation``,
-``forward64``, the eager fallbacks, ``torch_library``).
+``forward64``, the eager fallbacks).
 
 An op's data (masks, gradient order, statistics, bias rule, MIOpen command
 names) lives in its ``Op`` subclass's fields; its code in methods and in the
@@ -16,6 +16,7 @@ the data (``inputs`` / ``outputs`` in ``boo_build.signature``):
 
 from __future__ import annotations
 
+import abc
 import math
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -72,9 +73,12 @@ def stats_as(torch, t, sig):
 
 
 @dataclass(frozen=True)
-class Op:
-    """One op. Subclasses give every field a default and override the methods
-    that need torch; an instance is registered with ``boo_build.ops.register``."""
+class Op(abc.ABC):
+    """One op. Subclasses give every field a default and define the abstract
+    methods (the torch code every op has: its implementations, its reference,
+    torch's own op for the loader's fallback and the benchmark's baseline);
+    the other methods' defaults are a norm over trailing dims. An instance is
+    registered with ``boo_build.ops.register``."""
 
     name: str
     masks: tuple[int, ...]  # valid masks: FORWARD, and every combined backward
@@ -217,28 +221,28 @@ class Op:
         return math.nan
 
     # -- torch (imported inside) ----------------------------------------------
+    @abc.abstractmethod
     def implementation(self, impl: str) -> Callable:
         """``forward(m, *args)`` of ``impl``: the body of the torch.nn.Module
         ``stages.torch_modules.make_module`` exports (``m``: that module, with ``sig`` and
         its dtypes), in the calling convention above."""
-        raise NotImplementedError(f"{self.name} defines no implementation {impl!r}")
 
+    @abc.abstractmethod
     def forward64(self, sig, x, dims: tuple[int, ...]) -> tuple[Any, tuple]:
         """(y before weight and bias, stats) of a plain float64 forward over
         ``dims``: the reference, which autograd differentiates."""
-        raise NotImplementedError(f"{self.name} defines no reference")
 
+    @abc.abstractmethod
     def eager_forward(self, sig, x, w, b) -> tuple:
         """torch's op for a forward kernel: (y, *stats) in the kernel's dtypes and layout.
         ``sig``: the call's ``KernelSignature``, or for a call no signature describes
         (an eps or dtype no kernel takes: the loader's eager fallback) a
-        ``loader_calls.EagerCall`` of the same fields, eps and dtype as given."""
-        raise NotImplementedError(f"{self.name} has no eager fallback")
+        ``loader.calls.EagerCall`` of the same fields, eps and dtype as given."""
 
+    @abc.abstractmethod
     def eager_backward(self, normalized_shape, mask: int, gy, x, *rest) -> tuple:
         """torch's op for a backward kernel (``rest``: the statistics, weight, bias):
         the gradients ``mask`` asks for, in order; differentiable."""
-        raise NotImplementedError(f"{self.name} has no eager fallback")
 
     def eager_route(self, sig, stats: tuple | None = None) -> Callable:
         """What the loader runs for torch calls of ``sig`` where the build found torch
@@ -271,11 +275,11 @@ class Op:
         """``eager_backward``'s first argument for ``sig``: its shape parameter (the normalized shape)."""
         return sig.normalized_shape
 
+    @abc.abstractmethod
     def eager_call(self, sig, x, w, b, grad_out: Callable[[], Any], compiled: bool) -> tuple[Callable, tuple]:
         """(fn, args): torch's eager op for ``sig`` on prepared forward inputs
         (``grad_out()`` draws a gradient), timed as ``fn(*args)``; ``compiled``:
         ``fn`` will be given to ``torch.compile``."""
-        raise NotImplementedError(f"{self.name} has no eager benchmark")
 
     def eager_needs_autograd(self, sig, compiled: bool) -> bool:
         """Whether ``eager_call``'s function runs autograd (no inference mode then)."""
@@ -284,15 +288,3 @@ class Op:
     def decompositions(self) -> tuple:
         """torch ops export must decompose for this op (the importer does not lower them)."""
         return ()
-
-    # -- the loader ---------------------------------------------------------
-    def entry_points(self) -> dict[str, Callable]:
-        """ATen-style functions ``f(bundle, *args)`` the ``Bundle`` offers as methods."""
-        return {}
-
-    def torch_library(self, by_token: Callable[[str], Any]) -> None:
-        """Register this op's torch custom ops (``boo::...``), once; none by default.
-        ``by_token``: the loader's lookup of an open bundle by the token the custom
-        ops take in its place (``Bundle.by_token``; ``bundle.token()`` gives one):
-        the loader hands it over, so that no op module imports the loader."""
-        return None

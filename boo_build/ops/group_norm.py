@@ -22,8 +22,7 @@ backward iree-compile 3.13 does not build for llvm-cpu).
 MIOpen commands ``groupnorm``, ``groupnormfp16``, ``groupnormbfp16`` (flags
 ``-n -c -D -H -W -g``, ``manifest/miopen.py``); ``-m 1`` means weight and bias.
 Loader entry points: ``Bundle.native_group_norm`` and
-``native_group_norm_backward`` (ATen's arguments), differentiable through
-the custom ops ``boo::group_norm`` / ``boo::group_norm_backward``.
+``native_group_norm_backward`` (ATen's arguments; ``loader/entries/group_norm.py``).
 
 Pure Python at import; torch only inside functions.
 """
@@ -35,8 +34,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from . import loader_calls
-from .base import BIAS_GRAD, DEFAULT_EPS, INPUT_GRAD, WEIGHT_GRAD, Op, dense, stats_as
+from .base import BIAS_GRAD, INPUT_GRAD, WEIGHT_GRAD, Op, dense, stats_as
 
 MAX_SPATIAL = 3  # [N, C, D, H, W]: the kernels' ranks 2 to 5
 
@@ -248,56 +246,8 @@ class GroupNorm(Op):
 
         return (torch.ops.aten.native_group_norm_backward.default,)
 
-    def entry_points(self):
-        return {"native_group_norm": native_group_norm, "native_group_norm_backward": native_group_norm_backward}
-
-    def torch_library(self, by_token):
-        _library(by_token)
-
 
 GROUP_NORM = GroupNorm()
-
-
-# ------------------------------------------------------- loader entry points
-def _check_sizes(input, N, C, HxW) -> None:
-    """ATen's N, C, HxW must describe the input (ATen checks them too)."""
-    shape = tuple(input.shape) if hasattr(input, "shape") else None
-    if shape is None:
-        return  # not an array: the checks name it
-    if len(shape) < 2 or (shape[0], shape[1], math.prod(shape[2:])) != (N, C, HxW):
-        raise ValueError(f"N={N}, C={C}, HxW={HxW} do not describe the input of shape {list(shape)} "
-                         "(N = shape[0], C = shape[1], HxW = the product of the rest)")
-
-
-def native_group_norm(bundle, input, weight, bias, N: int, C: int, HxW: int, group: int, eps: float = DEFAULT_EPS):
-    """ATen's native_group_norm -> (out, mean, rstd); mean/rstd ``[N, group]`` in the
-    input's dtype (as ATen's CPU kernel). Differentiable in ``out`` (``boo::group_norm``)."""
-    _check_sizes(input, N, C, HxW)
-    out = loader_calls.forward(bundle, GROUP_NORM, input, group, weight, bias, eps, autograd=True)
-    if out is not loader_calls.AUTOGRAD:
-        return out
-    torch = _library(bundle.by_token)
-    return torch.ops.boo.group_norm(input, weight, bias, N, C, HxW, int(group), float(eps), bundle.token())
-
-
-def native_group_norm_backward(bundle, grad_out, input, mean, rstd, weight, N: int, C: int, HxW: int, group: int,
-                               output_mask=(True, True, True), *, eps: float | None = None):
-    """ATen's native_group_norm_backward -> (grad_input, grad_weight, grad_bias), None where
-    not asked; the weight and bias gradients only with a weight (ATen's CPU kernel
-    refuses them without one). ``eps`` as in ``native_layer_norm_backward``."""
-    _check_sizes(input, N, C, HxW)
-    # ATen's backward takes no bias: its gradient comes with the weight's form (wb kernels)
-    out = loader_calls.backward(bundle, GROUP_NORM, output_mask, grad_out, input, group, (mean, rstd), weight,
-                                weight, eps, autograd=True)
-    if out is not loader_calls.AUTOGRAD:
-        return out
-    torch = _library(bundle.by_token)
-    from . import autograd as ag
-
-    m = [bool(v) for v in output_mask]
-    return ag.spread(ag.asked(m, weight, weight), torch.ops.boo.group_norm_backward(
-        grad_out, input, mean, rstd, weight, N, C, HxW, int(group), m, None if eps is None else float(eps),
-        bundle.token()))
 
 
 # ------------------------------------------------------ torch implementations
@@ -382,87 +332,3 @@ def _implementations() -> dict[str, Callable]:
         return m.grad_outputs(dx, dw, db)
 
     return {"aten": aten, "manual": manual}
-
-
-# ------------------------------------------------- torch custom ops (autograd)
-@functools.cache
-def _library(by_token):
-    """Register ``boo::group_norm`` and ``boo::group_norm_backward`` (once) -> torch
-    (as ``layer_norm._library``). ATen's arguments plus the bundle's token; the
-    backward returns the list of the gradients asked for (the weight's and bias's
-    only with a weight)."""
-    import torch
-
-    from . import autograd as ag
-
-    op = GROUP_NORM
-
-    @torch.library.custom_op("boo::group_norm", mutates_args=(), schema=(
-        "(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group, float eps,"
-        " str bundle) -> (Tensor, Tensor, Tensor)"))
-    def group_norm(input, weight, bias, N, C, HxW, group, eps, bundle):
-        out, mean, rstd = native_group_norm(by_token(bundle), input, weight, bias, N, C, HxW, group, eps)
-        return out, ag.stats_like(op, input, mean), ag.stats_like(op, input, rstd)
-
-    @group_norm.register_fake
-    def _(input, weight, bias, N, C, HxW, group, eps, bundle):
-        sd = ag.stats_dtype(op, input.dtype)
-        return ag.empty(input), input.new_empty((N, group), dtype=sd), input.new_empty((N, group), dtype=sd)
-
-    def setup(ctx, inputs, output):
-        x, weight, bias, N, C, HxW, group, eps, bundle = inputs
-        _, mean, rstd = output
-        ctx.mark_non_differentiable(mean, rstd)  # as ATen's
-        ctx.set_materialize_grads(False)
-        ctx.save_for_backward(x, weight, bias, mean, rstd)
-        ctx.sizes, ctx.eps, ctx.bundle = (N, C, HxW, group), eps, bundle
-
-    def backward(ctx, grad_out, _grad_mean, _grad_rstd):
-        x, weight, bias, mean, rstd = ctx.saved_tensors
-        need = ctx.needs_input_grad
-        gx = gw = gb = None
-        if grad_out is None:
-            return None, None, None, None, None, None, None, None, None
-        mask = [need[0], need[1], need[2] and weight is not None]
-        if any(mask):
-            gx, gw, gb = ag.spread(ag.asked(mask, weight, weight), torch.ops.boo.group_norm_backward(
-                grad_out, x, mean, rstd, weight, *ctx.sizes, mask, ctx.eps, ctx.bundle))
-        if need[2] and weight is None:  # a bias without a weight: its gradient is the sum per channel
-            dims = [0] + list(range(2, grad_out.dim()))
-            gb = grad_out.float().sum(dim=dims).to(bias.dtype)
-        return gx, gw, gb, None, None, None, None, None, None
-
-    group_norm.register_autograd(backward, setup_context=setup)
-
-    @torch.library.custom_op("boo::group_norm_backward", mutates_args=(), schema=(
-        "(Tensor grad_out, Tensor input, Tensor mean, Tensor rstd, Tensor? weight, SymInt N, SymInt C, SymInt HxW,"
-        " int group, bool[] output_mask, float? eps, str bundle) -> Tensor[]"))
-    def group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask, eps, bundle):
-        grads = native_group_norm_backward(by_token(bundle), grad_out, input, mean, rstd, weight, N, C, HxW, group,
-                                           output_mask, eps=eps)
-        return [g for g in grads if g is not None]
-
-    @group_norm_backward.register_fake
-    def _(grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask, eps, bundle):
-        return [ag.empty(t) for t, a in zip((input, weight, weight), ag.asked(output_mask, weight, weight)) if a]
-
-    def backward_setup(ctx, inputs, output):
-        grad_out, x, mean, rstd, weight, N, C, HxW, group, output_mask, _, _ = inputs
-        ctx.set_materialize_grads(False)
-        ctx.save_for_backward(grad_out, x, mean, rstd, weight)
-        ctx.group = group
-        ctx.mask = sum(bit for bit, a in zip(op.grads, ag.asked(output_mask, weight, weight)) if a)
-
-    def backward_backward(ctx, grads):
-        # no kernels for second derivatives: differentiate torch's eager backward
-        group, mask = ctx.group, ctx.mask
-
-        def eager(gy, x, mean, rstd, w):
-            return op.eager_backward(group, mask, gy, x, mean, rstd, w)
-
-        g = ag.second_order(ctx, eager, grads, (0, 1, 2, 3, 4))
-        return g[0], g[1], g[2], g[3], g[4], None, None, None, None, None, None, None
-
-    group_norm_backward.register_autograd(backward_backward, setup_context=backward_setup)
-    ag.register_autocast(group_norm, op.autocast_aten)
-    return torch

@@ -11,8 +11,7 @@ bias, weight only, neither. Statistics: mean and rstd.
 
 MIOpen commands ``layernorm``, ``layernormfp16``, ``layernormbfp16``; ``-m 1``
 means weight and bias. Loader entry points: ``Bundle.native_layer_norm`` and
-``native_layer_norm_backward``, differentiable through the custom ops
-``boo::layer_norm`` / ``boo::layer_norm_backward``.
+``native_layer_norm_backward`` (``loader/entries/layer_norm.py``).
 
 Pure Python at import; torch only inside functions.
 """
@@ -23,8 +22,7 @@ import functools
 from dataclasses import dataclass
 from typing import Callable
 
-from . import loader_calls
-from .base import BIAS_GRAD, DEFAULT_EPS, FUSED, INPUT_GRAD, LANES, WEIGHT_GRAD, Op, dense, stats_as
+from .base import BIAS_GRAD, FUSED, INPUT_GRAD, LANES, WEIGHT_GRAD, Op, dense, stats_as
 
 
 @dataclass(frozen=True)
@@ -150,12 +148,6 @@ class LayerNorm(Op):
         return (lambda gy, x, mean, rstd, w, b: aten.native_layer_norm_backward(gy, x, ns, mean, rstd, w, b, mask),
                 (gy, x, mean, rstd, w, b))
 
-    def entry_points(self):
-        return {"native_layer_norm": native_layer_norm, "native_layer_norm_backward": native_layer_norm_backward}
-
-    def torch_library(self, by_token):
-        _library(by_token)
-
 
 LAYER_NORM = LayerNorm()
 
@@ -168,38 +160,6 @@ LAYER_NORM = LayerNorm()
 # weight's casts: 37x768, forward 0.73x, backward 0.82x). Intel CI machine. Its
 # weight and bias gradients still fail (summed over rows in half precision):
 # validate.validate_eager tells the build, which then keeps the kernel.
-
-
-# ------------------------------------------------------- loader entry points
-def native_layer_norm(bundle, input, normalized_shape, weight=None, bias=None, eps: float = DEFAULT_EPS):
-    """ATen's native_layer_norm -> (out, mean, rstd); mean/rstd in the stats dtype (float32).
-    Differentiable in ``out`` (through the ``boo::layer_norm`` op)."""
-    out = loader_calls.forward(bundle, LAYER_NORM, input, normalized_shape, weight, bias, eps, autograd=True)
-    if out is not loader_calls.AUTOGRAD:
-        return out
-    torch = _library(bundle.by_token)
-    return torch.ops.boo.layer_norm(input, loader_calls.norm_shape(normalized_shape), weight, bias, float(eps),
-                                    bundle.token())
-
-
-def native_layer_norm_backward(bundle, grad_out, input, normalized_shape, mean, rstd, weight=None, bias=None,
-                               output_mask=(True, True, True), *, eps: float | None = None):
-    """ATen's native_layer_norm_backward -> (grad_input, grad_weight, grad_bias), None where not asked.
-
-    ``eps`` (not an ATen argument) only picks between kernels built for
-    different eps; without it any eps matches (it does not enter the math).
-    """
-    out = loader_calls.backward(bundle, LAYER_NORM, output_mask, grad_out, input, normalized_shape, (mean, rstd), weight, bias,
-                         eps, autograd=True)
-    if out is not loader_calls.AUTOGRAD:
-        return out
-    torch = _library(bundle.by_token)
-    from . import autograd as ag
-
-    m = [bool(v) for v in output_mask]
-    return ag.spread(ag.asked(m, weight, bias), torch.ops.boo.layer_norm_backward(
-        grad_out, input, loader_calls.norm_shape(normalized_shape), mean, rstd, weight, bias, m,
-        None if eps is None else float(eps), bundle.token()))
 
 
 # ------------------------------------------------------ torch implementations
@@ -295,84 +255,3 @@ def _implementations() -> dict[str, Callable]:
         return m.grad_outputs(dx, dw, db)
 
     return {"aten": aten, "manual": manual}
-
-
-# ------------------------------------------------- torch custom ops (autograd)
-@functools.cache
-def _library(by_token):
-    """Register ``boo::layer_norm`` and ``boo::layer_norm_backward`` (once) ->
-    torch. ``by_token``: the loader's lookup of an open bundle by the token the
-    ops take (``Bundle.by_token``). Their bodies call the entry points above with autograd handled:
-    custom ops run below the autograd key. Fake implementations compute
-    results from shapes and dtypes only, so symbolic sizes trace."""
-    import torch
-
-    from . import autograd as ag
-
-    op = LAYER_NORM
-
-    @torch.library.custom_op("boo::layer_norm", mutates_args=(), schema=(
-        "(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps, str bundle)"
-        " -> (Tensor, Tensor, Tensor)"))
-    def layer_norm(input, normalized_shape, weight, bias, eps, bundle):
-        out, mean, rstd = native_layer_norm(by_token(bundle), input, normalized_shape, weight, bias, eps)
-        return out, ag.stats_like(op, input, mean), ag.stats_like(op, input, rstd)
-
-    @layer_norm.register_fake
-    def _(input, normalized_shape, weight, bias, eps, bundle):
-        st, sd = ag.stats_shape(input, normalized_shape), ag.stats_dtype(op, input.dtype)
-        return ag.empty(input), input.new_empty(st, dtype=sd), input.new_empty(st, dtype=sd)
-
-    def setup(ctx, inputs, output):
-        x, normalized_shape, weight, bias, eps, bundle = inputs
-        _, mean, rstd = output
-        ctx.mark_non_differentiable(mean, rstd)  # as ATen's
-        ctx.set_materialize_grads(False)
-        ctx.save_for_backward(x, weight, bias, mean, rstd)
-        ctx.normalized_shape, ctx.eps, ctx.bundle = normalized_shape, eps, bundle
-
-    def backward(ctx, grad_out, _grad_mean, _grad_rstd):
-        x, weight, bias, mean, rstd = ctx.saved_tensors
-        need = ctx.needs_input_grad
-        mask = [need[0], need[2], need[3]]
-        gx = gw = gb = None
-        if grad_out is not None and any(mask):
-            gx, gw, gb = ag.spread(ag.asked(mask, weight, bias), torch.ops.boo.layer_norm_backward(
-                grad_out, x, ctx.normalized_shape, mean, rstd, weight, bias, mask, ctx.eps, ctx.bundle))
-        return gx, None, gw, gb, None, None
-
-    layer_norm.register_autograd(backward, setup_context=setup)
-
-    @torch.library.custom_op("boo::layer_norm_backward", mutates_args=(), schema=(
-        "(Tensor grad_out, Tensor input, SymInt[] normalized_shape, Tensor mean, Tensor rstd, Tensor? weight,"
-        " Tensor? bias, bool[] output_mask, float? eps, str bundle) -> Tensor[]"))
-    def layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask, eps, bundle):
-        grads = native_layer_norm_backward(by_token(bundle), grad_out, input, normalized_shape, mean, rstd,
-                                           weight, bias, output_mask, eps=eps)
-        return [g for g in grads if g is not None]
-
-    @layer_norm_backward.register_fake
-    def _(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask, eps, bundle):
-        return [ag.empty(t) for t, a in zip((input, weight, bias), ag.asked(output_mask, weight, bias)) if a]
-
-    def backward_setup(ctx, inputs, output):
-        grad_out, x, normalized_shape, mean, rstd, weight, bias, output_mask, _, _ = inputs
-        ctx.set_materialize_grads(False)
-        ctx.save_for_backward(grad_out, x, mean, rstd, weight, bias)
-        ctx.normalized_shape = loader_calls.norm_shape(normalized_shape)
-        ctx.mask = sum(bit for bit, a in zip(op.grads, ag.asked(output_mask, weight, bias)) if a)
-
-    def backward_backward(ctx, grads):
-        # no kernels for second derivatives: differentiate torch's eager backward
-        ns, mask = ctx.normalized_shape, ctx.mask
-
-        def eager(gy, x, mean, rstd, w, b):
-            st = loader_calls.stats_shape(tuple(x.shape), ns)
-            return op.eager_backward(ns, mask, gy, x, mean.reshape(st), rstd.reshape(st), w, b)
-
-        g = ag.second_order(ctx, eager, grads, (0, 1, 3, 4, 5, 6))
-        return g[0], g[1], None, g[2], g[3], g[4], g[5], None, None, None
-
-    layer_norm_backward.register_autograd(backward_backward, setup_context=backward_setup)
-    ag.register_autocast(layer_norm, op.autocast_aten)
-    return torch

@@ -11,8 +11,7 @@ Statistics: rstd only.
 MIOpen-style commands (this project's) ``rmsnorm``, ``rmsnormfp16``,
 ``rmsnormbfp16``; ``-m 1`` means a weight. ``eps=None`` is torch's default,
 float32's epsilon. Loader entry points: ``Bundle.fused_rms_norm`` and
-``fused_rms_norm_backward``, differentiable (in ``out`` and ``rstd``, as
-ATen's) through the custom ops ``boo::rms_norm`` / ``boo::rms_norm_backward``.
+``fused_rms_norm_backward`` (``loader/entries/rms_norm.py``).
 
 Pure Python at import; torch only inside functions.
 """
@@ -20,19 +19,12 @@ Pure Python at import; torch only inside functions.
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass
 from typing import Callable
 
-from . import loader_calls
 from .base import FUSED, INPUT_GRAD, LANES, WEIGHT_GRAD, Op, stats_as
 
 FLOAT32_EPS = 1.1920928955078125e-07  # torch's eps for rms_norm(eps=None): the opmath type's epsilon
-
-
-def rms_default_eps() -> float:
-    """torch's eps for rms_norm(eps=None): the epsilon of the opmath type, float32."""
-    return FLOAT32_EPS
 
 
 @dataclass(frozen=True)
@@ -100,12 +92,6 @@ class RMSNorm(Op):
 
         return (torch.ops.aten._fused_rms_norm.default, torch.ops.aten._fused_rms_norm_backward.default)
 
-    def entry_points(self):
-        return {"fused_rms_norm": fused_rms_norm, "fused_rms_norm_backward": fused_rms_norm_backward}
-
-    def torch_library(self, by_token):
-        _library(by_token)
-
 
 RMS_NORM = RMSNorm()
 
@@ -144,36 +130,6 @@ def _fused_rms_norm_backward(*args, also=(), learn: bool = False):
         return decomposed(*args)
     except also or ():
         return decomposed(*args)
-
-
-# ------------------------------------------------------- loader entry points
-def fused_rms_norm(bundle, input, normalized_shape, weight=None, eps: float | None = None):
-    """ATen's _fused_rms_norm -> (out, rstd); eps None is float32's epsilon, as in torch.
-    Differentiable in ``out`` and ``rstd``, as ATen's."""
-    eps = RMS_NORM.none_eps if eps is None else eps
-    out = loader_calls.forward(bundle, RMS_NORM, input, normalized_shape, weight, None, eps, autograd=True)
-    if out is not loader_calls.AUTOGRAD:
-        return out
-    torch = _library(bundle.by_token)
-    return torch.ops.boo.rms_norm(input, loader_calls.norm_shape(normalized_shape), weight, float(eps),
-                                  bundle.token())
-
-
-def fused_rms_norm_backward(bundle, grad_out, input, normalized_shape, rstd, weight=None,
-                            output_mask=(True, True), *, eps: float | None = None):
-    """ATen's _fused_rms_norm_backward -> (grad_input, grad_weight), None where not asked.
-    ``eps`` as in ``native_layer_norm_backward``."""
-    out = loader_calls.backward(bundle, RMS_NORM, output_mask, grad_out, input, normalized_shape, (rstd,), weight, None, eps,
-                         autograd=True)
-    if out is not loader_calls.AUTOGRAD:
-        return out
-    torch = _library(bundle.by_token)
-    from . import autograd as ag
-
-    m = [bool(v) for v in output_mask]
-    return ag.spread(ag.asked(m, weight), torch.ops.boo.rms_norm_backward(
-        grad_out, input, loader_calls.norm_shape(normalized_shape), rstd, weight, m,
-        None if eps is None else float(eps), bundle.token()))
 
 
 # ------------------------------------------------------ torch implementations
@@ -232,85 +188,3 @@ def _implementations() -> dict[str, Callable]:
         return m.grad_outputs(dx, dw, None)
 
     return {"aten": aten, "manual": manual}
-
-
-# ------------------------------------------------- torch custom ops (autograd)
-@functools.cache
-def _library(by_token):
-    """Register ``boo::rms_norm`` and ``boo::rms_norm_backward`` (once) -> torch
-    (as ``layer_norm._library``). rstd is differentiable: its gradient reaches
-    the input as ``-grad_rstd * rstd**3 * x / N`` (torch ops; the kernels take
-    grad_out only)."""
-    import torch
-
-    from . import autograd as ag
-
-    op = RMS_NORM
-
-    @torch.library.custom_op("boo::rms_norm", mutates_args=(), schema=(
-        "(Tensor input, SymInt[] normalized_shape, Tensor? weight, float? eps, str bundle) -> (Tensor, Tensor)"))
-    def rms_norm(input, normalized_shape, weight, eps, bundle):
-        out, rstd = fused_rms_norm(by_token(bundle), input, normalized_shape, weight, eps)
-        return out, ag.stats_like(op, input, rstd)
-
-    @rms_norm.register_fake
-    def _(input, normalized_shape, weight, eps, bundle):
-        return ag.empty(input), input.new_empty(ag.stats_shape(input, normalized_shape),
-                                                dtype=ag.stats_dtype(op, input.dtype))
-
-    def setup(ctx, inputs, output):
-        x, normalized_shape, weight, eps, bundle = inputs
-        ctx.set_materialize_grads(False)
-        ctx.save_for_backward(x, weight, output[1])
-        ctx.normalized_shape, ctx.bundle = normalized_shape, bundle
-        ctx.eps = op.none_eps if eps is None else eps
-
-    def backward(ctx, grad_out, grad_rstd):
-        x, weight, rstd = ctx.saved_tensors
-        need = ctx.needs_input_grad
-        gx = gw = None
-        if grad_out is not None and (need[0] or need[2]):
-            mask = [need[0], need[2]]
-            gx, gw = ag.spread(ag.asked(mask, weight), torch.ops.boo.rms_norm_backward(
-                grad_out, x, ctx.normalized_shape, rstd, weight, mask, ctx.eps, ctx.bundle))
-        if grad_rstd is not None and need[0]:
-            # rstd = (mean(x**2) + eps) ** -1/2, so d rstd / dx = -rstd**3 * x / N (float32, ATen's opmath)
-            n = max(1, math.prod(ctx.normalized_shape))
-            g = grad_rstd.float() * rstd.float().pow(3) * x.float() / -n
-            gx = (g if gx is None else gx.float() + g).to(x.dtype)
-        return gx, None, gw, None, None
-
-    rms_norm.register_autograd(backward, setup_context=setup)
-
-    @torch.library.custom_op("boo::rms_norm_backward", mutates_args=(), schema=(
-        "(Tensor grad_out, Tensor input, SymInt[] normalized_shape, Tensor rstd, Tensor? weight,"
-        " bool[] output_mask, float? eps, str bundle) -> Tensor[]"))
-    def rms_norm_backward(grad_out, input, normalized_shape, rstd, weight, output_mask, eps, bundle):
-        grads = fused_rms_norm_backward(by_token(bundle), grad_out, input, normalized_shape, rstd, weight,
-                                        output_mask, eps=eps)
-        return [g for g in grads if g is not None]
-
-    @rms_norm_backward.register_fake
-    def _(grad_out, input, normalized_shape, rstd, weight, output_mask, eps, bundle):
-        return [ag.empty(t) for t, a in zip((input, weight), ag.asked(output_mask, weight)) if a]
-
-    def backward_setup(ctx, inputs, output):
-        grad_out, x, normalized_shape, rstd, weight, output_mask, _, _ = inputs
-        ctx.set_materialize_grads(False)
-        ctx.save_for_backward(grad_out, x, rstd, weight)
-        ctx.normalized_shape = loader_calls.norm_shape(normalized_shape)
-        ctx.mask = sum(bit for bit, a in zip(op.grads, ag.asked(output_mask, weight)) if a)
-
-    def backward_backward(ctx, grads):
-        ns, mask = ctx.normalized_shape, ctx.mask
-
-        def eager(gy, x, rstd, w):
-            st = loader_calls.stats_shape(tuple(x.shape), ns)
-            return op.eager_backward(ns, mask, gy, x, rstd.reshape(st), w)
-
-        g = ag.second_order(ctx, eager, grads, (0, 1, 3, 4))
-        return g[0], g[1], None, g[2], g[3], None, None, None
-
-    rms_norm_backward.register_autograd(backward_backward, setup_context=backward_setup)
-    ag.register_autocast(rms_norm, op.autocast_aten)
-    return torch

@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from ..candidates import split_module_file
+from ..ops.base import IMPLS
 from ..reasons import Kind
 from ..records import EAGER
-from ..signature import IMPLS, KernelSignature, ModuleId, shape_text
+from ..signature import KernelSignature, ModuleId, shape_text
 from ..targets import Target
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ COLUMNS = ("key", "op", "shape", "dtype", "mask", "target", "aten_median_us", "m
 # as the selection compares them, fastest first. The
 # row's ``selected`` is then the winning candidate, its speed-up the winner's.
 CANDIDATE_COLUMN = "candidates"
-# With it, where the loader sends torch tensors (``selection.torch_calls_text``).
+# With it, where the loader sends torch tensors (``routing.torch_calls_text``).
 TORCH_CALLS_COLUMN = "torch_calls"
 # Written only when some row has GPU traffic models (``stages/traffic.py``): per
 # implementation, its dispatches per call and modelled bytes over the minimal
@@ -152,7 +153,7 @@ def table_text(rows: Iterable[Mapping[str, Any]]) -> str:
 
 def write_table(rows: Iterable[Mapping[str, Any]], path) -> None:
     """Write the benchmark CSV (header ``COLUMNS``) atomically; unchanged content is not rewritten."""
-    from ..stages.compile import write_atomic
+    from ..files import write_atomic
 
     data = table_text(rows).encode()
     path = Path(path)

@@ -21,8 +21,9 @@ from ..reasons import Kind, Reason
 from ..records import BenchResult, CompileStatus, ValidationResult, ValidationStatus, stable_record
 from ..signature import ModuleId
 from ..stages import not_run
+from ..stages.routing import compared_time
 from ..stages.select import KernelRecords, KernelTarget, SelectRecord
-from ..stages.selection import Decision, Selection, compared_time
+from ..stages.selection import Decision, Selection
 from ..stages.traffic import TrafficRecord
 
 

@@ -10,7 +10,7 @@ import math
 import re
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ..signature import IMPLS
+from ..ops.base import IMPLS
 from .page_data import ROW_TIMINGS, Measurement, PageData, cell_state, number
 
 if TYPE_CHECKING:  # only drawing a page imports matplotlib

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, TypeGuard
 
+from ..ops.base import IMPLS
 from ..reasons import BUILD_FAILURES, FAILURES, VALIDATION_FAILURES, Reason
-from ..signature import IMPLS, KernelSignature
+from ..signature import KernelSignature
 
 if TYPE_CHECKING:
     from ..loader.format import EagerPreference
@@ -46,9 +47,9 @@ class Cell:
     reason: Reason  # why selected, or why unavailable (typed: reasons.Reason)
     rejected: Mapping[str, Reason]  # impl -> why it is not shipped
     validation: Mapping[str, Any] | None  # the selected implementation's validation record
-    torch_calls: str = ""  # where the build sent torch tensors instead, if it did (selection.torch_calls_text)
+    torch_calls: str = ""  # where the build sent torch tensors instead, if it did (routing.torch_calls_text)
     traffic: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # impl -> its modelled traffic (GPU)
-    timing: Mapping[str, Any] | None = None  # how it was timed, in paired rounds (selection.Timing's JSON)
+    timing: Mapping[str, Any] | None = None  # how it was timed, in paired rounds (routing.Timing's JSON)
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ def _cell(status: str, selected: str | None, reason: Reason, rejected: Mapping[s
           validation: Mapping[str, Any] | None, prefer_eager: EagerPreference | None = None,
           eager_rejected: Reason | None = None, traffic: Mapping[str, Any] | None = None,
           timing: Mapping[str, Any] | None = None) -> Cell:
-    from ..stages.selection import torch_calls_text
+    from ..stages.routing import torch_calls_text
 
     return Cell(status=status, selected=selected, reason=reason, rejected=dict(sorted(rejected.items())),
                 validation=None if validation is None else dict(validation),

@@ -149,7 +149,8 @@ def bench_kernel(vmfb: bytes, mid: ModuleId, target: Target, device, *, seed: in
         from ..loader.devices import no_device_reason
 
         return BenchResult.not_run(mid.key, sig.key, target.name, no_device_reason(target.arch))
-    from ..loader.invoke import KernelRunner, open_device
+    from ..loader.hal import open_device
+    from ..loader.invoke import KernelRunner
     from .torch_modules import sample_args
 
     try:
@@ -404,7 +405,8 @@ def bench_candidates(sig: KernelSignature, target: Target, device, candidates: S
     torch on ``eager_threads`` threads (None: as many as local-task runs workers).
     A candidate that fails to load or run is left out of the rounds with an error record."""
     from ..candidates import Candidate
-    from ..loader.invoke import KernelRunner, open_device
+    from ..loader.hal import open_device
+    from ..loader.invoke import KernelRunner
     from .torch_modules import sample_args
 
     if device is None:
@@ -525,7 +527,7 @@ def _op_call(sig: KernelSignature, seed: int, device: str, *, compiled: bool) ->
 def local_task_threads() -> int:
     """Worker threads of IREE's local-task driver in this process (opens the
     driver if needed: its worker count is fixed from then on)."""
-    from ..loader.invoke import cpu_threads, open_device
+    from ..loader.hal import cpu_threads, open_device
 
     open_device("local-task")
     return cpu_threads()

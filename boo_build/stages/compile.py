@@ -2,8 +2,8 @@
 
 The MLIR goes in on stdin (iree-compile embeds the source path in the vmfb,
 so a fixed "-" keeps output byte-identical), and the vmfb comes back on
-stdout: the caller writes it with ``files.write_atomic`` (re-exported
-here), so a killed compile never leaves a file that looks finished.
+stdout: the caller writes it with ``files.write_atomic``, so a killed
+compile never leaves a file that looks finished.
 """
 
 from __future__ import annotations
@@ -21,10 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..files import write_atomic  # the one atomic writer; callers import it from here too
-
-__all__ = ["COMPILER_ENV", "DEFAULT_TIMEOUT_S", "CompileInterrupted", "CompileResult", "compile_mlir", "compiler_path",
-           "compiler_version", "kill_running", "resume", "useful_stderr", "write_atomic"]
+__all__ = ["COMPILER_ENV", "CompileInterrupted", "CompileResult", "DEFAULT_TIMEOUT_S", "compile_mlir", "compiler_path", "compiler_version", "kill_running", "resume", "useful_stderr"]
 
 DEFAULT_TIMEOUT_S = 900.0  # the slowest default-manifest compile takes ~280 s on 2 cores
 

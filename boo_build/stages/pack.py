@@ -35,13 +35,10 @@ from ..bundle_names import name_problem, version_problem
 from ..candidates import Candidate, module_file
 from ..errors import PackError
 from ..files import write_atomic
-from ..loader.archive import Archive, read_archive, sha256_hex
+from ..loader.archive import read_archive, sha256_hex
 from ..loader.format import (  # one definition of the format, shared with the loader
     CSV_NAME,
-    FORMAT,
-    FORMAT_VERSION,
     INDEX_NAME,
-    READABLE_VERSIONS,
     BundleIndex,
     ImplRecord,
     KernelRecord,
@@ -50,7 +47,8 @@ from ..loader.format import (  # one definition of the format, shared with the l
     format_version_for,
 )
 from ..loader.versions import iree_release
-from ..signature import IMPLS, KernelSignature, ModuleId
+from ..ops.base import IMPLS
+from ..signature import KernelSignature, ModuleId
 from ..targets import Target
 
 ZSTD_LEVEL = 12
@@ -357,10 +355,4 @@ def read_index(path: Path | str, **kw: Any) -> dict[str, Any]:
     return read_archive(path, **kw).index
 
 
-__all__ = [
-    "Archive", "CSV_NAME", "FORMAT", "FORMAT_VERSION", "INDEX_NAME", "PackError", "READABLE_VERSIONS",
-    "RUNTIME_RANGE", "ZSTD_LEVEL", "build_index", "bundle_filename", "canonical_json", "compress",
-    "entries_from_report", "kernel_record", "member_path", "pack_bundle", "pack_from_report", "packed_impl",
-    "provenance_from_report", "read_archive", "read_index", "runtime_requirements", "sha256_hex", "tar_bytes",
-    "write_bundle",
-]
+__all__ = ["RUNTIME_RANGE", "ZSTD_LEVEL", "build_index", "bundle_filename", "canonical_json", "compress", "entries_from_report", "kernel_record", "member_path", "pack_bundle", "pack_from_report", "packed_impl", "provenance_from_report", "read_index", "runtime_requirements", "tar_bytes", "write_bundle"]

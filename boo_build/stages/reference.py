@@ -17,7 +17,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .. import ops
-from ..signature import BIAS_GRAD, INPUT_GRAD, WEIGHT_GRAD, KernelSignature
+from ..ops.base import BIAS_GRAD, INPUT_GRAD, WEIGHT_GRAD
+from ..signature import KernelSignature
 from . import tolerances
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 from ..loader.format import EagerPreference
 from ..reasons import Kind, Reason
@@ -23,8 +23,19 @@ from ..signature import KernelSignature
 from . import comparison
 from .comparison import EAGER, RoundsRecord, Verdict
 
-if TYPE_CHECKING:
-    from .selection import Selection
+
+class Selection(Protocol):
+    """What routing reads of a selection (``selection.Selection``, which imports this
+    module): the implementation that ships, whether timings chose it, why the others lost."""
+
+    @property
+    def impl(self) -> str | None: ...
+
+    @property
+    def measured(self) -> bool: ...
+
+    @property
+    def rejected(self) -> Mapping[str, Reason]: ...
 
 EAGER_MARGIN = comparison.EAGER_MARGIN  # torch calls run the kernel only where it beat torch eager by 10 %
 

@@ -1,6 +1,6 @@
 """The select stage: one kernel on one target, from its candidates' records to its ``Decision``.
 
-A select task (``build/tasks.py``) runs per kernel and target once its
+A select task (``build/creators.py``) runs per kernel and target once its
 candidates are compiled, validated, timed and modelled. It reads their
 records (``KernelRecords``: each compiled module's export, compile,
 validation and traffic records, each candidate's benchmark, torch eager's),

@@ -46,19 +46,18 @@ from typing import Any, Mapping, Sequence
 
 from ..candidates import Candidate
 from ..loader.format import CandidateRecord, EagerPreference, ImplRecord, TargetRecord
+from ..ops.base import IMPLS
 from ..reasons import LOST_ON_TIME, NOT_RUN, Kind, Reason, with_kind
 from ..records import BenchResult, EagerValidation, ValidationResult, ValidationStatus
-from ..signature import IMPLS, KernelSignature
+from ..signature import KernelSignature
 from . import comparison
 from .comparison import RoundsRecord, Verdict
 from .routing import (  # where torch calls go: routing.py (re-exported: the selection's one surface)
-    NOT_VALIDATED,
     Timing,
     compared_time,
     eager_by_rounds,
     eager_preference,
     gate_eager,
-    kernel_beats_eager,
     timing_of,
     torch_calls_text,
     us,
@@ -66,17 +65,14 @@ from .routing import (  # where torch calls go: routing.py (re-exported: the sel
 from .traffic import Traffic
 
 # The default implementation where nothing was measured, preferred first:
-# ``manual`` is written for IREE. (``signature.IMPLS`` lists the implementations
+# ``manual`` is written for IREE. (``ops.base.IMPLS`` lists the implementations
 # in their canonical order, which the records and tables use; this is a choice.)
 DEFAULT_PREFERENCE = ("manual", "aten")
 # the margins (comparison.py, where paired rounds decide with them and their noise)
 MARGIN = comparison.MARGIN  # the default is kept when within 10 % of the fastest
 EAGER_MARGIN = comparison.EAGER_MARGIN  # torch calls run the kernel only where it beat torch eager by 10 %
 
-__all__ = ["DEFAULT_PREFERENCE", "Decision", "EAGER_MARGIN", "MARGIN", "MODELLED", "NOT_VALIDATED", "Selection",
-           "Timing", "candidate_records", "candidate_status", "compared_time", "decide", "default_impl",
-           "eager_by_rounds", "eager_preference", "gate_eager", "kernel_beats_eager", "modelled_gate",
-           "module_rejections", "preference_order", "select", "target_entry", "torch_calls_text"]
+__all__ = ["DEFAULT_PREFERENCE", "Decision", "EAGER_MARGIN", "MARGIN", "MODELLED", "Selection", "candidate_records", "candidate_status", "decide", "default_impl", "modelled_gate", "module_rejections", "preference_order", "select", "target_entry"]
 
 
 @dataclass(frozen=True)

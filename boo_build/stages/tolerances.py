@@ -56,10 +56,10 @@ On the default manifest the worst kernel uses 0.58 of its bound in float32
 
 from __future__ import annotations
 
-from ..dtypes import TOLERANCES, Tolerance, tolerance  # the table (the loader's side reads it too)
+from ..dtypes import Tolerance  # the table (the loader's side reads it too)
 from ..records import ValidationFloor
 
-__all__ = ["TOLERANCES", "Tolerance", "tolerance", "error_scale", "floor"]
+__all__ = ["error_scale", "floor"]
 
 
 # The conditioning floor. FACTOR: where it decides, the width-1 and width-2

@@ -15,7 +15,8 @@ import os
 import torch
 
 from .. import dtypes, ops
-from ..signature import BIAS_GRAD, INPUT_GRAD, WEIGHT_GRAD, KernelSignature, ModuleId
+from ..ops.base import BIAS_GRAD, INPUT_GRAD, WEIGHT_GRAD
+from ..signature import KernelSignature, ModuleId
 
 # Test-only switch: "1" plants an error (output times 1.01) in the manual
 # implementation's forward, so that tests can prove validation catches a wrong

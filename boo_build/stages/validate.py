@@ -32,11 +32,13 @@ import contextlib
 import math
 from typing import Any, Callable, Iterator
 
+from ..dtypes import Tolerance, tolerance
+from ..errors import SignatureError
 from ..records import EagerValidation, OutputCheck, ValidationResult, ValidationStatus, sort_ratio
-from ..signature import KernelSignature, ModuleId, SignatureError, shape_text
+from ..signature import KernelSignature, ModuleId, shape_text
 from ..targets import Target
 from . import tolerances
-from .tolerances import Tolerance, error_scale, tolerance
+from .tolerances import error_scale
 
 # Mean offset of the stress case, per input dtype. float32: 100 sigma, where a
 # float32 E[x^2]-E[x]^2 is off by ~0.5 % of the variance (far past the
@@ -205,7 +207,8 @@ def validate_kernel(vmfb: bytes, mid: ModuleId, target: Target, device, *, seeds
         _, why = match_target(target, discover(gpus=False)) if target.is_cpu else (None, "")
         return ValidationResult.not_run(mid.key, target.name, why or no_device_reason(target.arch), tol_rec)
 
-    from ..loader.invoke import KernelRunner, open_device
+    from ..loader.hal import open_device
+    from ..loader.invoke import KernelRunner
     from .torch_modules import sample_args
 
     try:

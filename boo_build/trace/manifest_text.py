@@ -29,11 +29,11 @@ from typing import Any, Iterable, Sequence
 
 from .. import ops
 from ..bundle_names import name_problem, version_problem
-from ..errors import UsageError
+from ..errors import SignatureError, UsageError
 from ..files import write_atomic
 from ..manifest.reader import parse_toml
 from ..shapes import dims_text
-from ..signature import KernelSignature, SignatureError
+from ..signature import KernelSignature
 from ..targets import catalogue
 
 __all__ = ["DEFAULT_TARGETS", "DYNAMIC_MODES", "MAX_STATIC", "Entry", "manifest", "plan", "table", "write"]

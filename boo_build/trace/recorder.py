@@ -43,13 +43,12 @@ from torch.overrides import TorchFunctionMode
 
 from .. import ops as op_registry
 from ..dtypes import NAMES, name_of
-from ..ops.autograd import autocast_devices
+from ..errors import SignatureError
 from ..ops.base import BIAS_GRAD, FORWARD, INPUT_GRAD, WEIGHT_GRAD
-from ..signature import KernelSignature, SignatureError
-from ..torch_classes import FunctionCalls, class_label, rms_form, spelling_of
+from ..signature import KernelSignature
+from ..torch_classes import FunctionCalls, autocast_devices, class_label, rms_form, spelling_of
 
-__all__ = ["FunctionCalls", "RecordedCall", "Recording", "Unrecorded", "UnknownRmsClass", "class_label",
-           "from_misses", "record_norms", "resolve_rms_classes"]
+__all__ = ["RecordedCall", "Recording", "UnknownRmsClass", "Unrecorded", "from_misses", "record_norms", "resolve_rms_classes"]
 
 OPS = ("layer_norm", "rms_norm", "group_norm")  # the ops recorded (their fields are what the manifest writer writes)
 # Where torch (and so the swapped module's op) runs the norms in float32 under

@@ -3,7 +3,7 @@ implementations, ATen's gradient masks, second derivatives through torch's
 eager backward, and where autocast runs an op in float32.
 
 Imports torch: the op modules import it only when they register their
-custom ops (``Op.torch_library``) or take the autograd path.
+custom ops (``library``) or take the autograd path.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import torch
 from torch import Tensor
 
 from ..dtypes import name_of, torch_dtype
+from ..torch_classes import autocast_devices
 
 
 @functools.lru_cache(maxsize=None)
@@ -70,14 +71,6 @@ def second_order(ctx, eager, grads, positions) -> list:
                if pairs and wanted else [None] * len(wanted))
     it = iter(got)
     return [next(it) if n else None for n in need]
-
-
-def autocast_devices(aten_ops: Sequence[str]) -> frozenset[str]:
-    """Device types where torch has an autocast kernel for each of ``aten_ops``
-    (CUDA, which ROCm shares): there torch runs them in float32, and so do the
-    custom ops standing in for them."""
-    return frozenset(d for d in ("cuda",) if aten_ops and all(
-        torch._C._dispatch_has_kernel_for_dispatch_key(a, "Autocast" + d.upper()) for a in aten_ops))
 
 
 def register_autocast(custom_op, aten_op: str) -> None:

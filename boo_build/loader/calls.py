@@ -7,7 +7,7 @@ through the checks of the ``Bundle`` it is bound to (``bundle.checks``:
 torch tensors or numpy arrays go in, the same kind comes out; neither
 library is imported here. A call that autograd records (grad mode on, a
 torch argument requiring grad) goes to the op's custom ops instead
-(``Op.torch_library``), whose bodies call back here with autograd handled.
+(``library``), whose bodies call back here with autograd handled.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 from typing import Any, NamedTuple
 
-from .base import (
+from ..ops.base import (
     BIAS_GRAD,
     DEFAULT_EPS,
     FORWARD,

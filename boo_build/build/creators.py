@@ -1,0 +1,454 @@
+"""The build graph's task creators: one function per stage (``export_tasks(g)``, ...)
+yielding doit's task dicts for a ``Graph`` (the plans, the configuration, the
+toolchain, the devices, the run id), and ``task_creators``, which binds them into
+the ``task_*`` functions doit loads (task names and the graph's rules: ``tasks``).
+Each creator is a module-level function: a test can call one alone."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from doit.tools import config_changed
+
+from .. import candidates
+from ..candidates import Candidate, export_variant, modelled, module_file, variant_flags
+from ..layout import eager_subject
+from ..manifest.reader import Manifest
+from ..signature import KernelSignature, ModuleId
+from ..stages.not_run import VALIDATION_DISABLED
+from ..stages.select import KernelTarget
+from ..targets import Target, arch_free, dynamic_flags
+from .actions import (
+    bench_action,
+    compile_action,
+    export_action,
+    pack_action,
+    report_action,
+    select_action,
+    traffic_action,
+    traffic_copy_action,
+    validate_action,
+)
+from .durations import expected as expected_seconds
+from .jobs import BenchJob, CompileJob, ExportJob, SelectJob, TrafficCopyJob, TrafficJob, ValidateJob
+from .tasks import EXPORT_SOURCES, OP_SOURCES, PKG_DIR, SELECT_SOURCES, STAGES_DIR, BuildConfig, Plan, device_map, plan
+from .toolchain import Toolchain
+from .uptodate import inputs_unchanged, record_ok
+
+
+@dataclass(frozen=True)
+class Graph:
+    """What every task creator reads: the plans, the build's configuration, the toolchain,
+    each target's device (or why none) and the run's id."""
+
+    plans: list[Plan]
+    config: BuildConfig
+    toolchain: Toolchain
+    devices: dict[str, tuple[dict | None, str]]
+    run: str
+
+
+def _creator(make: Callable[[Graph], Any], g: Graph) -> Callable[[], Any]:
+    """A doit ``task_*`` function: ``make(g)``, with ``make``'s docstring (doit's ``list`` shows it)."""
+    def task():
+        return make(g)
+    task.__doc__ = make.__doc__
+    return task
+
+
+def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[str, Callable[[], Any]]:
+    """The graph for ``config`` as doit ``task_*`` functions (each a creator below, bound to the graph)."""
+    plans = plan(config) if plans is None else plans
+    g = Graph(plans, config, Toolchain.detect(config.out_dir),
+              device_map(plans, config.scheduler) if config.validate else {}, config.run_id)
+    return {
+        "task_export": _creator(export_tasks, g),
+        "task_compile": _creator(compile_tasks, g),
+        "task_traffic": _creator(traffic_tasks, g),
+        "task_validate": _creator(validate_tasks, g),
+        "task_bench": _creator(bench_tasks, g),
+        "task_select": _creator(select_tasks, g),
+        "task_ready": _creator(ready_tasks, g),
+        "task_report": _creator(report_tasks, g),
+        "task_pack": _creator(pack_tasks, g),
+        "task_page": _creator(page_tasks, g),
+        "task_build": _creator(build_tasks, g),
+    }
+
+
+def export_tasks(g: Graph):
+    """Export each (signature, implementation) to MLIR through iree-turbine, and
+    each export variant a target explores or models (``candidates.EXPORT_VARIANTS``)."""
+    for p in g.plans:
+        for mid, v in [(m, "") for m in p.manifest.module_ids] + _export_variants(p, g.config, g.devices):
+            lay = p.layout
+            yield {
+                "name": f"{p.manifest.bundle.name}/{module_file(mid.key, v)}",
+                "actions": [(export_action, [ExportJob(mid.key, str(lay.mlir(mid, v)), str(lay.export_record(mid, v)),
+                                                       g.run, v)])],
+                "file_dep": list(EXPORT_SOURCES),
+                "targets": [str(lay.export_record(mid, v)), str(lay.mlir(mid, v))],
+                "uptodate": [config_changed({"torch": g.toolchain.versions["torch"],
+                                             "turbine": g.toolchain.versions["iree-turbine"],
+                                             "compiler": g.toolchain.compiler}),
+                             record_ok(lay.export_record(mid, v))],
+                "clean": [_rm(lay.mlir(mid, v)), _rm(lay.export_record(mid, v))],
+                "doc": f"export {module_file(mid.key, v)}",
+            }
+
+
+def compile_tasks(g: Graph):
+    """Compile each exported module (and its variants, where explored or modelled) for each target."""
+    for p in g.plans:
+        lay = p.layout
+        for t in p.targets:
+            modules = _modules(p, t, g.config, g.devices)
+            # where the traffic model decides which variant compiles (a GPU target, the
+            # model on, no device to measure them): each kernel's modules, its peers
+            peers: dict[str, list[tuple[ModuleId, str]]] = {}
+            if modelled(t, g.config.traffic) and not explores(t, g.config, g.devices):
+                for mid, v in modules:
+                    peers.setdefault(mid.signature.key, []).append((mid, v))
+            for mid, v in modules:
+                ev = export_variant(v)  # the export the module comes from
+                mlir, export_rec = str(lay.mlir(mid, ev)), str(lay.export_record(mid, ev))
+                vmfb, rec = lay.vmfb(t.name, mid, v), lay.compile_record(t.name, mid, v)
+                flags = _flags(g.config, t, mid, v)
+                # a modelled variant compiles only where the model ranks it first of its peers
+                gated = peers.get(mid.signature.key, []) if v else []
+                gate = [(candidates.Candidate(m.impl, pv).key, str(lay.traffic(t.name, m, pv)))
+                        for m, pv in gated]
+                yield {
+                    "name": f"{p.manifest.bundle.name}/{t.name}/{module_file(mid.key, v)}",
+                    "actions": [(compile_action, [CompileJob(mid.key, t.name, tuple(flags), mlir, export_rec,
+                                                             str(vmfb), str(rec), g.config.compile_timeout, g.run,
+                                                             g.config.scheduler, v, tuple(gate))])],
+                    "task_dep": [f"export:{p.manifest.bundle.name}/{module_file(mid.key, ev)}"]
+                    + [f"traffic:{p.manifest.bundle.name}/{t.name}/{module_file(m.key, pv)}" for m, pv in gated],
+                    "targets": [str(rec)],
+                    "uptodate": [config_changed({"flags": flags, "compiler": g.toolchain.compiler}),
+                                 inputs_unchanged(export_rec, mlir, *(path for _, path in gate)),
+                                 record_ok(rec)],
+                    "clean": [_rm(vmfb), _rm(rec)],
+                    "doc": f"compile {module_file(mid.key, v)} for {t.name}",
+                }
+
+
+def traffic_tasks(g: Graph):
+    """The traffic model of each GPU module (``stages/traffic.py``): dispatches and
+    bytes per call, from iree-compile's executable sources, without a device
+    and before the compile (it ranks the variants: ``task_compile``'s peers)."""
+    if not g.config.traffic:
+        return
+    for p in g.plans:
+        lay = p.layout
+        b = p.manifest.bundle.name
+        modelled_on: dict[tuple, str] = {}  # (module, arch-free flags) -> the target that models it
+        for t in p.targets:
+            if not modelled(t, g.config.traffic):
+                continue
+            for mid, v in _modules(p, t, g.config, g.devices):
+                ev = export_variant(v)
+                flags = _flags(g.config, t, mid, v)
+                rec, exp = lay.traffic(t.name, mid, v), lay.export_record(mid, ev)
+                stem = module_file(mid.key, v)
+                leader = modelled_on.setdefault((stem, arch_free(t, flags)), t.name)
+                if leader != t.name:  # the same executable sources: the model of the first such target
+                    src = lay.traffic(leader, mid, v)
+                    yield {
+                        "name": f"{b}/{t.name}/{stem}",
+                        "actions": [(traffic_copy_action, [TrafficCopyJob(str(src), str(rec), t.name, g.run)])],
+                        "task_dep": [f"traffic:{b}/{leader}/{stem}"],
+                        "targets": [str(rec)],
+                        "uptodate": [inputs_unchanged(src), record_ok(rec)],
+                        "clean": [_rm(rec)],
+                        "doc": f"traffic model of {stem} for {t.name} (as for {leader})",
+                    }
+                    continue
+                shape = _traffic_shape(p.manifest, mid.signature)
+                yield {
+                    "name": f"{b}/{t.name}/{stem}",
+                    "actions": [(traffic_action, [TrafficJob(mid.key, t.name, tuple(flags), str(lay.mlir(mid, ev)),
+                                                             str(exp), str(rec), None if shape is None else tuple(shape),
+                                                             g.run, v)])],
+                    "file_dep": [str(STAGES_DIR / "traffic.py")],
+                    "task_dep": [f"export:{b}/{module_file(mid.key, ev)}"],
+                    "targets": [str(rec)],
+                    "uptodate": [config_changed({"flags": flags, "compiler": g.toolchain.compiler, "shape": shape}),
+                                 inputs_unchanged(exp, lay.mlir(mid, ev))],
+                    "clean": [_rm(rec)],
+                    "doc": f"traffic model of {stem} for {t.name}",
+                }
+
+
+def _runnable(g: Graph, p: Plan):
+    for t in p.targets:
+        dev, why = g.devices.get(t.name, (None, VALIDATION_DISABLED))
+        if dev is not None:
+            yield t, dev
+
+
+def validate_tasks(g: Graph):
+    """Run each compiled kernel on a device present and compare with float64."""
+    for p in g.plans:
+        for t, dev in _runnable(g, p):
+            for mid, v in _modules(p, t, g.config, g.devices):
+                lay = p.layout
+                shapes = _validation_shapes(p.manifest, mid.signature)
+                name = module_file(mid.key, v)
+                yield {
+                    "name": f"{p.manifest.bundle.name}/{t.name}/{name}",
+                    "actions": [(validate_action, [ValidateJob(
+                        mid.key, t.name, str(lay.vmfb(t.name, mid, v)), str(lay.compile_record(t.name, mid, v)),
+                        str(lay.validation(t.name, mid, v)), dev, g.run, g.config.scheduler,
+                        None if shapes is None else tuple(tuple(x) for x in shapes))])],
+                    "file_dep": [str(STAGES_DIR / f) for f in ("tolerances.py", "reference.py", "validate.py")]
+                    + [str(PKG_DIR / "dtypes.py")]  # the tolerance table
+                    + list(OP_SOURCES),  # the reference's forward is the op's
+                    "task_dep": [f"compile:{p.manifest.bundle.name}/{t.name}/{name}"],
+                    "targets": [str(lay.validation(t.name, mid, v))],
+                    "uptodate": [config_changed(_with_shapes({"device": dev}, shapes)),
+                                 inputs_unchanged(lay.compile_record(t.name, mid, v)),
+                                 record_ok(lay.validation(t.name, mid, v))],
+                    "clean": [_rm(lay.validation(t.name, mid, v))],
+                    "doc": f"validate {name} on {t.name}",
+                }
+
+
+def bench_tasks(g: Graph):
+    """Benchmark each kernel on each target with a device: its candidates, torch eager and
+    a reference loop in paired rounds, one kernel at a time, after every compile."""
+    if not g.config.bench:
+        return
+    previous = None
+    for p in g.plans:
+        b = p.manifest.bundle.name
+        lay = p.layout
+        for t, dev in _runnable(g, p):
+            for req in p.manifest.kernels:
+                kt = _kernel_target(req.signature, req.impls, t, g.config, g.devices)
+                name = f"{b}/{t.name}/{req.signature.key}"
+                shapes = [list(s) for s in p.manifest.bench_shapes(req.signature)]
+                outs = [str(path) for path in kt.bench_outputs(lay)]
+                yield {
+                    "name": name,
+                    "actions": [(bench_action, [BenchJob(kt, str(lay.root), dev, g.run, g.config.scheduler,
+                                                         tuple(tuple(x) for x in shapes))])],
+                    "targets": outs,
+                    # Timing shares the machine with nothing: after all compiles, one at a time.
+                    "task_dep": [f"ready:{b}"] + ([f"bench:{previous}"] if previous else []),
+                    "file_dep": [str(STAGES_DIR / f) for f in ("benchmark.py", "comparison.py")],
+                    "uptodate": [config_changed(_with_shapes({"device": dev}, shapes)),
+                                 inputs_unchanged(*kt.bench_inputs(lay)),
+                                 # torch eager's record carries its validation (validate_eager)
+                                 record_ok(lay.bench(t.name, eager_subject(req.signature.key)), "validation"),
+                                 record_ok(lay.rounds(t.name, req.signature.key))],
+                    "clean": [_rm(Path(o)) for o in outs],
+                    "doc": f"benchmark {req.signature.key} on {t.name} (its candidates and torch eager)",
+                }
+                previous = name
+
+
+def select_tasks(g: Graph):
+    """Decide each kernel on each target from its candidates' records (``stages/select.py``).
+    Its inputs are those records (``file_dep``: doit orders it after the tasks that
+    write them, and reruns it when one changes)."""
+    for p in g.plans:
+        b = p.manifest.bundle.name
+        for req in p.manifest.kernels:
+            for t in p.targets:
+                kt = _kernel_target(req.signature, req.impls, t, g.config, g.devices)
+                out = p.layout.select(t.name, req.signature.key)
+                yield {
+                    "name": f"{b}/{t.name}/{req.signature.key}",
+                    "actions": [(select_action, [SelectJob(kt, str(p.layout.root), str(out), g.run)])],
+                    "file_dep": [str(f) for f in kt.inputs(p.layout)] + list(SELECT_SOURCES),
+                    "task_dep": [f"ready:{b}"],
+                    "targets": [str(out)],
+                    # (no record check: its record is small and written whole; doit reruns it when missing)
+                    "uptodate": [config_changed({"explore": kt.explore, "model": kt.model, "bench": kt.bench,
+                                                 "no_device": kt.no_device})],
+                    "clean": [_rm(out)],
+                    "doc": f"select {req.signature.key} on {t.name}",
+                }
+
+
+def ready_tasks(g: Graph):
+    """Barrier: every export, compile and validation of a bundle is done."""
+    for p in g.plans:
+        b = p.manifest.bundle.name
+        yield {"name": b, "actions": None, "task_dep": _all_names(p, g.devices, g.config),
+               "doc": f"all compiles of {b} done"}
+
+
+def report_tasks(g: Graph):
+    """Summary, build report and benchmark CSV (always runs; fails if kernels are missing)."""
+    for p in g.plans:
+        b = p.manifest.bundle.name
+        yield {
+            "name": b,
+            "actions": [(report_action, [p, g.config, g.devices, g.toolchain])],
+            "task_dep": [f"ready:{b}"] + _bench_names(p, g.devices, g.config)
+            + [f"select:{b}/{t.name}/{r.signature.key}" for r in p.manifest.kernels for t in p.targets],
+            "uptodate": [False],
+            "verbosity": 2,
+            "doc": f"report on {b}",
+        }
+
+
+def pack_tasks(g: Graph):
+    """Pack one versioned, compressed bundle per manifest."""
+    for p in g.plans:
+        b = p.manifest.bundle.name
+        out = p.layout.bundle(p.manifest)
+        yield {
+            "name": b,
+            "actions": [(pack_action, [p, g.config, g.toolchain])],
+            "task_dep": [f"report:{b}"],
+            # the decisions it writes (the report embeds them too: it changes with them)
+            "file_dep": [str(p.layout.report), str(STAGES_DIR / "pack.py")]
+            + [str(p.layout.select(t.name, r.signature.key)) for r in p.manifest.kernels for t in p.targets],
+            "targets": [str(out)],
+            "clean": [_rm(out)],
+            "doc": f"pack {out.name}",
+        }
+
+
+def page_tasks(g: Graph):
+    """The HTML report page of each bundle (boo_build.report.page), after packing.
+    Up to date while the page shows the records as they are (a digest in the
+    page); a failed build's report task draws it instead (no bundle)."""
+    from ..report.page import page_action, page_current
+
+    for p in g.plans:
+        b = p.manifest.bundle.name
+        root, bundle = str(p.layout.root), str(p.layout.bundle(p.manifest))
+        yield {
+            "name": b,
+            "actions": [(page_action, [root, bundle])],
+            "task_dep": [f"pack:{b}"],
+            "targets": [str(p.layout.page)],
+            "uptodate": [page_current(root, bundle)],
+            "clean": [_rm(p.layout.page)],
+            "doc": f"report page {p.layout.page}",
+        }
+
+
+def build_tasks(g: Graph):
+    """Build every manifest: export, compile, validate, benchmark, pack, report page."""
+    return {"actions": None, "task_dep": [f"page:{p.manifest.bundle.name}" for p in g.plans]}
+
+
+def _traffic_shape(manifest: Manifest, sig: KernelSignature) -> list[int] | None:
+    """The shape a kernel's traffic is modelled at: its own (None) when static; a
+    dynamic one's largest benchmark shape (where bandwidth tells)."""
+    shapes = manifest.bench_shapes(sig)
+    return list(max(shapes, key=math.prod)) if sig.is_dynamic and shapes else None
+
+
+def _validation_shapes(manifest: Manifest, sig: KernelSignature) -> list[list[int]] | None:
+    """A dynamic kernel's validation shapes (None for a static one): more rows
+    than any shape of its width the manifest names."""
+    if not sig.is_dynamic:
+        return None
+    from ..stages.validate import validation_shapes
+
+    return [list(s) for s in validation_shapes(sig, manifest.largest_rows(sig))]
+
+
+def _with_shapes(config: dict, shapes) -> dict:
+    """A task's config, plus its shapes where it has any: static kernels' tasks
+    keep the config they had before dynamic dims existed (no rebuild)."""
+    return {**config, "shapes": shapes} if shapes else config
+
+
+def explores(t: Target, config: BuildConfig, devices: dict) -> bool:
+    """Whether the graph tries ``t``'s candidates beyond the baselines (``candidates.explores``)."""
+    return candidates.explores(t, bench=config.bench, distributed=bool(config.scheduler),
+                               device=devices.get(t.name, (None,))[0])
+
+
+def _kernel_target(sig: KernelSignature, impls, t: Target, config: BuildConfig, devices: dict) -> KernelTarget:
+    """What decides a kernel's candidates (``candidates.candidates``) and records on ``t``."""
+    dev, why = devices.get(t.name, (None, VALIDATION_DISABLED))
+    return KernelTarget.of(sig, impls, t, bench=config.bench, distributed=bool(config.scheduler), device=dev,
+                           why_no_device=why, traffic=config.traffic)
+
+
+def _candidate_modules(p: Plan, t: Target, config: BuildConfig, devices: dict) -> list[tuple[ModuleId, Candidate]]:
+    """(module id, candidate) of every candidate of every kernel of ``p`` on ``t`` (``candidates.candidates``:
+    the baselines, and where explored or modelled each variant that changes the module, each mode)."""
+    return [(ModuleId(r.signature, c.impl), c) for r in p.manifest.kernels
+            for c in _kernel_target(r.signature, r.impls, t, config, devices).candidates()]
+
+
+def _modules(p: Plan, t: Target, config: BuildConfig, devices: dict) -> list[tuple[ModuleId, str]]:
+    """(module id, variant) of every compiled module of ``t``: its candidates' modules."""
+    return list(dict.fromkeys((mid, c.variant) for mid, c in _candidate_modules(p, t, config, devices)))
+
+
+def _flags(config: BuildConfig, t: Target, mid: ModuleId, variant: str) -> list[str]:
+    return list(variant_flags(variant, config.flags_for(t))) + list(dynamic_flags(t, mid.signature.is_dynamic))
+
+
+def _export_variants(p: Plan, config: BuildConfig, devices: dict) -> list[tuple]:
+    """(module id, export variant) of every variant some target of ``p`` compiles."""
+    seen = dict.fromkeys((mid, export_variant(v)) for t in p.targets for mid, v in _modules(p, t, config, devices)
+                         if export_variant(v))
+    return list(seen)
+
+
+def _all_names(p: Plan, devices: dict, config: BuildConfig) -> list[str]:
+    """The barrier's dependencies: every export, compile, validation and traffic model of ``p``,
+    the longest expected first (``durations``). doit starts tasks in the order
+    this list reaches them, dependencies permitting, so the few compiles that
+    take minutes start early instead of last, where they would hold up the
+    benchmarks. The order changes when tasks run, not what they do or write."""
+    b = p.manifest.bundle.name
+    exports = [f"export:{b}/{m.key}" for m in p.manifest.module_ids]
+    exports += [f"export:{b}/{module_file(m.key, v)}" for m, v in _export_variants(p, config, devices)]
+    chain = {e: _expected(e) for e in exports}  # an export and the longest of what waits for it
+    compiles: list[tuple[float, str]] = []
+    validates: list[tuple[float, str]] = []  # and traffic models: what waits for a compile
+    for t in p.targets:
+        runs = bool(devices.get(t.name, (None,))[0])
+        for mid, v in _modules(p, t, config, devices):
+            stem = module_file(mid.key, v)
+            comp, val = f"compile:{b}/{t.name}/{stem}", f"validate:{b}/{t.name}/{stem}"
+            after = _expected(comp) + (_expected(val) if runs else 0.0)
+            compiles.append((after, comp))
+            if runs:
+                validates.append((_expected(val), val))
+            if modelled(t, config.traffic):
+                validates.append((_expected(f"traffic:{b}/{t.name}/{stem}"), f"traffic:{b}/{t.name}/{stem}"))
+            export = f"export:{b}/{module_file(mid.key, export_variant(v))}"
+            chain[export] = max(chain[export], _expected(export) + after)
+    return _longest_first((s, e) for e, s in chain.items()) + _longest_first(compiles) + _longest_first(validates)
+
+
+def _expected(name: str) -> float:
+    return expected_seconds(name) or 0.0
+
+
+def _longest_first(pairs) -> list[str]:
+    """Names by expected seconds, longest first; ties keep their order (a stable sort)."""
+    return [name for _, name in sorted(pairs, key=lambda pair: -pair[0])]
+
+
+def _bench_names(p: Plan, devices: dict, config: BuildConfig) -> list[str]:
+    if not config.bench:
+        return []
+    b = p.manifest.bundle.name
+    return [f"bench:{b}/{t.name}/{r.signature.key}" for t in p.targets if devices.get(t.name, (None,))[0]
+            for r in p.manifest.kernels]
+
+
+def _rm(path: Path) -> Callable[[], None]:
+    def remove() -> None:
+        Path(path).unlink(missing_ok=True)
+
+    remove.__name__ = f"rm {path}"
+    return remove

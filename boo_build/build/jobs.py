@@ -1,0 +1,113 @@
+"""What each stage action of the graph is handed: one frozen record per task (its
+paths as strings, as doit and Dask carry them), built by the task creators
+(``tasks.py``) and read by the actions (``actions.py``). Named fields instead of
+positional lists: a task's arguments read the same where they are made and
+where they are used, and a missing one fails where the job is made."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ExportJob:
+    """Export ``module`` (a ``ModuleId`` key) to ``mlir``, its record at ``record``;
+    ``variant``: an export variant (``candidates.EXPORT_VARIANTS``)."""
+
+    module: str
+    mlir: str
+    record: str
+    run_id: str
+    variant: str = ""
+
+
+@dataclass(frozen=True)
+class CompileJob:
+    """Compile ``module``'s export (``mlir``, its ``export_record``) for ``target`` with
+    ``flags`` into ``vmfb``, its record at ``record``. ``variant``: a variant of the
+    export; ``gate``: (candidate, traffic record) of every candidate of the kernel on
+    this target where the traffic model decides which compiles (empty: it does not)."""
+
+    module: str
+    target: str
+    flags: tuple[str, ...]
+    mlir: str
+    export_record: str
+    vmfb: str
+    record: str
+    timeout: float
+    run_id: str
+    scheduler: str | None = None
+    variant: str = ""
+    gate: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class TrafficJob:
+    """The traffic model of ``module`` for ``target`` at ``shape`` (None: its own), from
+    its export, written to ``record``."""
+
+    module: str
+    target: str
+    flags: tuple[str, ...]
+    mlir: str
+    export_record: str
+    record: str
+    shape: tuple[int, ...] | None
+    run_id: str
+    variant: str = ""
+
+
+@dataclass(frozen=True)
+class TrafficCopyJob:
+    """Another target's traffic record (``source``) as ``target``'s (``record``)."""
+
+    source: str
+    record: str
+    target: str
+    run_id: str
+
+
+@dataclass(frozen=True)
+class ValidateJob:
+    """Run ``vmfb`` (``module`` for ``target``; its ``compile_record``) on ``device`` (a
+    ``DeviceInfo``'s fields; None: none) against float64, at ``shapes`` for a dynamic
+    kernel; the result at ``record``."""
+
+    module: str
+    target: str
+    vmfb: str
+    compile_record: str
+    record: str
+    device: dict[str, Any] | None
+    run_id: str
+    scheduler: str | None = None
+    shapes: tuple[tuple[int, ...], ...] | None = None
+
+
+@dataclass(frozen=True)
+class BenchJob:
+    """Benchmark ``kernel`` (a ``select.KernelTarget``) of the build folder ``root`` on
+    ``device``, at ``shapes`` for a dynamic kernel."""
+
+    kernel: Any
+    root: str
+    device: dict[str, Any] | None
+    run_id: str
+    scheduler: str | None = None
+    shapes: tuple[tuple[int, ...], ...] = ()
+
+
+@dataclass(frozen=True)
+class SelectJob:
+    """Decide ``kernel`` (a ``select.KernelTarget``) from the records of the build folder
+    ``root``; the decision at ``record``."""
+
+    kernel: Any
+    root: str
+    record: str
+    run_id: str
+
+
+__all__ = ["BenchJob", "CompileJob", "ExportJob", "SelectJob", "TrafficCopyJob", "TrafficJob", "ValidateJob"]

@@ -1,0 +1,189 @@
+"""One registration of every op's ``boo::`` torch ops, from each op's description (``TorchOps``).
+
+Each op with entry points has two custom ops, ``boo::<op>`` (its forward) and
+``boo::<op>_backward`` (the combined backward of the gradients asked for), with
+ATen's arguments plus the bundle's token (``Bundle.token``), so that autograd,
+``torch.compile`` and ``torch.export`` see one op per call. Their bodies call the
+op's entry points (``entries``) below the autograd key; fake implementations
+compute results from shapes and dtypes only, so symbolic sizes trace; the
+forward's autograd formula calls the backward op with ATen's output mask; the
+backward's own is torch's eager backward differentiated (no kernels for second
+derivatives); autocast runs them in float32 where torch runs ATen's op so.
+
+What differs from op to op is data in its ``TorchOps``: the two schemas (their
+argument names say what each argument is: ``input``, ``grad_out``, the op's
+parameters, its statistics, ``output_mask``, ``eps``, ``bundle``; the rest are
+its shape arguments), the entry points, the statistics' shape, torch's eager
+backward for second derivatives, and the few gradients ATen's backward does not
+give (``extra_grads``: RMS norm's differentiable rstd, a group norm bias without a
+weight). Adding an op adds its description, not a copy of this.
+
+Imports torch when first used (``registered``), never at ``import boo_build.loader``.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+from .. import ops
+
+
+def _names(schema_args: Sequence[str]) -> tuple[str, ...]:
+    return tuple(a.rsplit(" ", 1)[1] for a in schema_args)
+
+
+@dataclass(frozen=True)
+class TorchOps:
+    """An op's ``boo::`` torch ops, described.
+
+    ``forward_args`` / ``backward_args``: the schema's arguments before ``str bundle``,
+    in ATen's order (``"Tensor? weight"``). ``params``: the forward's parameter
+    tensors, in gradient order after the input (``("weight", "bias")``); ``gated_by``:
+    for each parameter gradient, the parameter whose presence it needs (group
+    norm's bias gradient needs the weight: ATen's backward takes no bias).
+    ``forward(bundle, *forward args)`` and ``backward(bundle, *backward args but
+    eps, eps=)``: the entry points; ``stats_shape(input, args)``: the statistics'
+    shape from the forward's arguments by name; ``eager_backward(args, mask, gy,
+    x, stats, params)``: torch's backward for second derivatives;
+    ``stats_differentiable``: a statistic's gradient reaches the input
+    (``extra_grads(saved, grads, need)`` then adds it: ``saved`` and ``grads`` by
+    name, the input's and parameters' gradients so far, updated in place)."""
+
+    op: str
+    forward_args: tuple[str, ...]
+    backward_args: tuple[str, ...]
+    params: tuple[str, ...]
+    forward: Callable[..., Any]
+    backward: Callable[..., Any]
+    stats_shape: Callable[[Any, Mapping[str, Any]], tuple]
+    eager_backward: Callable[..., tuple]
+    gated_by: tuple[str, ...] = ()
+    stats_differentiable: bool = False
+    extra_grads: Callable[[Mapping[str, Any], dict[str, Any], Mapping[str, bool]], None] | None = None
+
+    @property
+    def description(self) -> ops.Op:
+        return ops.get(self.op)
+
+    @property
+    def gates(self) -> tuple[str, ...]:
+        return self.gated_by or self.params
+
+    def schemas(self) -> tuple[str, str]:
+        stats = self.description.stats
+        outs = ", ".join(["Tensor"] * (1 + len(stats)))
+        return (f"({', '.join(self.forward_args)}, str bundle) -> ({outs})",
+                f"({', '.join(self.backward_args)}, str bundle) -> Tensor[]")
+
+
+def _register(d: TorchOps, by_token: Callable[[str], Any]) -> None:
+    import torch
+
+    from . import autograd as ag
+
+    op = d.description
+    fwd_names, bwd_names = _names(d.forward_args), _names(d.backward_args)
+    stats = tuple(op.stats)
+    fwd_schema, bwd_schema = d.schemas()
+    # the forward's arguments that are neither tensors autograd tracks nor the bundle: handed on to the backward
+    fwd_tensors = ("input", *d.params)
+    shape_args = tuple(n for n in fwd_names if n not in fwd_tensors and n != "eps")
+    bwd_tensors = tuple(n for n, a in zip(bwd_names, d.backward_args) if a.startswith("Tensor"))
+
+    def forward_body(*args):
+        *rest, bundle = args
+        out = d.forward(by_token(bundle), *rest)
+        x = rest[0]
+        return (out[0], *(ag.stats_like(op, x, s) for s in out[1:]))
+
+    fwd = torch.library.custom_op(f"boo::{op.name}", forward_body, mutates_args=(), schema=fwd_schema)
+
+    @fwd.register_fake
+    def _(*args):
+        named = dict(zip(fwd_names, args))
+        x = named["input"]
+        st, sd = d.stats_shape(x, named), ag.stats_dtype(op, x.dtype)
+        return (ag.empty(x), *(x.new_empty(st, dtype=sd) for _ in stats))
+
+    def setup(ctx, inputs, output):
+        named = dict(zip(fwd_names, inputs))
+        if not d.stats_differentiable:
+            ctx.mark_non_differentiable(*output[1:])  # as ATen's
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(named["input"], *(named[p] for p in d.params), *output[1:])
+        ctx.args = {n: named[n] for n in shape_args}
+        eps = named.get("eps")
+        ctx.eps, ctx.bundle = op.none_eps if eps is None else eps, inputs[-1]
+
+    def backward(ctx, grad_out, *grad_stats):
+        saved = dict(zip(("input", *d.params, *stats), ctx.saved_tensors))
+        need = dict(zip(fwd_names, ctx.needs_input_grad))
+        grads: dict[str, Any] = dict.fromkeys(fwd_tensors)
+        if grad_out is not None:
+            mask = [need["input"]] + [need[p] and saved[g] is not None for p, g in zip(d.params, d.gates)]
+            if any(mask):
+                given = {**saved, **ctx.args, "grad_out": grad_out, "output_mask": mask, "eps": ctx.eps}
+                outs = getattr(torch.ops.boo, f"{op.name}_backward")(*(given[n] for n in bwd_names), ctx.bundle)
+                asked = ag.asked(mask, *(saved[g] for g in d.gates))
+                grads.update(zip(fwd_tensors, ag.spread(asked, outs)))
+        if d.extra_grads is not None:
+            d.extra_grads({**saved, **ctx.args, "grad_out": grad_out,
+                           **{f"grad_{s}": g for s, g in zip(stats, grad_stats)}}, grads, need)
+        return tuple(grads.get(n) for n in fwd_names) + (None,)
+
+    fwd.register_autograd(backward, setup_context=setup)
+
+    def backward_body(*args):
+        *rest, eps, bundle = args
+        grads = d.backward(by_token(bundle), *rest, eps=eps)
+        return [g for g in grads if g is not None]
+
+    bwd = torch.library.custom_op(f"boo::{op.name}_backward", backward_body, mutates_args=(), schema=bwd_schema)
+
+    @bwd.register_fake
+    def _(*args):
+        named = dict(zip(bwd_names, args))
+        gates = [named[g] for g in d.gates]
+        ts = (named["input"], *(named[p] if p in named else named[g] for p, g in zip(d.params, d.gates)))
+        return [ag.empty(t) for t, a in zip(ts, ag.asked(named["output_mask"], *gates)) if a]
+
+    def backward_setup(ctx, inputs, output):
+        named = dict(zip(bwd_names, inputs))
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(*(named[n] for n in bwd_tensors))
+        ctx.args = {n: named[n] for n in shape_args}
+        asked = ag.asked(named["output_mask"], *(named[g] for g in d.gates))
+        ctx.mask = sum(bit for bit, a in zip(op.grads, asked) if a)
+
+    def backward_backward(ctx, grads):
+        args, mask = ctx.args, ctx.mask
+
+        def eager(*saved):
+            named = dict(zip(bwd_tensors, saved))
+            return d.eager_backward(args, mask, named["grad_out"], named["input"], tuple(named[s] for s in stats),
+                                    tuple(named[p] for p in d.params if p in named))
+
+        positions = tuple(bwd_names.index(n) for n in bwd_tensors)
+        g = iter(ag.second_order(ctx, eager, grads, positions))
+        return tuple(next(g) if n in bwd_tensors else None for n in bwd_names) + (None,)
+
+    bwd.register_autograd(backward_backward, setup_context=backward_setup)
+    ag.register_autocast(fwd, op.autocast_aten)
+
+
+@functools.cache
+def registered(by_token: Callable[[str], Any]):
+    """Every op's ``boo::`` torch ops registered (once), their bodies finding bundles with
+    ``by_token`` (``Bundle.by_token``) -> torch."""
+    import torch
+
+    from . import entries
+
+    for d in entries.torch_ops():
+        _register(d, by_token)
+    return torch
+
+
+__all__ = ["TorchOps", "registered"]
