@@ -64,6 +64,11 @@ def test_quickstart_runs_as_written(tmp_path):
     assert bundle.endswith(".tar.zst") and (tmp_path / bundle).is_file(), proc.stdout[-2000:]
     # The README promises the page and the bundle paths are the last lines printed.
     assert printed[-2].endswith("report.html") and (tmp_path / printed[-2]).is_file(), proc.stdout[-2000:]
+    # the quick start's kernels are dynamic and benchmarked at several sizes: the page draws time against rows
+    html = (tmp_path / printed[-2]).read_text()
+    dynamic = html[html.index('<section id="dynamic">'):]
+    dynamic = dynamic[:dynamic.index("</section>")]
+    assert "No dynamic-shape timings" not in dynamic and "BATCHxSEQx64" in dynamic, dynamic[:2000]
     assert f'"{bundle}"' in python, f"the Python block does not open the bundle the build printed ({bundle})"
 
     run = subprocess.run([sys.executable, "-c", python], cwd=tmp_path, env=_env(),

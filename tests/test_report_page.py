@@ -348,3 +348,23 @@ def test_the_page_says_where_torch_tensors_go_instead_of_the_kernel(built, tmp_p
     for bundle, note in ((src, False), (routed, True)):
         assert write_page(from_bundle(bundle), tmp_path / "page.html")
         assert ("(torch tensors: torch eager)" in row.search((tmp_path / "page.html").read_text()).group(0)) == note
+
+
+def test_dynamic_timings_come_from_the_records_sizes():
+    """A build records a dynamic kernel's timings per benchmark shape (``sizes``): the page
+    plots them by the rows of each shape, at the time the selection compares (the mean per
+    call), skipping sizes that did not run; ``row_timings`` (rows, median) is read where given."""
+    from boo_build.records import BenchResult, BenchStatus, SizeTiming
+    from boo_build.report.page_data import Measurement, has_extra_fields, row_points
+
+    key = "layer_norm-f32-BATCHxSEQx64-n64-wb-m1"
+    sizes = (SizeTiming((1, 1, 64), BenchStatus.OK, median_s=2e-6, mean_s=3e-6),
+             SizeTiming((4, 16, 64), BenchStatus.OK, median_s=5e-6, mean_s=6e-6),
+             SizeTiming((8, 512, 64), BenchStatus.ERROR, reason="boom"))
+    rec = BenchResult(subject=f"{key}-aten", signature=key, target="cpu", status=BenchStatus.OK, mean_s=3e-6,
+                      sizes=sizes).to_json()
+    assert has_extra_fields(rec)
+    assert row_points(Measurement(key, "cpu", "aten", rec)) == [(1, 3e-6), (64, 6e-6)]
+    legacy = {"row_timings": [{"rows": 64, "median_s": 5e-6}, {"rows": 1, "median_s": 2e-6}, {"rows": "x"}]}
+    assert row_points(Measurement(key, "cpu", "aten", legacy)) == [(1, 2e-6), (64, 5e-6)]
+    assert not has_extra_fields({"mean_s": 1e-6})

@@ -21,8 +21,9 @@ import ``report`` or ``tasks``.
 Optional benchmark-record fields read by the page (see docs/ARCHITECTURE.md),
 which later stages write when they measure them:
 
-* ``row_timings``: ``[{"rows": int, "median_s": float, ...}]``, a dynamic
-  kernel's median time at several row counts (also on a torch-eager record);
+* ``sizes``: a dynamic kernel's timings at each benchmark shape, as builds
+  record them (also on a torch-eager record), plotted against each shape's
+  rows; or ``row_timings``: ``[{"rows": int, "median_s": float, ...}]``;
 * ``bytes_moved`` (int, bytes one call reads plus writes) and
   ``peak_bandwidth_Bps`` (float, the device's peak memory bandwidth), and
   optionally ``device_name``: achieved bandwidth ``bytes_moved / median_s``

@@ -11,7 +11,7 @@ import re
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ..ops.base import IMPLS
-from .page_data import ROW_TIMINGS, Measurement, PageData, cell_state, number
+from .page_data import Measurement, PageData, cell_state, row_points
 
 if TYPE_CHECKING:  # only drawing a page imports matplotlib
     from matplotlib.typing import RcKeyType
@@ -189,8 +189,7 @@ def chart_rows(groups: Sequence[tuple[str, str, list[Measurement]]], prefix: str
         ax.set_visible(False)
     for ax, (kernel, target, ms) in zip(axes.flat, groups):
         for m in ms:
-            pts = sorted((p["rows"], p["median_s"]) for p in m.record[ROW_TIMINGS]
-                         if number(p.get("rows")) and number(p.get("median_s")))
+            pts = row_points(m)
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] * 1e6 for p in pts], marker="o", ms=3,
                         color=COLORS.get(m.subject, None), label=m.subject,

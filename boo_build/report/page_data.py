@@ -107,9 +107,36 @@ def _cell(status: str, selected: str | None, reason: Reason, rejected: Mapping[s
                 timing=None if timing is None else dict(timing))
 
 
+SIZES = "sizes"  # a dynamic kernel's (and torch eager's) timings at each benchmark shape, as builds record them
+
+
 def has_extra_fields(rec: Mapping[str, Any] | None) -> TypeGuard[Mapping[str, Any]]:
-    return isinstance(rec, Mapping) and (bool(rec.get(ROW_TIMINGS)) or
+    return isinstance(rec, Mapping) and (bool(rec.get(ROW_TIMINGS)) or bool(rec.get(SIZES)) or
                                          (rec.get(BYTES_MOVED) is not None and rec.get(PEAK_BANDWIDTH) is not None))
+
+
+def row_points(m: Measurement) -> list[tuple[int, float]]:
+    """(rows, seconds per call) of a measurement at each size it was timed at, by rows:
+    from a build's ``sizes`` (each shape's rows for the kernel's signature; the time the
+    selection compares, ``first_time``), else from a record's ``row_timings`` (rows, median)."""
+    from ..loader.format import first_time
+
+    pts: dict[int, float] = {}
+    sizes = m.record.get(SIZES)
+    if sizes:
+        try:
+            sig = KernelSignature.parse(m.kernel)
+        except ValueError:  # not a kernel key: no rows to give
+            return []
+        for s in sizes:
+            t = first_time(s.get("mean_s"), s.get("median_s"), s.get("min_s")) if s.get("status") == "ok" else None
+            if t is not None and number(t) and s.get("shape"):
+                pts[sig.rows_of(tuple(s["shape"]))] = t
+    else:
+        for p in m.record.get(ROW_TIMINGS) or ():
+            if number(p.get("rows")) and number(p.get("median_s")):
+                pts[int(p["rows"])] = float(p["median_s"])
+    return sorted(pts.items())
 
 
 def _measured(bench: Mapping[str, Any] | None, measured: Any, peak_gbs: Any) -> dict[str, Any] | None:

@@ -18,13 +18,13 @@ from .page_data import (
     BYTES_MOVED,
     DIGEST_META,
     PEAK_BANDWIDTH,
-    ROW_TIMINGS,
     Measurement,
     PageData,
     bandwidth_rows,
     cell_state,
     impl_failures,
     number,
+    row_points,
     speedups,
     target_order,
     timing_line,
@@ -300,16 +300,17 @@ def _section_dynamic(data: PageData) -> list[str]:
     out = ['<section id="dynamic"><h2>Dynamic shapes: time against rows</h2>']
     groups: dict[tuple[str, str], list[Measurement]] = {}
     for m in data.measurements:
-        if m.record.get(ROW_TIMINGS):
+        if row_points(m):
             groups.setdefault((m.kernel, m.target), []).append(m)
     if groups:
         g = [(k, t, sorted(ms, key=lambda m: m.subject))
              for (k, t), ms in sorted(groups.items(), key=lambda kv: (kv[0][0], target_order(kv[0][1])))]
         out.append(_figure_html("chart-dynamic", chart_rows(g, "dyn"),
-                                f"Median time at each row count, {len(g)} dynamic kernel(s) (log-log)."))
+                                f"Time per call at each row count (the time the selection compares), {len(g)} "
+                                "dynamic kernel(s) (log-log)."))
     else:
-        out.append('<p class="missing">No dynamic-shape timings in these records '
-                   f"(benchmark field <code>{ROW_TIMINGS}</code>).</p>")
+        out.append('<p class="missing">No dynamic-shape timings in these records: a dynamic kernel is timed '
+                   "at several sizes when the build benchmarks it.</p>")
     out.append("</section>")
     return out
 
