@@ -23,7 +23,7 @@ which the loader reads without the build side.
 
 Status values are ``str`` enums: they compare equal to, and are written to
 JSON as, the plain strings. Pure Python (stdlib only): the graph imports it at
-load time; the compared time is the bundle format's ``first_time`` (``loader.format``).
+load time; the compared time is ``compared.first_time``, which the bundle format shares.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Mapping, TypeVar
 
-from .loader.format import first_time
+from .compared import first_time
 
 __all__ = [
     "BenchResult", "BenchStatus", "COMPILED", "EAGER", "CompileRecord", "CompileStatus", "EagerValidation", "ExportRecord",

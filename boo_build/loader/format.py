@@ -61,6 +61,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping
 
 from .. import ops
+from ..compared import first_time
 from ..errors import SignatureError
 from ..reasons import Kind, Reason, with_kind
 from ..signature import KernelSignature
@@ -111,15 +112,6 @@ def format_version_for(signatures: Iterable[KernelSignature]) -> int:
 
 
 # ---------------------------------------------------------------------- records
-def first_time(mean_s: float | None, median_s: float | None, min_s: float | None) -> float | None:
-    """The time a selection compares, of a record's three: the first one recorded (a build
-    records the compared figure as ``mean_s``; records of older builds may have only the others)."""
-    for v in (mean_s, median_s, min_s):
-        if v is not None:
-            return float(v)
-    return None
-
-
 @dataclass(frozen=True)
 class ImplRecord:
     """One packed implementation: its vmfb member and the records of its build."""

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, TypeGuard
 
+from ..compared import first_time
 from ..ops.base import IMPLS
 from ..reasons import BUILD_FAILURES, FAILURES, VALIDATION_FAILURES, Reason
 from ..signature import KernelSignature
@@ -119,8 +120,6 @@ def row_points(m: Measurement) -> list[tuple[int, float]]:
     """(rows, seconds per call) of a measurement at each size it was timed at, by rows:
     from a build's ``sizes`` (each shape's rows for the kernel's signature; the time the
     selection compares, ``first_time``), else from a record's ``row_timings`` (rows, median)."""
-    from ..loader.format import first_time
-
     pts: dict[int, float] = {}
     sizes = m.record.get(SIZES)
     if sizes:

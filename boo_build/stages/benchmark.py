@@ -306,24 +306,21 @@ def bench_rounds(subjects: Sequence[Timed], preference: Sequence[str], *, shape:
     use = cpu_use or _cpu_use
     batches = {t.name: _batch(t, min_sample_s, clock, warmup) for t in subjects}
 
-    realtime = []
-
-    def one_pass(start: int) -> tuple[dict[str, list[float]], float | None]:
+    def one_pass(start: int) -> tuple[dict[str, list[float]], float | None, bool]:
+        """(the pass's samples, the CPUs other processes used, whether it ran in the real-time class)."""
         with timing_priority() as rt:  # after the warm-ups: torch's and IREE's threads are there to rank
             u0, t0 = use(), clock()
             times = time_rounds(subjects, rounds, batches, clock=clock, start=start)
-            others = others_between(u0, use(), clock() - t0)
-        realtime.append(rt)
-        return times, others
+            return times, others_between(u0, use(), clock() - t0), rt
 
-    times, others = one_pass(0)
-    got = comparison.Rounds(times, (rounds,), shape, others, os.cpu_count() or 0, _nice(), realtime[0])
+    times, others, rt = one_pass(0)
+    got = comparison.Rounds(times, (rounds,), shape, others, os.cpu_count() or 0, _nice(), rt)
     remeasured: list[str] = []
     eager = any(t.name == comparison.EAGER for t in subjects)
     while why := comparison.needs_more(got, preference, eager):
         remeasured += why
-        more, others = one_pass(got.n)
-        got = got.with_pass(more, others, realtime[-1])
+        more, others, rt = one_pass(got.n)
+        got = got.with_pass(more, others, rt)
     return got, remeasured
 
 

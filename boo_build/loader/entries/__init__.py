@@ -13,8 +13,10 @@ and ``torch_ops()``, and a line in ``MODULES``.
 
 from __future__ import annotations
 
+import functools
 import importlib
-from typing import Any, Callable
+import types
+from typing import Any, Callable, Mapping
 
 # op name -> its module here (imported on first use: ``import boo_build.loader`` imports none)
 MODULES: dict[str, str] = {"layer_norm": ".layer_norm", "rms_norm": ".rms_norm", "group_norm": ".group_norm"}
@@ -32,12 +34,13 @@ def of_op(op: str) -> dict[str, Callable]:
     return {} if m is None else dict(m.ENTRY_POINTS)
 
 
-def all_entry_points() -> dict[str, Callable]:
-    """Every op's entry points by name."""
+@functools.cache
+def all_entry_points() -> Mapping[str, Callable]:
+    """Every op's entry points by name (a cache: built once, read by ``Bundle``'s attribute lookups)."""
     out: dict[str, Callable] = {}
     for op in MODULES:
         out.update(of_op(op))
-    return out
+    return types.MappingProxyType(out)
 
 
 def entry_point(name: str) -> Callable | None:

@@ -51,12 +51,6 @@ def _eager_backward(args, mask, gy, x, stats, params):
     return LAYER_NORM.eager_backward(ns, mask, gy, x, mean.reshape(st), rstd.reshape(st), *params)
 
 
-def _stats_shape(x, args) -> tuple:
-    ns = args["normalized_shape"]
-    shape = tuple(x.shape)  # symbolic sizes while tracing
-    return shape[:len(shape) - len(ns)] + (1,) * len(ns)
-
-
 ENTRY_POINTS = {"native_layer_norm": native_layer_norm, "native_layer_norm_backward": native_layer_norm_backward}
 
 
@@ -72,6 +66,6 @@ def torch_ops():
         params=("weight", "bias"),
         forward=native_layer_norm,
         backward=native_layer_norm_backward,
-        stats_shape=_stats_shape,
+        stats_shape=lambda x, args: calls.stats_shape(tuple(x.shape), args["normalized_shape"]),
         eager_backward=_eager_backward,
     )

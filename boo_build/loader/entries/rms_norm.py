@@ -49,12 +49,6 @@ def _eager_backward(args, mask, gy, x, stats, params):
     return RMS_NORM.eager_backward(ns, mask, gy, x, rstd.reshape(calls.stats_shape(tuple(x.shape), ns)), *params)
 
 
-def _stats_shape(x, args) -> tuple:
-    ns = args["normalized_shape"]
-    shape = tuple(x.shape)  # symbolic sizes while tracing
-    return shape[:len(shape) - len(ns)] + (1,) * len(ns)
-
-
 def _rstd_grad(saved, grads, need) -> None:
     """rstd = (mean(x**2) + eps) ** -1/2, so d rstd / dx = -rstd**3 * x / N (float32, ATen's opmath)."""
     g_rstd = saved["grad_rstd"]
@@ -82,7 +76,7 @@ def torch_ops():
         params=("weight",),
         forward=fused_rms_norm,
         backward=fused_rms_norm_backward,
-        stats_shape=_stats_shape,
+        stats_shape=lambda x, args: calls.stats_shape(tuple(x.shape), args["normalized_shape"]),
         eager_backward=_eager_backward,
         stats_differentiable=True,
         extra_grads=_rstd_grad,
