@@ -42,27 +42,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import quickstart  # noqa: E402 - benchmarks/ on sys.path
 from machine import cpu_model  # noqa: E402 - benchmarks/ on sys.path
 
 FACTOR = 5.0
 
-QUICKSTART = """\
-[bundle]
-name = "quickstart"
-version = "0.1.0"
-targets = ["cpu"]
-
-[[kernels]]
-op = "layer_norm"
-input_shape = ["batch", "seq", 64]
-masks = [1, 14]
-
-[[kernels]]
-op = "rms_norm"
-input_shape = ["batch", "seq", 64]
-eps = 1e-6
-masks = [1, 6]
-"""
+QUICKSTART = quickstart.manifest()
 
 CPU_KERNELS = """\
 [bundle]

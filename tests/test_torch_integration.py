@@ -413,10 +413,10 @@ def test_clean_exit_after_training(path):
 
 
 # ------------------------------------------------------------------ README
-def test_readme_example_runs(path):
-    readme = (REPO / "README.md").read_text()
-    m = re.search(r"<!-- example: replace_norms -->\s*```python\n(.*?)```", readme, re.S)
-    assert m, "README has no replace_norms example"
+def test_replace_norms_example_runs(path):
+    page = (REPO / "docs" / "torch.md").read_text()
+    m = re.search(r"<!-- example: replace_norms -->\s*```python\n(.*?)```", page, re.S)
+    assert m, "docs/torch.md has no replace_norms example"
     proc = _python(m.group(1), env={"BOO_BUNDLE": str(path)}, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 replaced, 1 left" in proc.stdout, proc.stdout
@@ -424,3 +424,19 @@ def test_readme_example_runs(path):
     assert len(steps) == 2 and steps[1] < steps[0], proc.stdout  # trained, eagerly then compiled
     assert "'misses': 0" in proc.stdout and "'static_hits': 12" in proc.stdout, proc.stdout
     assert "nanobind" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.slow
+def test_readme_compile_backend_example_runs(path):
+    """The README's torch.compile(backend="boo") example, as written, on a bundle holding
+    its kernels (8x128x768 float32 layer norm, masks 1 and 14)."""
+    readme = (REPO / "README.md").read_text()
+    m = re.search(r"<!-- example: compile backend -->\s*```python\n(.*?)```", readme, re.S)
+    assert m, "README has no torch.compile backend example"
+    proc = _python(m.group(1), env={"BOO_BUNDLE": str(path)}, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # both norms found (a module and a function call), both on the kernels
+    assert "2 norms in 1 graph: 2 run the bundle's kernels, 0 the graph's code" in proc.stdout, proc.stdout
+    assert "norm (LayerNorm)" in proc.stdout and "F.layer_norm" in proc.stdout, proc.stdout
+    # explain's forward (2 calls), then 3 steps of 2 norms, forward and backward
+    assert "'misses': 0" in proc.stdout and "'static_hits': 14" in proc.stdout, proc.stdout

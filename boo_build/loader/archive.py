@@ -38,6 +38,19 @@ class Archive:
     compressed_size: int
     size: int  # decompressed tar size
     bundle_index: BundleIndex  # the same, typed (format.py)
+    identity: tuple = ()  # the file read: (device, inode, size, mtime in ns); ``file_sha256`` checks it
+
+    def file_sha256(self) -> str:
+        """The sha256 (hex) of the file read, hashed now: a file changed since it
+        was read (another identity) is refused, its hash no longer this archive's."""
+        with open(self.path, "rb") as f:
+            st = os.fstat(f.fileno())
+            if self.identity and (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) != self.identity:
+                raise BundleFormatError(f"{self.path} changed since it was opened: open it again")
+            h = hashlib.sha256()
+            for block in iter(lambda: f.read(_READ_CHUNK), b""):
+                h.update(block)
+        return h.hexdigest()
 
 
 _READ_CHUNK = 1 << 20  # most decompressed bytes per read: how far past max_size a refusal can come
@@ -192,7 +205,8 @@ def read_archive(path: str | os.PathLike, max_size: int = DEFAULT_MAX_SIZE) -> A
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise BundleFormatError(f"{path_s}: {INDEX_NAME} is not valid JSON ({e})") from None
     typed = check_index(index, members, path_s)
-    return Archive(path_s, index, members, st.st_size, src.size, typed)
+    return Archive(path_s, index, members, st.st_size, src.size, typed,
+                   (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
 
 
 def _read_members(src: _BoundedStream, path: str) -> tuple[dict[str, bytes], str | None]:

@@ -210,14 +210,46 @@ class Bundle:
         """This bundle with another ``fallback`` (as in ``open_bundle``): the same
         kernels, loaded modules, device and ``stats()``; only what a call with no
         kernel does differs."""
+        return self.with_options(fallback=fallback)
+
+    def with_options(self, *, fallback: Any = ..., prefer_eager: Any = ...) -> "Bundle":
+        """This bundle with another ``fallback`` and/or ``prefer_eager`` (as in
+        ``open_bundle``; ``...``: as this one's): the same kernels, loaded modules,
+        device and ``stats()`` (its calls count in this bundle's too)."""
+        fallback = self.fallback if fallback is ... else fallback
+        prefer_eager = self.prefer_eager if prefer_eager is ... else bool(prefer_eager)
         if fallback not in FALLBACKS:
             raise ValueError(f"fallback must be one of {FALLBACKS}, got {fallback!r}")
-        if fallback == self.fallback:
+        if fallback == self.fallback and prefer_eager == self.prefer_eager:
             return self
-        view = object.__new__(Bundle)  # shares the devices, runners and memos, not the bound entry points
+        view = object.__new__(Bundle)  # shares the devices, runners, memos and counts, not the bound entry points
         view.__dict__.update({k: v for k, v in self.__dict__.items() if not isinstance(v, types.MethodType)})
         view.fallback = fallback
+        if prefer_eager != self.prefer_eager:  # the routes decide on it: memos of the view's own
+            view.prefer_eager = prefer_eager
+            view._routes = {}
+            view.checks = CallChecks(self._device_type, self.device.uri, self.target.name, view.torch_route)
         return view
+
+    @property
+    def device_type(self) -> str:
+        """torch's device type of the bundle's memory: "cpu", or "cuda" (HIP and CUDA alike)."""
+        return self._device_type
+
+    @property
+    def sha256(self) -> str:
+        """The bundle file's sha256 (hex), hashed when first asked (what ``torch.compile``'s
+        backend keys on; ``BundleFormatError`` if the file changed since it was opened)."""
+        have = self.__dict__.get("_sha256")
+        if have is None:
+            have = self.__dict__["_sha256"] = self._archive.file_sha256()
+        return have
+
+    def serving(self, sig: KernelSignature) -> BundledKernel | None:
+        """The kernel a call of static ``sig`` runs on (``None``: none; ``BundledKernel.eager_for``
+        says whether torch tensors go to torch's op instead where ``prefer_eager``)."""
+        found = self._table.resolve(sig)
+        return None if found is None else found[0]
 
     def __repr__(self) -> str:
         return (f"<Bundle {self.name}-{self.version} target={self.target.name} "

@@ -38,19 +38,21 @@ def use_opener(opener: Callable[[str], Any]) -> None:
     _opener = opener
 
 
-def bundle_token(bundle: Any, token: str | None = None) -> str:
+def bundle_token(bundle: Any, token: str | None = None, *, rebind: bool = False) -> str:
     """The token naming ``bundle`` in this process (registered on first use:
     ``name-version@target#n``). ``token``: bind that token instead (a graph
-    recorded in another process), unless it names another open bundle."""
+    recorded in another process), unless it names another open bundle
+    (``rebind``: it names ``bundle`` from now on, for a token that names the
+    bundle's content, so that either serves its graphs)."""
     have = _TOKENS.get(bundle)
-    if have is not None and token in (None, have):
+    if have is not None and token in (None, have) and (not rebind or _BY_TOKEN.get(have) is bundle):
         return have
     with _registry_lock:
         if token is not None:
             if not token:
                 raise ValueError('the token "" stands for the default bundle: use set_default_bundle')
             other = _BY_TOKEN.get(token)
-            if other is not None and other is not bundle:
+            if other is not None and other is not bundle and not rebind:
                 raise ValueError(f"bundle token {token!r} already names {other!r}")
         else:
             token = _TOKENS.get(bundle) or f"{bundle.name}-{bundle.version}@{bundle.target.name}#{next(_SERIAL)}"
