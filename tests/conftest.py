@@ -67,7 +67,9 @@ def is_build_command(args) -> bool:
         return any(is_build_command(line) for line in script.replace(";", "\n").splitlines() if line.strip())
     if name == "iree-compile":
         return "--version" not in argv  # asking its version (the toolchain's detection) compiles nothing
-    return name == "boo-build" and len(argv) > 1 and argv[1] in _BUILD_COMMANDS
+    # (asking a command's help builds nothing)
+    return (name == "boo-build" and len(argv) > 1 and argv[1] in _BUILD_COMMANDS
+            and not {"-h", "--help"} & set(argv[2:]))
 
 
 def _watch_builds() -> None:

@@ -598,7 +598,8 @@ def test_toml_command_errors_name_the_entry(tmp_path):
         load_manifest(p)
     assert e.value.errors == [
         f"{p}: commands[1]: unknown flag '--foo' for layernorm: use -X/--input, -F/--forw, "
-        "-m/--mode, -e/--eps, -o/--normalized_dim, -t/--time, -i/--iter, -V/--verify, -w/--wall",
+        "-m/--mode, -e/--eps, -o/--normalized_dim, -t/--time, -i/--iter, -V/--verify, -w/--wall, "
+        "--use-aten, --input-permutation",
         f"{p}: commands[2]: a command must be a string, got 3",
     ]
 

@@ -3,7 +3,7 @@ real HTTP server on 127.0.0.1 (a port the kernel picks) and ``file://`` stores.
 
 The bundles are the small fixture bundle (one compiled layer-norm kernel) and
 copies of it under other versions and names (``helpers.rewrite``): nothing is
-compiled here. Each test gets its own cache (``BOO_CACHE_DIR``).
+compiled here. Each test gets its own cache (``BOO_BUILD_CACHE_DIR``).
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ def server(store):
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     c = tmp_path / "cache"
-    monkeypatch.setenv("BOO_CACHE_DIR", str(c))
+    monkeypatch.setenv("BOO_BUILD_CACHE_DIR", str(c))
     for var in ("BOO_OFFLINE", "BOO_STORE_URL", "BOO_STORE_AUTH", "BOO_FETCH_TIMEOUT"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")  # the test's server is never behind a proxy
@@ -300,7 +300,7 @@ def test_eight_processes_one_download(store, server, cache, tmp_path):
         out, _, _ = b.native_layer_norm(np.ones((2, 8), np.float32), [8], one, zero, 1e-5)
         print(b.version, float(np.abs(out).max()))
     """)
-    e = {**env(), "BOO_CACHE_DIR": str(cache)}
+    e = {**env(), "BOO_BUILD_CACHE_DIR": str(cache)}
     procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "boo.lock"), str(tmp_path / f"ready{i}")],
                               cwd=REPO, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for i in range(8)]
@@ -388,7 +388,7 @@ def test_the_cache_needs_no_server_once_filled(store, cache, tmp_path, monkeypat
     try:
         write_lock(lock([NAME], own.url), tmp_path / "boo.lock")
         subprocess.run([str(Path(sys.executable).parent / "boo-build"), "fetch", str(tmp_path / "boo.lock")],
-                       env={**env(), "BOO_CACHE_DIR": str(cache)}, check=True, capture_output=True, timeout=120)
+                       env={**env(), "BOO_BUILD_CACHE_DIR": str(cache)}, check=True, capture_output=True, timeout=120)
         assert own.counts[bundle_path(NAME, "0.2.0")] == 1
     finally:
         own.close()
@@ -467,7 +467,7 @@ def test_boo_bundle_may_name_a_lock_file(store, cache, tmp_path):
             "tokens.use_opener(open_bundle)\n"
             "print(tokens.default_bundle().version)")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60,
-                          env={**env(), "BOO_BUNDLE": str(tmp_path / "boo.lock"), "BOO_CACHE_DIR": str(cache)})
+                          env={**env(), "BOO_BUNDLE": str(tmp_path / "boo.lock"), "BOO_BUILD_CACHE_DIR": str(cache)})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "0.2.0"
 
@@ -488,7 +488,7 @@ def test_opening_a_local_bundle_imports_no_http(store, cache, tmp_path):
         print(seen)
     """)
     proc = subprocess.run([sys.executable, "-c", code, str(FIXTURE), str(tmp_path / "file.lock")], cwd=REPO,
-                          capture_output=True, text=True, timeout=60, env={**env(), "BOO_CACHE_DIR": str(cache)})
+                          capture_output=True, text=True, timeout=60, env={**env(), "BOO_BUILD_CACHE_DIR": str(cache)})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[[], [], False, []]"
 
@@ -554,6 +554,6 @@ def test_cli_fetch_of_an_unreachable_store_fails_with_the_url(tmp_path, store, c
         url = f"http://127.0.0.1:{s.getsockname()[1]}/"
         write_lock(LockFile(url, lock([NAME], str(store)).bundles), tmp_path / "boo.lock")
         proc = boo("fetch", str(tmp_path / "boo.lock"), cwd=tmp_path, check=False,
-                   extra_env={"BOO_CACHE_DIR": str(cache)})
+                   extra_env={"BOO_BUILD_CACHE_DIR": str(cache)})
     assert proc.returncode == 2
     assert f"boo-build: cannot fetch {url}{bundle_path(NAME, '0.2.0')}: connection refused" in proc.stderr

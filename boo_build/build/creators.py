@@ -295,6 +295,7 @@ def report_tasks(g: Graph):
             + [f"select:{b}/{t.name}/{r.signature.key}" for r in p.manifest.kernels for t in p.targets],
             "uptodate": [False],
             "verbosity": 2,
+            "clean": [_rm(p.layout.report), _rm(p.layout.csv)],
             "doc": f"report on {b}",
         }
 

@@ -44,8 +44,8 @@ COMMANDS = {
     "build": ("graph", "export, compile, validate, benchmark and pack"),
     "bench": ("graph", "validate and benchmark without packing"),
     "list": ("graph", "list the graph's tasks"),
-    "clean": ("graph", "remove built files"),
-    "forget": ("graph", "forget up-to-date state"),
+    "clean": ("graph", "remove the files a build wrote (exports, compiles, records, the bundle and its page)"),
+    "forget": ("graph", "forget every task's up-to-date state, so that the next build runs them all again"),
     "info": ("info", "describe a bundle"),
     "verify": ("verify", "check every checksum in a bundle, and its iree-base-runtime range"),
     "diff": ("diff", "compare two bundles"),
@@ -65,9 +65,13 @@ def parser() -> argparse.ArgumentParser:
                                                               "bundles, and their commands.")
     # the one version source (pyproject.toml reads it too)
     p.add_argument("--version", action="version", version=f"boo-build {__version__}")
-    sub = p.add_subparsers(dest="cmd", required=True)
+    sub = p.add_subparsers(dest="cmd", metavar="COMMAND", title="commands",
+                           description="boo-build COMMAND --help describes one")
     for name, (module, help_) in COMMANDS.items():
-        _command(module).add_arguments(sub.add_parser(name, help=help_))
+        mod = _command(module)
+        sp = sub.add_parser(name, help=help_, description=help_[:1].upper() + help_[1:] + ".")
+        # a module serving several commands (graph) gives each its own options: add_<name>_arguments
+        getattr(mod, f"add_{name}_arguments", mod.add_arguments)(sp)
     return p
 
 
@@ -81,7 +85,11 @@ def main(argv: list[str] | None = None) -> int:
     stdout handled quietly (Python docs, signal module, "Note on SIGPIPE")."""
     try:
         try:
-            ns = parser().parse_args(argv)
+            p = parser()
+            ns = p.parse_args(argv)
+            if ns.cmd is None:  # bare boo-build: what it can do
+                p.print_help(sys.stderr)
+                return EXIT_USAGE
             return _command(COMMANDS[ns.cmd][0]).run(ns)
         except (BooBuildError, BundleError) as e:
             print(f"boo-build: {e}", file=sys.stderr)

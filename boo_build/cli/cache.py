@@ -3,7 +3,7 @@
 ``list`` prints each cached file (sha256, size, path) as found on disk:
 ``open_bundle`` verifies an entry each time it uses it. ``clean`` removes
 every entry, download in progress and lock file; run it while no process is
-opening bundles. The cache is ``$BOO_CACHE_DIR`` (``loader/remote.py``).
+opening bundles. The cache is ``$BOO_BUILD_CACHE_DIR`` (``loader/remote.py``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.description = "Show or empty the local cache of downloaded bundles ($BOO_CACHE_DIR)."
+    p.description = "Show or empty the local cache of downloaded bundles ($BOO_BUILD_CACHE_DIR)."
     sub = p.add_subparsers(dest="action", required=True)
     sub.add_parser("list", help="list the cached bundles")
     sub.add_parser("clean", help="remove every cached bundle")

@@ -21,8 +21,8 @@ EXIT_OK, EXIT_PROBLEM = 0, 1
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("old", type=Path)
-    p.add_argument("new", type=Path)
+    p.add_argument("old", type=Path, metavar="OLD_BUNDLE", help="the bundle compared against")
+    p.add_argument("new", type=Path, metavar="NEW_BUNDLE", help="the bundle whose changes are listed")
     add_max_size(p)
 
 

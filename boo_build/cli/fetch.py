@@ -21,7 +21,7 @@ __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.description = ("Download every bundle a lock file pins into the local cache ($BOO_CACHE_DIR), checking "
+    p.description = ("Download every bundle a lock file pins into the local cache ($BOO_BUILD_CACHE_DIR), checking "
                      "each one's size and sha256, so that open_bundle(LOCK_FILE) needs no network later.")
     p.add_argument("lock", type=Path, metavar="LOCK_FILE", help="a lock file written by boo-build lock")
     p.add_argument("--name", action="append", default=None, help="only this bundle (repeatable)")

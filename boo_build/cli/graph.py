@@ -7,6 +7,8 @@ API; nothing here reimplements the graph.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import sys
 from dataclasses import replace
@@ -23,7 +25,7 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it
 
 
 def default_manifests(folder: Path = DEFAULT_MANIFEST_DIR) -> tuple[Path, ...]:
-    return tuple(sorted(folder.glob("*.toml")) + sorted(folder.glob("*.txt")))
+    return tuple(sorted(folder.glob("*.toml")) + sorted(folder.glob("*.txt")) + sorted(folder.glob("*.tsv")))
 
 
 def doit_config(out_dir: Path, jobs: int | None, quiet: bool) -> dict[str, Any]:
@@ -58,9 +60,14 @@ def run_doit(config, plans, doit_args: list[str], jobs: int | None, quiet: bool)
     # workers the swaps interleave and may not be undone in order.
     saved = sys.stdout, sys.stderr
     try:
-        return int(DoitMain(ModuleTaskLoader(mod)).run(doit_args))
+        rc = DoitMain(ModuleTaskLoader(mod)).run(doit_args)
     finally:
         sys.stdout, sys.stderr = saved
+    return 0 if rc is None else int(rc)  # doit's clean and forget return None when done
+
+
+def _files(folder: Path) -> set[Path]:
+    return {p for p in Path(folder).rglob("*") if p.is_file()}
 
 
 def _split(text: str | None) -> tuple[str, ...] | None:
@@ -79,17 +86,25 @@ def _flags(items: list[str] | None) -> tuple[tuple[str, tuple[str, ...]], ...]:
     return tuple(out)
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("manifests", nargs="*", type=Path,
-                   help="manifest files (.toml or MIOpen .txt); default: every manifest in manifests/")
+def _add_selection(p: argparse.ArgumentParser) -> None:
+    """What every graph command takes: which manifests, targets and output folder."""
+    p.add_argument("manifests", nargs="*", type=Path, metavar="MANIFEST",
+                   help="manifest files (.toml, or command lines: MIOpen's .txt, iree-turbine's .txt or .tsv); "
+                        "default: every manifest in manifests/")
     p.add_argument("--targets", help="comma-separated targets, overriding the manifests' (e.g. cpu,gfx942)")
-    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default: artifacts)")
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT, metavar="OUTPUT_DIR",
+                   help="output folder (default: artifacts)")
+
+
+def add_build_arguments(p: argparse.ArgumentParser, packs: bool = True) -> None:
+    _add_selection(p)
     p.add_argument("-j", "--jobs", type=int, default=None, help="parallel tasks (default: number of cores)")
     p.add_argument("-q", "--quiet", action="store_true", help="print failures and the summary only")
-    p.add_argument("--allow-missing", action="store_true",
-                   help="ship failed kernels as explicitly unavailable instead of failing the build")
-    p.add_argument("--no-bench", action="store_true", help="skip benchmarks (the report says so)")
-    p.add_argument("--no-validate", action="store_true", help="skip validation and benchmarks")
+    if packs:
+        p.add_argument("--allow-missing", action="store_true",
+                       help="ship failed kernels as explicitly unavailable instead of failing the build")
+        p.add_argument("--no-bench", action="store_true", help="skip benchmarks (the report says so)")
+        p.add_argument("--no-validate", action="store_true", help="skip validation and benchmarks")
     p.add_argument("--no-traffic", action="store_true",
                    help="GPU targets: no traffic model and no variants ranked by it (defaults in fixed order)")
     p.add_argument("--flag", action="append", metavar="TARGET=FLAG",
@@ -98,6 +113,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"per-compile timeout in seconds (default {DEFAULT_TIMEOUT_S:g})")
     p.add_argument("--scheduler", default=os.environ.get("DASK_SCHEDULER_ADDRESS"),
                    help="Dask scheduler address, or 'local' for a LocalCluster (default: $DASK_SCHEDULER_ADDRESS)")
+
+
+def add_bench_arguments(p: argparse.ArgumentParser) -> None:
+    add_build_arguments(p, packs=False)
+    p.set_defaults(allow_missing=False, no_bench=False, no_validate=False)
+
+
+def add_list_arguments(p: argparse.ArgumentParser) -> None:
+    _add_selection(p)
+    # what build_config reads of the options these commands do not take (nothing runs)
+    p.set_defaults(jobs=None, quiet=False, allow_missing=False, no_bench=False, no_validate=False,
+                   no_traffic=False, flag=None, timeout=DEFAULT_TIMEOUT_S, scheduler=None)
+
+
+add_clean_arguments = add_forget_arguments = add_list_arguments
+add_arguments = add_build_arguments  # the graph module's default (app.py asks for add_<command>_arguments first)
 
 
 def build_config(ns: argparse.Namespace):
@@ -138,9 +169,27 @@ def run(ns: argparse.Namespace) -> int:
     if ns.cmd in ("list", "clean", "forget"):  # nothing runs: no cluster needed
         config = replace(config, scheduler=None)
     if ns.cmd == "list":
-        return run_doit(config, plans, ["list", "--all"], jobs, ns.quiet)
-    if ns.cmd in ("clean", "forget"):
-        return run_doit(config, plans, [ns.cmd, "build"] if ns.cmd == "clean" else ["forget"], jobs, ns.quiet)
+        # doit reports a closed pipe as a failure with a traceback: it writes to a buffer, printed here
+        # (a closed stdout then ends as every command's does: cli.app, EXIT_BROKEN_PIPE)
+        listing = io.StringIO()
+        with contextlib.redirect_stdout(listing):  # doit's list writes to the sys.stdout of its making
+            rc = run_doit(config, plans, ["list", "--all"], jobs, ns.quiet)
+        sys.stdout.write(listing.getvalue())
+        return rc
+    if ns.cmd == "clean":
+        before = _files(config.out_dir)
+        with contextlib.redirect_stdout(io.StringIO()):  # doit's line per file action: the count says it
+            rc = run_doit(config, plans, ["clean", "--clean-all"], jobs, ns.quiet)
+        gone = len(before - _files(config.out_dir))
+        print(f"removed {gone} built file{'s' * (gone != 1)} of {len(plans)} manifest{'s' * (len(plans) != 1)} "
+              f"from {config.out_dir}")
+        return rc
+    if ns.cmd == "forget":
+        with contextlib.redirect_stdout(io.StringIO()):  # doit's "forgetting all tasks"
+            rc = run_doit(config, plans, ["forget", "--all"], jobs, ns.quiet)
+        print(f"forgot every task's up-to-date state in {config.out_dir}: the next build runs them again "
+              "(the files built are kept)")
+        return rc
     if config.scheduler:
         from ..build.distributed import scheduler_session
 

@@ -1,4 +1,5 @@
 """``boo-build info BUNDLE``: what a bundle holds: targets, kernels, selections, candidates, provenance.
+Given a lock file, each bundle it pins (through the download cache); given a manifest, it says so.
 
 Light: imports only the loader's archive reader and typed index (stdlib and
 zstandard), never torch, iree or doit (the iree-base-runtime version is read
@@ -21,19 +22,34 @@ from ..loader.archive import DEFAULT_MAX_SIZE, Archive
 from ..loader.format import CandidateRecord, ImplRecord
 from ..reasons import Kind
 from ..stages.selection import Decision
-from .text import add_max_size, bench_value, provenance_versions, read_bundle, runtime_fit, short, size_text
+from .text import (
+    add_max_size,
+    bench_value,
+    bundles_named,
+    provenance_versions,
+    read_bundle,
+    runtime_fit,
+    short,
+    size_text,
+)
 
 __all__ = ["add_arguments", "candidate_lines", "cmd_info", "run", "traffic_text"]
 EXIT_OK = 0
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("bundle", type=Path)
+    p.add_argument("bundle", type=Path, metavar="BUNDLE",
+                   help="a bundle (.tar.zst), or a lock file: the bundles it pins (downloaded if need be)")
     add_max_size(p)
 
 
 def run(ns: argparse.Namespace) -> int:
-    return cmd_info(ns.bundle, max_size=ns.max_size)
+    named = bundles_named(ns.bundle, ns.max_size)  # a lock file: each bundle it pins
+    for i, (what, path) in enumerate(named):
+        if len(named) > 1 or what != str(path):
+            print(("\n" if i else "") + f"{what}:")
+        cmd_info(path, max_size=ns.max_size)
+    return EXIT_OK
 
 
 def cmd_info(path, *, out: TextIO | None = None, max_size: int = DEFAULT_MAX_SIZE) -> int:

@@ -20,7 +20,7 @@ EXIT_OK, EXIT_PROBLEM, EXIT_UNUSABLE = 0, 1, 2
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("bundle", type=Path, help="the bundle to measure")
+    p.add_argument("bundle", type=Path, metavar="BUNDLE", help="the bundle to measure")
     p.add_argument("--out", type=Path, required=True,
                    help="the new bundle: a .tar.zst path, or a folder for <name>-<version>.tar.zst")
     p.add_argument("--targets", help="comma-separated bundle targets to measure (default: every one a device "

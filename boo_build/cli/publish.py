@@ -23,7 +23,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.description = ("Copy BUNDLE into the store folder STORE_DIR (STORE_DIR/<name>/<version>/) and list it in "
                      "STORE_DIR/index.json. A published version is never replaced. Serve STORE_DIR as it is: "
                      "a shared file system or any static HTTP server.")
-    p.add_argument("bundle", type=Path, help="the .tar.zst bundle to publish")
+    p.add_argument("bundle", type=Path, metavar="BUNDLE", help="the .tar.zst bundle to publish")
     # a str: Path() would fold a URL's "//" and publish into a local "https:" folder
     p.add_argument("store", metavar="STORE_DIR", help="the store folder (created if need be)")
     add_max_size(p)

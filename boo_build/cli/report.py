@@ -15,7 +15,8 @@ __all__ = ["add_arguments", "cmd_report", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("source", type=Path, metavar="BUNDLE_OR_OUTPUT_DIR")
+    p.add_argument("source", type=Path, metavar="BUNDLE_OR_OUTPUT_DIR",
+                   help="a bundle, or a build's output folder (its per-bundle folders' records)")
     p.add_argument("--out", type=Path, help="page to write (default: report.html in the build folder, "
                                             "NAME-VERSION.report.html beside a bundle)")
 

@@ -17,6 +17,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..errors import UsageError
 from ..loader.archive import DEFAULT_MAX_SIZE, Archive, BundleTooLarge, read_archive
 from ..loader.errors import BundleFormatError
 from ..loader.format import BundleIndex
@@ -111,6 +112,49 @@ def read_bundle(path: str | Path, max_size: int = DEFAULT_MAX_SIZE) -> Archive:
     except BundleTooLarge as e:
         raise BundleTooLarge(e.problem, e.max_size, f"if it is a bundle larger than that, raise the limit with "
                                                     f"{MAX_SIZE_OPTION} SIZE, now {size_text(e.max_size)}") from None
+
+
+def bundles_named(path: str | Path, max_size: int = DEFAULT_MAX_SIZE) -> list[tuple[str, Path]]:
+    """(what it is, its file) of each bundle a command's BUNDLE argument names: a bundle
+    itself; a lock file's pinned bundles, from the verified cache (downloaded where
+    missing: ``remote.fetch_locked``). A manifest is refused, saying what to run;
+    anything else is left to ``read_bundle``'s message."""
+    p = Path(path)
+    try:
+        with open(p, "rb") as f:
+            head = f.read(256)
+    except OSError:
+        return [(str(p), p)]  # read_bundle says what is wrong with it
+    if head[:4] == b"\x28\xb5\x2f\xfd":  # zstd: a bundle
+        return [(str(p), p)]
+    from ..loader.lockfile import looks_like_lock, read_lock
+
+    if looks_like_lock(head):
+        from ..loader.remote import fetch_locked
+
+        lock = read_lock(p)
+        return [(f"{b.name} {b.version}, pinned by {p}", Path(fetch_locked(lock, b, max_size=max_size)))
+                for b in lock.bundles]
+    if _is_manifest(p, head):
+        raise UsageError(f"{p} is a manifest, not a bundle: build it with `boo-build build {p}`, which prints "
+                         "the bundle's path, then run this on that bundle")
+    return [(str(p), p)]
+
+
+def _is_manifest(p: Path, head: bytes) -> bool:
+    """A TOML manifest (a [bundle] table or [[kernels]]), or a command file whose first command is MIOpen's."""
+    try:
+        text = head.decode()
+    except UnicodeDecodeError:
+        return False
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("#")]
+    if not lines:
+        return False
+    if lines[0].startswith(("[bundle]", "[[kernels]]", "commands")):
+        return True
+    from ..manifest.miopen import commands
+
+    return lines[0].split()[0] in commands()
 
 
 # ------------------------------------------------------------ iree_runtime

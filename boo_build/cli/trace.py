@@ -44,8 +44,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a Llama-style RMS norm class (weight, variance_epsilon or eps) to record; repeatable")
     p.add_argument("--merge", type=Path, metavar="OLD.toml",
                    help="add to this manifest (its text, comments and [bundle] kept) what it does not cover")
-    p.add_argument("script", type=Path, help="the Python script to run")
-    p.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
+    p.add_argument("script", type=Path, metavar="SCRIPT", help="the Python script to run")
+    p.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="the script's arguments")
 
 
 def _check_writable(out: Path) -> None:

@@ -1,4 +1,5 @@
 """``boo-build verify BUNDLE``: every member's sha256 against the index, and its ``iree_runtime`` field.
+Given a lock file, each bundle it pins (the download checks the pinned sha256 first).
 
 Light: imports only the loader's archive reader and typed index (stdlib and
 zstandard), never torch, iree or doit (the iree-base-runtime version is read
@@ -23,19 +24,21 @@ from typing import TextIO
 from ..loader.archive import DEFAULT_MAX_SIZE, sha256_hex
 from ..loader.errors import BundleFormatError
 from ..loader.format import INDEX_NAME
-from .text import add_max_size, read_bundle, runtime_fit
+from .text import add_max_size, bundles_named, read_bundle, runtime_fit
 
 __all__ = ["add_arguments", "cmd_verify", "run"]
 EXIT_OK, EXIT_PROBLEM = 0, 1
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("bundle", type=Path)
+    p.add_argument("bundle", type=Path, metavar="BUNDLE",
+                   help="a bundle (.tar.zst), or a lock file: the bundles it pins (downloaded if need be)")
     add_max_size(p)
 
 
 def run(ns: argparse.Namespace) -> int:
-    return cmd_verify(ns.bundle, max_size=ns.max_size)
+    # a lock file: each bundle it pins (fetched through the cache, which checks the pinned sha256)
+    return max(cmd_verify(path, max_size=ns.max_size) for _, path in bundles_named(ns.bundle, ns.max_size))
 
 
 def cmd_verify(path, *, out: TextIO | None = None, err: TextIO | None = None,

@@ -7,7 +7,7 @@ too. Standard library only; ``urllib.request`` (and with it ``http.client``)
 is imported by the first ``http(s)://`` download, never for a local path, a
 ``file://`` URL or a cache hit.
 
-The cache, ``$BOO_CACHE_DIR`` (default ``$XDG_CACHE_HOME/boo-build``, else
+The cache, ``$BOO_BUILD_CACHE_DIR`` (default ``$XDG_CACHE_HOME/boo-build``, else
 ``~/.cache/boo-build``)::
 
     sha256/<digest>/<file name>   verified bundles, one folder per sha256
@@ -21,7 +21,7 @@ entry changed on disk is refused, removed and fetched again (a warning says
 so). Several processes (or threads) after the same digest take its lock
 (``flock``) in turn: the first downloads, the others find it in the cache.
 
-Environment: ``BOO_CACHE_DIR``; ``BOO_OFFLINE=1`` (a miss fails, nothing is
+Environment: ``BOO_BUILD_CACHE_DIR``; ``BOO_OFFLINE=1`` (a miss fails, nothing is
 fetched); ``BOO_FETCH_TIMEOUT`` (seconds a connection or a read may wait,
 default 30); ``BOO_STORE_AUTH`` (an ``Authorization`` header value sent to
 http(s) stores, not on redirects); ``BOO_STORE_URL`` (``lockfile.py``: a
@@ -47,7 +47,7 @@ from .archive import DEFAULT_MAX_SIZE, BundleTooLarge
 from .errors import BundleFetchError, BundleFormatError, BundleIntegrityError
 from .lockfile import SHA256, LockedBundle, LockFile, is_lock_file, read_lock
 
-CACHE_ENV = "BOO_CACHE_DIR"
+CACHE_ENV = "BOO_BUILD_CACHE_DIR"
 OFFLINE_ENV = "BOO_OFFLINE"
 TIMEOUT_ENV = "BOO_FETCH_TIMEOUT"
 AUTH_ENV = "BOO_STORE_AUTH"
@@ -358,7 +358,7 @@ def fetch(url: str, sha256: str, size: int | None = None, *, max_size: int = DEF
     except OSError as e:
         if isinstance(e, BundleFetchError):
             raise
-        hint = " (the cache must be on a file system with file locks: set BOO_CACHE_DIR to a local disk)" \
+        hint = " (the cache must be on a file system with file locks: set BOO_BUILD_CACHE_DIR to a local disk)" \
             if e.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS) else ""
         raise BundleFetchError(url, f"cannot write the cache {cache}: {e.strerror or e}{hint}") from None
 

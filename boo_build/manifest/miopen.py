@@ -17,6 +17,21 @@ gives its input shape is the op's (``Op.command_shape``): ``"tensor"``
 * ignored, each taking a value: ``-t/--time``, ``-i/--iter``, ``-V/--verify``,
   ``-w/--wall``.
 
+iree-turbine's driver (``iree-boo-driver``, ``op_exports/layer_norm.py``) adds
+two flags, taken by every command here:
+
+* ``--use-aten [V]``: restricts the command's kernel to one implementation
+  (a manifest entry's ``impls``): ``aten`` with no value or a true one (``1``,
+  ``true``, ``yes``, ``on``), ``manual`` with a false one (``0``, ``false``,
+  ``no``, ``off``, or empty: ``--use-aten=``). iree-turbine parses it with
+  argparse's ``type=bool``, which reads every non-empty value, ``0`` included,
+  as true, and it requires a value; this reads the value as the flag means it.
+* ``--input-permutation P0 P1 ...`` (space-separated, argparse's ``nargs="*"``;
+  with ``=`` one value only): the input's memory layout. Kernels here take
+  contiguous inputs (the loader copies any other layout), so only the identity
+  (or no value, iree-turbine's default) is accepted; any other permutation is
+  refused, naming the flag.
+
 ``ncdhw`` (MIOpen's ``driver/groupnorm_driver.hpp``): ``-n/--batchsize``
 (default 100), ``-c/--in_channels`` (6), ``-D/--in_d`` (0), ``-H/--in_h`` (32),
 ``-W/--in_w`` (32), ``-g/--num_groups`` (3); the input is ``[n, c, D, H, W]``
@@ -27,12 +42,20 @@ this project's bit set, as for layernorm).
 
 Both ``--flag value`` and ``--flag=value`` work.  (iree-turbine 3.9.0's
 driver inverts ``-m`` and always adds a bias; this follows MIOpen.)
+
+Command files: ``.txt`` lines are split as a shell would (``shlex``, ``#``
+starts a comment); ``.tsv`` lines as iree-turbine's driver splits them: the line
+stripped of surrounding whitespace, then split at every tab, each field one
+argument as written (no quoting; an empty field is an empty argument), blank
+lines and lines starting with ``#`` skipped, no header (``split_line``).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
+from dataclasses import dataclass
 
 from .. import ops
 from ..errors import SignatureError
@@ -40,7 +63,7 @@ from ..ops.base import BIAS_GRAD, DEFAULT_EPS, WEIGHT_GRAD
 from ..shapes import DEFAULT_MAX_ELEMENTS, dims_from_text, limit_problem
 from ..signature import KernelSignature
 
-# flag spelling -> canonical name; every flag takes one value
+# flag spelling -> canonical name; every flag takes one value, except those below
 FLAGS = {
     "-X": "input", "--input": "input",
     "-F": "forw", "--forw": "forw",
@@ -52,8 +75,17 @@ FLAGS = {
     "-i": "iter", "--iter": "iter",
     "-V": "verify", "--verify": "verify",
     "-w": "wall", "--wall": "wall",
+    # iree-turbine's driver's own: no value or one, and any number of values
+    "--use-aten": "use_aten",
+    "--input-permutation": "input_permutation",
 }
 _IGNORED = {"time", "iter", "verify", "wall"}
+_OPTIONAL_VALUE = {"use_aten"}
+_LIST_VALUE = {"input_permutation"}
+
+# --use-aten's values, lower case (iree-turbine's type=bool reads all but "" as true)
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off", "")
 
 # groupnorm's flags (``ncdhw``): the input's dims and groups instead of -X and -o
 NCDHW_FLAGS = {
@@ -111,10 +143,18 @@ def _ncdhw_shape(values: dict[str, tuple[str, str]]) -> tuple[tuple[int, ...], i
     return shape, v["num_groups"]
 
 
+Values = dict[str, tuple[str, str]]  # canonical flag name -> (spelling, value)
+Lists = dict[str, tuple[str, list[str]]]  # a list flag's canonical name -> (spelling, values)
+
+# what argparse takes for a value, not a flag, though it starts with "-" (its _negative_number_matcher)
+_NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+
+
 def _flag_values(cmd: str, args: list[str], flags: dict[str, str] = FLAGS,
-                 flag_list: str = _FLAG_LIST) -> dict[str, tuple[str, str]]:
-    """canonical flag name -> (spelling, value)."""
-    values: dict[str, tuple[str, str]] = {}
+                 flag_list: str = _FLAG_LIST) -> tuple[Values, Lists]:
+    """The flags' values: one-value and optional-value flags, and list flags."""
+    values: Values = {}
+    lists: Lists = {}
     i = 0
     while i < len(args):
         tok = args[i]
@@ -123,32 +163,131 @@ def _flag_values(cmd: str, args: list[str], flags: dict[str, str] = FLAGS,
             if tok.startswith("-"):
                 raise SignatureError(f"unknown flag {flag!r} for {cmd}: use {flag_list}")
             raise SignatureError(f"unexpected argument {tok!r}: every value follows a flag")
-        if not eq:
-            if i + 1 >= len(args):
-                raise SignatureError(f"flag {flag} needs a value")
-            value = args[i + 1]
-            i += 1
-        i += 1
         name = flags[flag]
+        i += 1
+        items = [value] if eq else []
+        if name in _LIST_VALUE:
+            # argparse's nargs="*": the arguments up to the next flag; after "=", that value only
+            while not eq and i < len(args) and (not args[i].startswith("-") or _NEGATIVE_NUMBER.match(args[i])):
+                items.append(args[i])
+                i += 1
+        elif not eq:
+            if name not in _OPTIONAL_VALUE:
+                if i >= len(args):
+                    raise SignatureError(f"flag {flag} needs a value")
+                items.append(args[i])
+                i += 1
+            elif i < len(args) and not args[i].startswith("-"):
+                items.append(args[i])
+                i += 1
+            else:
+                items.append("true")  # a bare --use-aten
         if name in _IGNORED:
             continue
-        if name in values:
-            raise SignatureError(f"flag {flag} given twice (as {values[name][0]} before)")
-        values[name] = (flag, value)
-    return values
+        before = values.get(name) or lists.get(name)
+        if before:
+            raise SignatureError(f"flag {flag} given twice (as {before[0]} before)")
+        if name in _LIST_VALUE:
+            lists[name] = (flag, items)
+        else:
+            values[name] = (flag, items[0])
+    return values, lists
+
+
+def _impls(values: Values, spec) -> tuple[str, ...] | None:
+    """The implementations ``--use-aten`` restricts a command to (None without the flag)."""
+    if "use_aten" not in values:
+        return None
+    flag, value = values["use_aten"]
+    word = value.strip().lower()
+    if word not in _TRUE + _FALSE:
+        raise SignatureError(
+            f"{flag} {value!r} is neither true nor false: give no value or one of {', '.join(_TRUE)} "
+            f"(the aten implementation), or one of {', '.join(v for v in _FALSE if v)} (the manual one)"
+        )
+    impl = "aten" if word in _TRUE else "manual"
+    if impl not in spec.impls:
+        raise SignatureError(f"{flag} {value} asks for the {impl} implementation, which {spec.name} does not have "
+                             f"(it has {', '.join(spec.impls)})")
+    return (impl,)
+
+
+def _permutation_problem(lists: Lists, shape: tuple[int, ...]) -> str | None:
+    """Why ``--input-permutation`` cannot be built (None: absent, empty or the identity)."""
+    if "input_permutation" not in lists:
+        return None
+    flag, items = lists["input_permutation"]
+    if not items:  # iree-turbine's default: the identity
+        return None
+    written = " ".join(items)
+    try:
+        perm = [int(x, 10) for x in items]
+    except ValueError:
+        return f"{flag} takes integers, space-separated (e.g. {flag} 0 2 1), got {written!r}"
+    identity = list(range(len(shape)))
+    if sorted(perm) != identity:
+        return (f"{flag} {written} is not a permutation of 0..{len(shape) - 1} for the "
+                f"{len(shape)}-d input {'x'.join(map(str, shape))}")
+    if perm != identity:
+        return (f"{flag} {written} is not supported: boo-build builds kernels for contiguous inputs only "
+                "(the loader copies an input of any other layout to a contiguous one); drop the flag, "
+                f"or give the identity {' '.join(map(str, identity))}")
+    return None
+
+
+@dataclass(frozen=True)
+class Command:
+    """A driver command: its kernel signature, and the implementations
+    ``--use-aten`` restricts it to (None: the op's own)."""
+
+    signature: KernelSignature
+    impls: tuple[str, ...] | None = None
+
+
+def split_line(text: str, tsv: bool = False) -> list[str]:
+    """A command file's line -> its arguments ([] for a blank or comment line):
+    as a shell splits it (``#`` starts a comment), or for a ``.tsv`` file as
+    iree-turbine's driver does (the stripped line split at every tab)."""
+    if tsv:
+        line = text.strip()
+        # iree-turbine skips lines starting with "#"; an indented one is a comment here too
+        if not line or line.startswith("#"):
+            return []
+        return line.split("\t")
+    try:
+        return shlex.split(text, comments=True)
+    except ValueError as e:
+        raise SignatureError(f"cannot split command: {e}") from None
+
+
+def parse_line(text: str, max_elements: int | None = DEFAULT_MAX_ELEMENTS, tsv: bool = False) -> Command | None:
+    """One driver command (a ``.tsv`` file's line with ``tsv``) -> a ``Command``,
+    or None for a blank / comment-only line.  Raises ``SignatureError`` (any
+    problem, message without location)."""
+    tokens = split_line(text, tsv)
+    if not tokens:
+        return None
+    try:
+        return parse_args(tokens, max_elements)
+    except SignatureError as e:
+        spaced = [t for t in tokens if " " in t.strip()]
+        if tsv and spaced:  # a space-separated line in a .tsv file: one argument
+            raise SignatureError(f"{e} (a .tsv file separates arguments with tabs, and {spaced[0]!r} holds "
+                                 "spaces: separate them with tabs, or use a .txt file)") from None
+        raise
 
 
 def parse_command(text: str, max_elements: int | None = DEFAULT_MAX_ELEMENTS) -> KernelSignature | None:
     """One driver command -> its signature, or None for a blank / comment-only
-    line.  Raises ``SignatureError`` (any problem, message without location).
-    The input shape is bounded as a manifest's (``max_elements`` None: no
-    element bound)."""
-    try:
-        tokens = shlex.split(text, comments=True)
-    except ValueError as e:
-        raise SignatureError(f"cannot split command: {e}") from None
-    if not tokens:
-        return None
+    line (``parse_line`` also gives ``--use-aten``'s implementation).  Raises
+    ``SignatureError``.  The input shape is bounded as a manifest's
+    (``max_elements`` None: no element bound)."""
+    cmd = parse_line(text, max_elements)
+    return None if cmd is None else cmd.signature
+
+
+def parse_args(tokens: list[str], max_elements: int | None = DEFAULT_MAX_ELEMENTS) -> Command:
+    """A command's arguments (the command first) -> a ``Command``."""
     if os.path.basename(tokens[0]) == "MIOpenDriver":  # pasted driver invocations
         tokens = tokens[1:]
         if not tokens:
@@ -160,31 +299,35 @@ def parse_command(text: str, max_elements: int | None = DEFAULT_MAX_ELEMENTS) ->
     op, dtype = known[cmd]
     spec = ops.get(op)
     ncdhw = spec.command_shape == "ncdhw"
-    values = _flag_values(cmd, args, *((NCDHW_FLAGS, _NCDHW_FLAG_LIST) if ncdhw else (FLAGS, _FLAG_LIST)))
+    values, lists = _flag_values(cmd, args, *((NCDHW_FLAGS, _NCDHW_FLAG_LIST) if ncdhw else (FLAGS, _FLAG_LIST)))
     if ncdhw:
         shape, groups = _ncdhw_shape(values)
         problem = limit_problem("input", shape, max_elements)
         if problem:
             raise SignatureError(problem)
-        return _signature(cmd, spec, values, shape, (), groups)
-
-    if "input" not in values:
-        raise SignatureError(f"{cmd} needs -X/--input, e.g. -X 10x32x42x32")
-    text_shape = values["input"][1]
-    shape = dims_from_text("-X/--input", text_shape, example="10x32x42x32")
-    problem = limit_problem("-X/--input", shape, max_elements)
+        normalized: tuple[int, ...] = ()
+    else:
+        if "input" not in values:
+            raise SignatureError(f"{cmd} needs -X/--input, e.g. -X 10x32x42x32")
+        text_shape = values["input"][1]
+        shape = dims_from_text("-X/--input", text_shape, example="10x32x42x32")
+        problem = limit_problem("-X/--input", shape, max_elements)
+        if problem:
+            raise SignatureError(problem)
+        ndim = len(shape)
+        norm_dim = _parse_int(values["normalized_dim"][1], "-o/--normalized_dim") \
+            if "normalized_dim" in values else ndim - 1
+        if not 0 <= norm_dim < ndim:
+            raise SignatureError(
+                f"-o/--normalized_dim {norm_dim} is out of range for the {ndim}-d input "
+                f"{text_shape}: use 0..{ndim - 1}"
+            )
+        normalized, groups = shape[norm_dim:], None
+    problem = _permutation_problem(lists, shape)
     if problem:
         raise SignatureError(problem)
-
-    ndim = len(shape)
-    norm_dim = _parse_int(values["normalized_dim"][1], "-o/--normalized_dim") \
-        if "normalized_dim" in values else ndim - 1
-    if not 0 <= norm_dim < ndim:
-        raise SignatureError(
-            f"-o/--normalized_dim {norm_dim} is out of range for the {ndim}-d input "
-            f"{text_shape}: use 0..{ndim - 1}"
-        )
-    return _signature(cmd, spec, values, shape, shape[norm_dim:], None)
+    impls = _impls(values, spec)
+    return Command(_signature(cmd, spec, values, shape, normalized, groups), impls)
 
 
 def _signature(cmd: str, spec, values: dict[str, tuple[str, str]], shape: tuple[int, ...],

@@ -40,13 +40,16 @@ Two formats, chosen by the file's suffix:
     product.  An optional top-level ``commands = ["layernorm -X ...", ...]``
     array holds MIOpen driver command lines (below).
 
-``.txt``
+``.txt`` / ``.tsv``
     One MIOpen / iree-turbine BOO driver command per line; ``#`` starts a
-    comment.  The bundle is named after the file's stem, version ``0.0.0``
-    and targets ``("cpu",)`` unless ``load_manifest`` is told otherwise.
+    comment.  A ``.tsv`` line's arguments are separated by tabs, as
+    iree-turbine's driver reads such a file.  The bundle is named after the
+    file's stem, version ``0.0.0`` and targets ``("cpu",)`` unless
+    ``load_manifest`` is told otherwise.
 
 MIOpen commands (``layernorm``, ``rmsnormbfp16``, ...: each op's
-``commands``) and their flags are described in ``boo_build.miopen``.
+``commands``), their flags and iree-turbine's (``--use-aten``: one
+implementation) are described in ``boo_build.manifest.miopen``.
 
 Every error in a file is reported at once in one ``ManifestError``, each line
 prefixed with the file and the entry (``kernels[2]``, ``commands[0]``) or line
@@ -80,6 +83,7 @@ __all__ = ["BundleSpec", "DEFAULT_TARGETS", "Manifest", "load_manifest", "parse_
 
 DEFAULT_TARGETS = ("cpu",)
 DEFAULT_TXT_VERSION = "0.0.0"
+COMMAND_SUFFIXES = (".txt", ".tsv")  # command files; .tsv lines split at tabs (iree-turbine's)
 
 # Shape bounds (MAX_RANK, MAX_DIM, DEFAULT_MAX_ELEMENTS, defined in signature):
 # torch allows 64 dims and export allocates real tensors, so an unbounded shape
@@ -209,26 +213,30 @@ def _same_form(a: KernelSignature, b: KernelSignature) -> bool:
     return (a.normalized_shape, a.groups, a.param_shape) == (b.normalized_shape, b.groups, b.param_shape)
 
 
-# -- MIOpen driver commands (``boo_build.miopen``) ---------------------------------
+# -- MIOpen driver commands (``boo_build.manifest.miopen``) ------------------------
 
 
-def parse_command(text: str, max_elements: int | None = DEFAULT_MAX_ELEMENTS) -> KernelRequest | None:
-    """One MIOpen driver command -> a request for every implementation of its
-    op, or None for a blank / comment-only line.  Raises ``SignatureError``
-    (any problem, message without location)."""
-    sig = miopen.parse_command(text, max_elements)
-    return None if sig is None else KernelRequest(sig, ops.get(sig.op).impls)
+def parse_command(text: str, max_elements: int | None = DEFAULT_MAX_ELEMENTS, *,
+                  tsv: bool = False) -> KernelRequest | None:
+    """One MIOpen driver command (a ``.tsv`` line with ``tsv``) -> a request for
+    every implementation of its op, or the one ``--use-aten`` names; None for
+    a blank / comment-only line.  Raises ``SignatureError`` (any problem,
+    message without location)."""
+    cmd = miopen.parse_line(text, max_elements, tsv)
+    if cmd is None:
+        return None
+    return KernelRequest(cmd.signature, cmd.impls or ops.get(cmd.signature.op).impls)
 
 
 def _commands(items: Iterable[tuple[str, Any]], errors: list[str],
-              max_elements: int | None = DEFAULT_MAX_ELEMENTS) -> list[KernelRequest]:
+              max_elements: int | None = DEFAULT_MAX_ELEMENTS, tsv: bool = False) -> list[KernelRequest]:
     out = []
     for where, text in items:
         if not isinstance(text, str):
             errors.append(f"{where}: a command must be a string, got {text!r}")
             continue
         try:
-            req = parse_command(text, max_elements)
+            req = parse_command(text, max_elements, tsv=tsv)
         except SignatureError as e:
             errors.append(f"{where}: {e}")
             continue
@@ -237,14 +245,16 @@ def _commands(items: Iterable[tuple[str, Any]], errors: list[str],
     return out
 
 
-def parse_commands(lines: str | Iterable[str], path: str | os.PathLike = "<commands>") -> list[KernelRequest]:
+def parse_commands(lines: str | Iterable[str], path: str | os.PathLike = "<commands>", *,
+                   tsv: bool = False) -> list[KernelRequest]:
     """MIOpen driver commands, one per line (``#`` comments, blank lines
-    skipped) -> requests, unmerged, in line order.  Raises ``ManifestError``
-    listing every bad line as ``path:LINE: message``."""
+    skipped; with ``tsv``, arguments separated by tabs) -> requests, unmerged,
+    in line order.  Raises ``ManifestError`` listing every bad line as
+    ``path:LINE: message``."""
     if isinstance(lines, str):
         lines = lines.splitlines()
     errors: list[str] = []
-    reqs = _commands(((f"{path}:{n}", line) for n, line in enumerate(lines, 1)), errors)
+    reqs = _commands(((f"{path}:{n}", line) for n, line in enumerate(lines, 1)), errors, tsv=tsv)
     if errors:
         raise ManifestError(errors)
     return reqs
@@ -377,7 +387,7 @@ def _parse_txt(text: str, path: str, targets: Sequence[str] | None, version: str
     errors += [f"{path}: {p}" for p in _name_problems(name)]
     errors += _override_problems(path, targets, version, label="", catalogue=catalogue)
     try:
-        requests = parse_commands(text, path)
+        requests = parse_commands(text, path, tsv=Path(path).suffix.lower() == ".tsv")
     except ManifestError as e:
         errors += e.errors
         requests = []
@@ -390,12 +400,13 @@ def _parse_txt(text: str, path: str, targets: Sequence[str] | None, version: str
 
 def load_manifest(path: str | os.PathLike, *, targets: Sequence[str] | None = None,
                   version: str | None = None, catalogue: Mapping[str, Target] | None = None) -> Manifest:
-    """Read a ``.toml`` or ``.txt`` manifest; raises ``ManifestError``.
+    """Read a ``.toml``, ``.txt`` or ``.tsv`` manifest; raises ``ManifestError``.
     ``targets``, ``version`` and ``catalogue`` as in ``parse_toml``."""
     spath = str(path)
     suffix = Path(spath).suffix.lower()
-    if suffix not in (".toml", ".txt"):
-        raise ManifestError([f"{spath}: unknown manifest type {suffix or '(no suffix)'!r}: use .toml or .txt"])
+    if suffix not in (".toml", *COMMAND_SUFFIXES):
+        raise ManifestError([f"{spath}: unknown manifest type {suffix or '(no suffix)'!r}: "
+                             "use .toml, or .txt / .tsv for driver command lines"])
     try:
         text = Path(spath).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
