@@ -1,8 +1,15 @@
-"""The time a selection compares, of a record's three (mean, median, minimum per call):
-the one rule the build's records (``records``) and the bundle format (``loader.format``)
-share. Stdlib only: the build graph imports it at load time, and so does the loader."""
+"""What a selection compares, read one way by every view: the time of a record's three
+(mean, median, minimum per call: ``first_time``), the one rule the build's records
+(``records``) and the bundle format (``loader.format``) share; and a kernel's speed-up
+over torch eager (``VsEager``): the paired rounds' figure the routing decided on, as
+``info``, ``bench.csv``, the report page and ``diff`` all show it. Stdlib only: the build
+graph imports it at load time, and so does the loader."""
 
 from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
 
 
 def first_time(mean_s: float | None, median_s: float | None, min_s: float | None) -> float | None:
@@ -14,4 +21,52 @@ def first_time(mean_s: float | None, median_s: float | None, min_s: float | None
     return None
 
 
-__all__ = ["first_time"]
+# what each verdict of a kernel against torch eager (``stages.comparison.Verdict``) says, in words
+_VERDICTS = {"faster": "faster than torch eager", "slower": "slower than torch eager",
+             "tie": "a tie with torch eager (within the margin)", "inside the noise": "inside the noise (a tie)",
+             "not in every pass": "faster, but not in every pass (a tie)",
+             "unconfirmed": "beyond the confirmation factor, not confirmed by a second pass (not recorded)"}
+
+
+@dataclass(frozen=True)
+class VsEager:
+    """A kernel's speed-up over torch eager as the selection compared it: torch eager's
+    time over the kernel's, the median of the per-round ratios of their paired rounds,
+    its ~95 % interval (``low``-``high``), the rounds, and the verdict
+    (``stages.comparison.Verdict``'s value). Read from a target entry's ``timing``."""
+
+    speedup: float
+    low: float
+    high: float
+    rounds: int
+    verdict: str
+
+    @classmethod
+    def from_timing(cls, timing: Mapping[str, Any] | None) -> "VsEager | None":
+        """From a target entry's or decision's ``timing`` (its ``eager`` pair: kernel/eager);
+        None where the kernel was not timed against torch eager in paired rounds."""
+        e = (timing or {}).get("eager")
+        if not e:
+            return None
+        try:
+            ratio, noise = float(e["ratio"]), float(e["noise"])
+            return cls(1.0 / ratio, math.exp(-noise) / ratio, math.exp(noise) / ratio, int(e["n"]),
+                       str(e.get("verdict") or ""))
+        except (KeyError, TypeError, ValueError, ZeroDivisionError):
+            return None
+
+    @property
+    def recorded(self) -> bool:
+        """Whether the figure stands (a speed-up beyond the factor a second pass did not confirm does not)."""
+        return self.verdict != "unconfirmed"
+
+    def figure(self) -> str:
+        """``0.92x (0.78-1.08, 24 rounds)``: the figure every view shows."""
+        return f"{self.speedup:.2f}x ({self.low:.2f}-{self.high:.2f}, {self.rounds} rounds)"
+
+    def text(self) -> str:
+        """The figure and the verdict: ``0.92x (0.78-1.08, 24 rounds): a tie with torch eager (within the margin)``."""
+        return f"{self.figure()}: {_VERDICTS.get(self.verdict, self.verdict or 'no verdict')}"
+
+
+__all__ = ["VsEager", "first_time"]

@@ -224,7 +224,7 @@ def test_the_loader_reads_the_typed_index(tmp_path):
     assert info["kernels"][SIGS[1].key]["cpu"] == {"status": "available", "selected": "aten"}
 
 
-def test_info_shows_candidates_the_winner_and_its_speed_up(tmp_path):
+def test_info_shows_candidates_and_the_compared_speed_up(tmp_path):
     import io
 
     from helpers import rewrite
@@ -240,13 +240,18 @@ def test_info_shows_candidates_the_winner_and_its_speed_up(tmp_path):
 
     def add(d):
         te = d["kernels"][key]["targets"]["cpu"]
-        te.update(selected="manual", mode="local-sync", candidates=CANDIDATES)
+        te.update(selected="manual", mode="local-sync", candidates=CANDIDATES, timing={
+            "rounds": 12, "ties": 0, "remeasured": [], "busy": False,
+            "eager": {"a": "manual@local-sync", "b": "eager", "ratio": 0.4, "q1": 0.38, "q3": 0.42, "n": 12,
+                      "noise": 0.02, "verdict": "faster", "confirmed": None}})
     moded = rewrite(plain, tmp_path / "moded.tar.zst", index=add)
     out = io.StringIO()
     assert info.cmd_info(moded, out=out) == 0
     text = out.getvalue()
     assert "manual @local-sync" in text
-    assert "winner manual@local-sync: median 10.0 us, 2.50x torch eager (25.0 us)" in text
+    # the figure the selection compared (paired rounds), not one of bench.csv's medians (25.0 us / 10.0 us)
+    assert "speed-up over torch eager: 2.50x (2.45-2.55, 12 rounds): faster than torch eager" in text
+    assert "winner " not in text and "x torch eager (" not in text
     assert "candidates (4), median:" in text
     lines = [ln.strip() for ln in text.splitlines()]
     tried = lines[lines.index("candidates (4), median:") + 1:][:4]

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import statistics
 from pathlib import Path
 
 import pytest
-from helpers import boo, compiles
+from helpers import boo, boo_main, compiles
 
 from boo_build.candidates import (
     NOSD,
@@ -189,7 +190,8 @@ def test_the_bundle_ships_the_fastest_validated_candidate_and_runs_it(builds):
     ref = torch.ops.aten.native_layer_norm_backward(gy, x, [100], want[1], want[2], w, b, [True, False, False])[0]
     torch.testing.assert_close(dx, ref, rtol=1e-4, atol=1e-4)
     rows = {r["key"]: r for r in csv.DictReader((root / "bench.csv").open()) if r["target"] == "cpu"}
-    assert list(next(iter(rows.values())))[-3:] == ["selected", "candidates", "torch_calls"]
+    assert list(next(iter(rows.values())))[-5:] == ["selected", "candidates", "torch_calls", "speedup_interval",
+                                                    "speedup_verdict"]
     for sig in (FWD, BWD):  # where the loader sends torch tensors, as the index says
         te = index["kernels"][sig.key]["targets"]["cpu"]
         assert rows[sig.key]["torch_calls"] == ("torch eager" if "prefer_eager" in te else "the kernel")
@@ -229,3 +231,32 @@ def test_the_lanes_variant_is_exported_on_its_own_validated_and_timed(builds):
     ry, rrstd = torch.ops.aten._fused_rms_norm(x, [64], w, 1e-6)
     torch.testing.assert_close(y, ry, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(rstd, rrstd, rtol=1e-4, atol=1e-4)
+
+
+def test_one_compared_figure_in_every_view(builds):
+    """``info``, ``bench.csv``, the report page and ``diff`` show, for every kernel, the one
+    figure the selection compared: the paired rounds' speed-up over torch eager with its
+    interval (``compared.VsEager``), not a figure of their own (medians, means)."""
+    from boo_build.compared import VsEager
+
+    bundle = builds / "bench" / "cands-0.1.0.tar.zst"
+    figures = {key: VsEager.from_timing(k["targets"]["cpu"].get("timing")) for key, k in _index(bundle)["kernels"].items()}
+    assert figures and all(v is not None for v in figures.values()), figures
+    info = boo_main("info", str(bundle), cwd=builds).stdout
+    blocks = dict(zip(*[iter(re.split(r"^    (\S+)\n", info, flags=re.M)[1:])] * 2))
+    with open(builds / "bench" / "cands" / "bench.csv", newline="") as f:
+        rows = {r["key"]: r for r in csv.DictReader(f) if r["target"] == "cpu"}
+    page = (builds / "bench" / "cands" / "report.html").read_text()
+    diff = boo_main("diff", str(builds / "nobench" / "cands-0.1.0.tar.zst"), str(bundle), cwd=builds,
+                    check=False).stdout
+    for key, vs in figures.items():
+        assert vs is not None
+        shown = vs.figure() if vs.recorded else None
+        assert f"speed-up over torch eager: {vs.text()}" in " ".join(blocks[key].split()), (key, blocks[key])
+        assert rows[key]["speedup_vs_eager"] == (f"{vs.speedup:.2f}" if shown else ""), rows[key]
+        assert rows[key]["speedup_interval"] == (f"{vs.low:.2f}-{vs.high:.2f}, {vs.rounds} rounds" if shown else "")
+        assert re.search(rf"<tr class=\"figure\"><td><code>{re.escape(key)}</code></td><td>[^<]*</td><td>"
+                         rf"{re.escape(shown or 'not recorded (unconfirmed)')}</td>", page), key
+        assert f"{key} on cpu: speed-up over torch eager not timed in paired rounds -> {vs.text()}" in diff, diff
+    # no other speed-up figure beside it: info's lines name no "x torch eager" of medians
+    assert "x torch eager (" not in info

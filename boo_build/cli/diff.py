@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, TextIO
 
+from ..compared import VsEager
 from ..loader.archive import DEFAULT_MAX_SIZE, Archive, sha256_hex
 from ..loader.format import INDEX_NAME, BundleIndex
 from .text import add_max_size, bench_value, read_bundle, short, size_text
@@ -101,6 +102,13 @@ def diff_indexes(old: BundleIndex | Mapping[str, Any], new: BundleIndex | Mappin
                     res["bench"].append(f"{where}: {bb[1]} {ba[0]:.4g} -> {bb[0]:.4g} ({rel:+.1%}, {tag})")
             elif bool(ba) != bool(bb):
                 res["bench"].append(f"{where}: benchmark {'added' if bb else 'removed'}")
+            # the compared figure (paired rounds), as info, bench.csv and the page show it
+            va, vb = VsEager.from_timing(a.timing), VsEager.from_timing(b.timing)
+            if (va is None) != (vb is None) or (va is not None and vb is not None and (
+                    va.verdict != vb.verdict or abs(vb.speedup / va.speedup - 1) >= bench_threshold)):
+                res["bench"].append(f"{where}: speed-up over torch eager "
+                                    f"{va.text() if va is not None else 'not timed in paired rounds'} -> "
+                                    f"{vb.text() if vb is not None else 'not timed in paired rounds'}")
     return res
 
 

@@ -11,6 +11,7 @@ import contextlib
 import io
 import os
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -201,11 +202,14 @@ def run(ns: argparse.Namespace) -> int:
 
 def _build(config, plans, ns: argparse.Namespace, jobs: int | None) -> int:
     names = [f"report:{p.manifest.bundle.name}" for p in plans] if ns.cmd == "bench" else ["build"]
+    start = time.monotonic()
     try:
         rc = run_doit(config, plans, ["run", "-n", str(jobs or os.cpu_count() or 1), *names], jobs, ns.quiet)
     except KeyboardInterrupt:
         print("boo-build: interrupted; finished work is kept, rerun to continue", file=sys.stderr)
         return EXIT_INTERRUPTED
+    took = time.monotonic() - start
+    print(f"{ns.cmd} took {took / 60:.0f} min {took % 60:.0f} s" if took >= 60 else f"{ns.cmd} took {took:.1f} s")
     if ns.cmd == "build" and rc == 0:
         for p in plans:
             for path in (p.layout.page, p.layout.bundle(p.manifest)):  # the bundle last

@@ -12,13 +12,13 @@ on it); an unreadable bundle, or one over ``--max-size``, raises
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import sys
+import textwrap
 from pathlib import Path
 from typing import Mapping, TextIO
 
-from ..loader.archive import DEFAULT_MAX_SIZE, Archive
+from ..compared import VsEager
+from ..loader.archive import DEFAULT_MAX_SIZE
 from ..loader.format import CandidateRecord, ImplRecord
 from ..reasons import Kind
 from ..stages.selection import Decision
@@ -29,7 +29,6 @@ from .text import (
     provenance_versions,
     read_bundle,
     runtime_fit,
-    short,
     size_text,
 )
 
@@ -72,7 +71,6 @@ def cmd_info(path, *, out: TextIO | None = None, max_size: int = DEFAULT_MAX_SIZ
           f"unavailable {c['unavailable']}\n")
         p(f"      flags: {' '.join(d.flags)}\n")
     p(f"  kernels ({len(ix.kernels)}):\n")
-    eager = None  # bench.csv's torch-eager medians, read when a kernel lists candidates
     for key, k in sorted(ix.kernels.items()):
         p(f"    {key}\n")
         for t, te in sorted(k.targets.items()):
@@ -81,24 +79,28 @@ def cmd_info(path, *, out: TextIO | None = None, max_size: int = DEFAULT_MAX_SIZ
                 assert m is not None and te.impls is not None  # available
                 extra = f" (+{len(te.impls) - 1} more)" if len(te.impls) > 1 else ""
                 bench = bench_value(m.benchmark)
-                btxt = f", {bench[1]} {bench[0]:.4g}" if bench else ""
+                btxt = f", {_named_time(*bench)}" if bench else ""
                 mode = f" @{te.mode}" if te.mode else ""
-                p(f"      {t:14s} {te.selected}{mode}{extra}  {size_text(m.size)}{btxt}"
-                  + (f"  [{short(te.reason, 50)}]" if te.reason else "") + "\n")
+                p(f"      {t:14s} {te.selected}{mode}{extra}  {size_text(m.size)}{btxt}\n")
+                if te.reason:
+                    p(_wrapped("why", te.reason, 8))
                 traffic = traffic_text(te.impls)
                 if traffic:
                     p(f"        traffic per call (modelled, not measured): {traffic}\n")
             else:
-                p(f"      {t:14s} UNAVAILABLE: {short(te.reason or '')}\n")
+                p(f"      {t:14s} UNAVAILABLE\n")
+                p(_wrapped("why", te.reason or "", 8))
+            vs = VsEager.from_timing(te.timing)
+            if vs is not None:
+                p(_wrapped("speed-up over torch eager", vs.text(), 8))
             decision = Decision.from_target_record(te)
             if decision.candidates:
-                eager = _eager_medians(a) if eager is None else eager
-                for line in candidate_lines(decision.candidates, eager.get((key, t))):
+                for line in candidate_lines(decision.candidates):
                     p(f"        {line}\n")
             if decision.prefer_eager is not None:
-                p(f"        torch tensors run torch eager: {short(decision.prefer_eager.reason, 90)}\n")
+                p(_wrapped("torch tensors run torch eager", decision.prefer_eager.reason, 8))
             elif decision.eager_rejected:
-                p(f"        torch tensors run the kernel: {short(decision.eager_rejected, 90)}\n")
+                p(_wrapped("torch tensors run the kernel", decision.eager_rejected, 8))
     if ix.csv:
         p(f"  benchmark table: {ix.csv}\n")
     return EXIT_OK
@@ -118,49 +120,40 @@ def traffic_text(impls: Mapping[str, ImplRecord]) -> str:
     return "; ".join(parts)
 
 
-def _eager_medians(a: Archive) -> dict[tuple[str, str], float]:
-    """(kernel key, target) -> torch eager's median in seconds, from the bundle's
-    bench.csv (``eager_median_us``; the build's benchmark table), where it has one."""
-    name = a.bundle_index.csv
-    raw = a.members.get(name) if name else None
-    out = {}
-    if raw:
-        for row in csv.DictReader(io.StringIO(raw.decode("utf-8", "replace"))):
-            try:
-                out[(row["key"], row["target"])] = float(row["eager_median_us"]) * 1e-6
-            except (KeyError, TypeError, ValueError):
-                continue
-    return out
+def _named_time(value: float, name: str) -> str:
+    """A benchmark record's central time with its name, in microseconds: ``median 19.0 us``."""
+    base, _, unit = name.rpartition("_") if name.endswith(("_us", "_ms", "_s")) else (name, "", "")
+    scale = {"us": 1.0, "ms": 1e3, "s": 1e6}.get(unit)
+    return f"{base} {value * scale:.1f} us" if scale is not None else f"{name} {value:.4g}"
 
 
-def candidate_lines(candidates: Mapping[str, CandidateRecord], eager_s: float | None) -> list[str]:
-    """``info``'s lines for a target entry's candidates: the winner with its
-    speed-up over torch eager (where bench.csv has eager's time), then every
-    candidate tried, fastest first, with its time (its mean per call, as the
-    selection compares; the median, else the best sample, in records without) and why it lost."""
-    def time_of(c: CandidateRecord, median: bool = False) -> float | None:
-        v = c.median_s if median else c.compared_s
+def _wrapped(label: str, text: str, indent: int, width: int = 110) -> str:
+    """``label: text`` wrapped at ``width`` (continuation lines indented further), never cut."""
+    pad = " " * indent
+    return textwrap.fill(" ".join(str(text).split()), width, initial_indent=f"{pad}{label}: ",
+                         subsequent_indent=pad + "    ", break_on_hyphens=False) + "\n"
+
+
+def candidate_lines(candidates: Mapping[str, CandidateRecord]) -> list[str]:
+    """``info``'s lines for a target entry's candidates: every candidate tried, fastest
+    first, with its time (its mean per call, labelled so; the median, else the best
+    sample, in records without), then why it lost, wrapped (the paired ratio against
+    the selected one that the selection compared is in that reason)."""
+    def time_of(c: CandidateRecord) -> float | None:
+        v = c.compared_s
         return float(v) if v is not None and v > 0 else None
 
     def us(v: float | None) -> str:
         return "-" if v is None else f"{v * 1e6:.1f} us"
 
-    won = [(n, c) for n, c in sorted(candidates.items()) if c.status == "selected"]
-    lines = []
-    if won:
-        name, c = won[0]
-        t = time_of(c, median=True)  # bench.csv has eager's median
-        speed = (f", {eager_s / t:.2f}x torch eager ({us(eager_s)})" if t and eager_s
-                 else ", no torch-eager time in bench.csv" if t else "")
-        lines.append(f"winner {name}: median {us(t)}{speed}")
     basis = "mean per call" if any(c.mean_s is not None for c in candidates.values()) else "median"
-    lines.append(f"candidates ({len(candidates)}), {basis}:")
+    lines = [f"candidates ({len(candidates)}), {basis}:"]
     order = sorted(candidates.items(), key=lambda p: (time_of(p[1]) is None, time_of(p[1]) or 0.0, p[0]))
     for name, c in order:
-        status, why = c.status or "?", short(c.reason, 60)
+        status, why = c.status or "?", " ".join(str(c.reason).split())
         # a slower candidate's reason says so itself ("slower: 20.0 us vs 10.0 us")
-        lines.append(f"  {name:24s} {us(time_of(c)):>11s}  "
-                     + (why if c.reason.kind is Kind.SLOWER else f"{status}: {why}" if why else status))
+        text = why if c.reason.kind is Kind.SLOWER else f"{status}: {why}" if why else status
+        first, *rest = textwrap.wrap(f"  {name:24s} {us(time_of(c)):>11s}  {text}", 100,
+                                     subsequent_indent=" " * 40, break_on_hyphens=False) or [""]
+        lines += [first, *rest]
     return lines
-
-

@@ -1,6 +1,7 @@
 """The benchmark table (``bench.csv``): one row per signature x target, each
-implementation's median, torch eager's, the speed-up (in the times the
-selection compares: means per call), validation, the
+implementation's median, torch eager's, the speed-up over torch eager (the paired
+rounds' figure the selection compared, ``compared.VsEager``, with its interval and
+verdict; means per call in records without rounds), validation, the
 selection and, where candidates were tried, every candidate's timing and where
 the loader sends torch tensors. Written by the build's report task and by
 ``boo-build measure``."""
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from ..candidates import split_module_file
+from ..compared import VsEager
 from ..ops.base import IMPLS
 from ..reasons import Kind
 from ..records import EAGER
@@ -26,10 +28,9 @@ if TYPE_CHECKING:
 COLUMNS = ("key", "op", "shape", "dtype", "mask", "target", "aten_median_us", "manual_median_us",
            "eager_median_us", "speedup_vs_eager", "aten_max_err", "manual_max_err", "validation", "selected")
 # Written only when some row tried candidates (a build that explores nothing
-# writes the table it always did): each candidate's time (mean per call), speed-up over
-# eager's, and status (e.g. "manual+nosd@local-sync 15.2 us 2.10x selected; ..."),
-# as the selection compares them, fastest first. The
-# row's ``selected`` is then the winning candidate, its speed-up the winner's.
+# writes the table it always did): each candidate's time (mean per call) and status
+# (e.g. "manual+nosd@local-sync 15.2 us selected; ..."), fastest first. The row's
+# ``selected`` is then the winning candidate, its speed-up the winner's (``speedup_vs_eager``).
 CANDIDATE_COLUMN = "candidates"
 # With it, where the loader sends torch tensors (``routing.torch_calls_text``).
 TORCH_CALLS_COLUMN = "torch_calls"
@@ -37,7 +38,11 @@ TORCH_CALLS_COLUMN = "torch_calls"
 # implementation, its dispatches per call and modelled bytes over the minimal
 # bytes, e.g. "aten 6 dispatches 2.74x; manual 9 dispatches 4.08x" (modelled, not measured).
 TRAFFIC_COLUMN = "traffic_modelled"
-OPTIONAL_COLUMNS = (CANDIDATE_COLUMN, TORCH_CALLS_COLUMN, TRAFFIC_COLUMN)
+# Written only when some row was timed in paired rounds: ``speedup_vs_eager``'s interval and
+# rounds ("0.78-1.07, 24 rounds") and the verdict ("tie"): the figure as ``compared.VsEager`` has it.
+INTERVAL_COLUMN = "speedup_interval"
+VERDICT_COLUMN = "speedup_verdict"
+OPTIONAL_COLUMNS = (CANDIDATE_COLUMN, TORCH_CALLS_COLUMN, TRAFFIC_COLUMN, INTERVAL_COLUMN, VERDICT_COLUMN)
 
 
 def eager_key(sig_key: str, target: str) -> tuple[str, str]:
@@ -109,17 +114,17 @@ def table_rows(signatures: Iterable[KernelSignature], targets: Iterable, validat
             if tried:
                 won = [c.compared_s for c in tried.values() if c.status == "selected"]
                 best = won[0] if won else None
-                eager_b = eager_s
                 row[CANDIDATE_COLUMN] = "; ".join(
-                    f"{name} " + (f"{t * 1e6:.1f} us" if t is not None else "-")
-                    + (f" {eager_b / t:.2f}x" if eager_b and t else "") + f" {c.status}"
+                    f"{name} " + (f"{t * 1e6:.1f} us" if t is not None else "-") + f" {c.status}"
                     for name, c, t in sorted(((n, c, c.compared_s) for n, c in tried.items()),
                                              key=lambda p: (p[2] is None, p[2] or 0, p[0])))
                 if eager_s and won and decision is not None:
                     row[TORCH_CALLS_COLUMN] = decision.torch_calls
-            if timing is not None and timing.eager is not None:  # paired rounds: eager / kernel, as they compared
-                figure = timing.eager_figure
-                row["speedup_vs_eager"] = "" if figure is None else f"{figure:.2f}"
+            vs = VsEager.from_timing(timing.to_json()) if timing is not None else None
+            if vs is not None:  # paired rounds: eager / kernel, as they compared (the figure every view shows)
+                row["speedup_vs_eager"] = f"{vs.speedup:.2f}" if vs.recorded else ""
+                row[INTERVAL_COLUMN] = f"{vs.low:.2f}-{vs.high:.2f}, {vs.rounds} rounds" if vs.recorded else ""
+                row[VERDICT_COLUMN] = vs.verdict
             else:
                 row["speedup_vs_eager"] = f"{eager_s / best:.2f}" if best and eager_s else ""
             row["validation"] = "; ".join(statuses)

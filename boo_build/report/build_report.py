@@ -111,6 +111,7 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
             eager = recs.eager
             if eager:
                 benches[eager_key(sig.key, t.name)] = BenchResult.from_json(eager)
+                note("bench", eager)  # one bench task per kernel and target times eager beside its candidates
             sel = decision.selection
             if decision.candidates is not None:
                 for module in impls:  # its benchmark in the chosen mode, or its best one
@@ -212,11 +213,12 @@ def failed(report: dict) -> bool:
 def summary_text(report: dict, stats: dict, bundle_path: Path, allow_missing: bool) -> str:
     s = stats["stats"]
     lines = [f"== {report['bundle']['name']} {report['bundle']['version']} =="]
-    for stage in ("export", "compile", "traffic", "validate", "select"):
+    for stage in ("export", "compile", "traffic", "validate", "bench", "select"):
         built, up = s.get(f"{stage}:built", 0), s.get(f"{stage}:up to date", 0)
         if built or up:
             lines.append(f"  {stage:8s} built {built}, up to date {up}")
-    lines.append(f"  benchmarks: {report['benchmarks']}")
+    if str(report["benchmarks"]).startswith("skipped"):  # a run that timed something says so in its bench line
+        lines.append(f"  benchmarks: {report['benchmarks']}")
     tm = report.get("timing") or {}
     if tm.get("kernels"):
         busy = (f"; the machine was busy while {tm['busy']} of them were timed (their figures are less sure)"
@@ -228,8 +230,9 @@ def summary_text(report: dict, stats: dict, bundle_path: Path, allow_missing: bo
                      f"{tm['remeasured']} measured again, {tm['unconfirmed']} speed-up(s) not confirmed{busy}")
     for t, c in report["per_target"].items():
         dev = report["targets"][t]["device_status"]
-        lines.append(f"  {t:14s} available {c.get('available', 0)}, failed {c.get('unavailable', 0)}, "
-                     f"validated {c.get('validated', 0)}, not validated {c.get('not validated', 0)}"
+        lines.append(f"  {t:14s} available {c.get('available', 0)} (an implementation ships), failed "
+                     f"{c.get('unavailable', 0)}, validated {c.get('validated', 0)} (ran on this machine's "
+                     f"device), not validated {c.get('not validated', 0)}"
                      + (f"  ({dev})" if dev and not c.get("validated") else ""))
     for d in report["dropped"]:
         lines.append(f"  dropped  {d}")
@@ -244,6 +247,5 @@ def summary_text(report: dict, stats: dict, bundle_path: Path, allow_missing: bo
     if failed(report) and not allow_missing:
         lines.append(f"  {len(report['missing'])} requested kernel(s) missing: no bundle written "
                      "(--allow-missing ships them as unavailable)")
-    else:
-        lines.append(f"  bundle: {bundle_path}")
+    # (the bundle's path is printed once it is packed, after this summary: boo-build build's last line)
     return "\n".join(lines)

@@ -93,7 +93,7 @@ def chart_speedup(rows: Sequence[tuple[str, dict[str, float], str | None]], pref
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.grid(axis="x", color="#dddddd", lw=0.6)
     ax.set_axisbelow(True)
-    ax.set_xlabel("speed-up over torch eager (median time; log scale, 1\u00d7 = as fast as eager)")
+    ax.set_xlabel("speed-up over torch eager (paired rounds' median ratio; log scale, 1\u00d7 = as fast as eager)")
     handles = [Patch(color=COLORS.get(i, "#888"), label=i) for i in impls]
     handles.append(Patch(facecolor="white", edgecolor="black", label="shipped (selected)"))
     fig.legend(handles=handles, loc="outside lower center", ncols=len(handles))

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, TypeGuard
 
-from ..compared import first_time
+from ..compared import VsEager, first_time
 from ..ops.base import IMPLS
 from ..reasons import BUILD_FAILURES, FAILURES, VALIDATION_FAILURES, Reason
 from ..signature import KernelSignature
@@ -290,13 +290,20 @@ def _f(s: str | None) -> float | None:
 
 
 def speedups(data: PageData, target: str) -> list[tuple[str, dict[str, float], str | None]]:
-    """(kernel, {impl: eager median / impl median}, selected impl) for one target, fastest first."""
-    if data.table is None:
-        return []
+    """(kernel, {impl: speed-up over torch eager}, selected impl) for one target, fastest first.
+    A kernel timed in paired rounds: its shipped implementation's figure as the selection
+    compared it (``compared.VsEager``, the figure ``info``, ``bench.csv`` and ``diff`` show;
+    none where a speed-up was not confirmed); records without rounds: every implementation's
+    median over torch eager's, from ``bench.csv`` (``figures_basis`` says which)."""
     cells = {k.key: k.cells.get(target) for k in data.kernels}
-    out = []
-    for row in data.table:
-        if row.get("target") != target:
+    out: list[tuple[str, dict[str, float], str | None]] = []
+    for key, cell in cells.items():
+        vs = vs_eager(cell)
+        if vs is not None and cell is not None and cell.selected and vs.recorded:
+            out.append((key, {cell.selected: vs.speedup}, cell.selected))
+    paired = {r[0] for r in out} | {k for k, c in cells.items() if vs_eager(c) is not None}
+    for row in data.table or ():
+        if row.get("target") != target or row.get("key") in paired:
             continue
         eager = _f(row.get("eager_median_us"))
         vals = {}
@@ -309,6 +316,11 @@ def speedups(data: PageData, target: str) -> list[tuple[str, dict[str, float], s
             out.append((row["key"], vals, cell.selected if cell else None))
     out.sort(key=lambda r: (-max(r[1].values()), r[0]))
     return out
+
+
+def vs_eager(cell: Cell | None) -> VsEager | None:
+    """A cell's speed-up over torch eager as its selection compared it (paired rounds), or None."""
+    return None if cell is None else VsEager.from_timing(cell.timing)
 
 
 def timing_line(data: PageData, target: str) -> str:

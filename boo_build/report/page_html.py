@@ -15,9 +15,7 @@ from ..reasons import Kind
 from ..signature import ModuleId
 from .page_charts import RC, chart_bandwidth, chart_compiles, chart_rows, chart_speedup, chart_validation
 from .page_data import (
-    BYTES_MOVED,
     DIGEST_META,
-    PEAK_BANDWIDTH,
     Measurement,
     PageData,
     bandwidth_rows,
@@ -28,6 +26,7 @@ from .page_data import (
     speedups,
     target_order,
     timing_line,
+    vs_eager,
     why_not_measured,
 )
 
@@ -147,10 +146,13 @@ def _body(data: PageData) -> str:
 
 def _section_speedup(data: PageData) -> list[str]:
     out = ['<section id="speedup"><h2>Speed-up over torch eager</h2>',
-           '<p>Per target, every kernel: torch eager\'s median time divided by the kernel\'s, for each '
-           'implementation measured (bars start at 1&times;: right of the line the kernel is faster). '
-           'Sorted by the best implementation; the outlined bar is the one the bundle ships. '
-           'Times are the medians of <code>bench.csv</code>.</p>']
+           '<p>Per target, every kernel: the speed-up of the implementation the bundle ships over torch eager '
+           'as the selection compared them, in paired rounds: the median of the per-round ratios of torch '
+           'eager\'s time to the kernel\'s, with its ~95&nbsp;% interval (the table under the chart), the '
+           'figure <code>boo-build info</code>, <code>bench.csv</code> and <code>boo-build diff</code> show. '
+           'Bars start at 1&times;: right of the line the kernel is faster. Kernels timed without paired '
+           'rounds (older records) show every implementation\'s median time against torch eager\'s, from '
+           '<code>bench.csv</code>.</p>']
     for t in data.targets:
         rows = speedups(data, t)
         out.append(f"<h3>{_e(t)}</h3>")
@@ -163,6 +165,7 @@ def _section_speedup(data: PageData) -> list[str]:
             out.append(_figure_html(f"chart-speedup-{_slug(t)}", chart_speedup(rows, f"su-{_slug(t)}"),
                                     f"{_e(t)}: {len(rows)} kernels measured; "
                                     f"{below} where the shipped implementation is slower than eager."))
+            out += _figures_table(data, t)
             unmeasured = [k.key for k in data.kernels if t in k.cells and k.key not in {r[0] for r in rows}]
             if unmeasured:
                 out.append(f'<p class="note">Not measured on {_e(t)}: '
@@ -171,6 +174,22 @@ def _section_speedup(data: PageData) -> list[str]:
             out.append(f'<p class="missing">{_e(t)}: not measured &mdash; {_e(why_not_measured(data, t))}.</p>')
     out.append("</section>")
     return out
+
+
+def _figures_table(data: PageData, target: str) -> list[str]:
+    """The chart's figures in words: per kernel timed in paired rounds, the speed-up over torch
+    eager with its interval and rounds, the verdict, and where torch calls run."""
+    rows = [(k.key, c, vs) for k in data.kernels if (c := k.cells.get(target)) is not None
+            and (vs := vs_eager(c)) is not None]
+    if not rows:
+        return []
+    out = ['<table class="figures"><tr><th>kernel</th><th>shipped</th><th>speed-up over torch eager '
+           '(interval, rounds)</th><th>verdict</th><th>torch calls run</th></tr>']
+    for key, c, vs in rows:
+        out.append(f"<tr class=\"figure\"><td><code>{_e(key)}</code></td><td>{_e(c.selected or '')}</td>"
+                   f"<td>{_e(vs.figure()) if vs.recorded else 'not recorded (unconfirmed)'}</td>"
+                   f"<td>{_e(vs.verdict)}</td><td>{_e(c.torch_calls or 'the kernel')}</td></tr>")
+    return out + ["</table>"]
 
 
 def _section_validation(data: PageData, states) -> list[str]:
@@ -323,8 +342,9 @@ def _section_bandwidth(data: PageData) -> list[str]:
                                 "Bytes each call reads and writes, divided by its median time, "
                                 "as a share of the device's peak memory bandwidth."))
     else:
-        out.append('<p class="missing">No GPU bandwidth figures in these records (benchmark fields '
-                   f"<code>{BYTES_MOVED}</code> and <code>{PEAK_BANDWIDTH}</code>).</p>")
+        out.append('<p class="missing">No GPU bandwidth figures: no benchmark in these records ran on a GPU '
+                   "(a figure needs a kernel timed on the device, with the bytes a call moves and the device's peak "
+                   "bandwidth; <code>boo-build measure</code> on a GPU machine records them).</p>")
     out.append("</section>")
     return out
 
