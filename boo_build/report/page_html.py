@@ -306,7 +306,7 @@ def _section_bundle(data: PageData) -> list[str]:
                                   if c.torch_calls else ""))
             else:
                 shipped.append('<span class="bad">unavailable</span>')
-        krows.append((f"<code>{_e(k.key)}</code>", _e(s.op), _e(s.dtype), _e("x".join(map(str, s.input_shape))),
+        krows.append((f"<code>{_e(k.key)}</code>", _e(s.op), _e(s.dtype), _e("[" + ", ".join(map(str, s.input_shape)) + "]"),
                       _e(s.mask), *shipped))
     out.append("<h3>Kernels (implementation shipped per target; where the build found torch eager faster, "
                "the loader sends torch tensors there)</h3>"
