@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -23,19 +23,31 @@ __all__ = ["read_json", "record_bytes", "write_atomic", "write_json"]
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same folder,
-    flushed to disk before it is renamed over ``path`` (mode 0644)."""
+    flushed to disk before it is renamed over ``path`` (mode 0644). Whatever
+    stops it (an error, a KeyboardInterrupt) removes the temporary."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    # The name is chosen before the file exists (not mkstemp, which names it
+    # only once created): a KeyboardInterrupt raised on this thread just after
+    # the file was created, before a name was returned, still finds it. The
+    # random part makes a clash practically impossible; O_EXCL refuses one.
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    ours = True
     try:
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # another writer's file by that name: not ours to remove
+            ours = False
+            raise
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide artifacts from other users
+        os.chmod(tmp, 0o644)  # not the umask's: artifacts are readable by other users
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        if ours:
+            tmp.unlink(missing_ok=True)
         raise
 
 

@@ -18,6 +18,7 @@ from ..candidates import Candidate, export_variant, modelled, module_file, varia
 from ..layout import eager_subject
 from ..manifest.reader import Manifest
 from ..signature import KernelSignature, ModuleId
+from ..stages import interrupt
 from ..stages.not_run import VALIDATION_DISABLED
 from ..stages.select import KernelTarget
 from ..targets import Target, arch_free, dynamic_flags
@@ -52,10 +53,23 @@ class Graph:
 
 
 def _creator(make: Callable[[Graph], Any], g: Graph) -> Callable[[], Any]:
-    """A doit ``task_*`` function: ``make(g)``, with ``make``'s docstring (doit's ``list`` shows it)."""
+    """A doit ``task_*`` function: ``make(g)``, with ``make``'s docstring (doit's ``list`` shows it),
+    every task's actions tracked (``_tracked``)."""
     def task():
-        return make(g)
+        made = make(g)
+        return _tracked(made) if isinstance(made, dict) else (_tracked(t) for t in made)
     task.__doc__ = make.__doc__
+    return task
+
+
+def _tracked(task: dict) -> dict:
+    """``task`` with its Python actions under ``interrupt.tracked``: an interrupted build waits
+    for those running before the interpreter exits, and none starts after the signal
+    (``stages.interrupt``). Here, once, so that no stage's action can miss it."""
+    actions = task.get("actions")
+    if actions:
+        task["actions"] = [(interrupt.tracked(a[0]), *a[1:]) if isinstance(a, tuple)
+                           else interrupt.tracked(a) if callable(a) else a for a in actions]
     return task
 
 

@@ -154,13 +154,19 @@ def device_map(plans: list[Plan], scheduler: str | None = None) -> dict[str, tup
 def interrupt_on_sigterm() -> None:
     """SIGTERM behaves like Ctrl-C: doit then writes its database for the
     tasks already finished, so a restarted build redoes only the rest. Either
-    signal first kills the compilers in flight (they run in their own
-    sessions, so neither signal reaches them)."""
+    signal stops the build (``stages.interrupt``: no task starts any more),
+    kills the compilers in flight (they run in their own sessions, so neither
+    signal reaches them) and raises KeyboardInterrupt on the main thread, whose
+    caller waits for the tasks still running (``interrupt.wait_idle``). A second
+    signal meanwhile is ignored: raised during that wait, it would let the
+    interpreter exit under a thread still in torch (the abort the wait avoids)."""
+    from ..stages import interrupt
     from ..stages.compile import kill_running
 
     def handler(signum, frame):  # noqa: ARG001
-        kill_running()
-        raise KeyboardInterrupt(f"signal {signum}")
+        if interrupt.stop():
+            kill_running()
+            raise KeyboardInterrupt(f"signal {signum}")
 
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)

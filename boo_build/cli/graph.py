@@ -157,15 +157,44 @@ def build_config(ns: argparse.Namespace):
 
 
 def run(ns: argparse.Namespace) -> int:
-    """One graph command (``ns.cmd``); a ``BooBuildError`` for a build that cannot start."""
+    """One graph command (``ns.cmd``); a ``BooBuildError`` for a build that cannot start.
+    Interrupted (Ctrl-C, SIGTERM) at any point: ``EXIT_INTERRUPTED``, once no task runs."""
+    from ..stages import interrupt
+
+    interrupt.resume()  # work may start again after an interrupted build in this process
+    saved = sys.stdout, sys.stderr
+    try:
+        rc = _run(ns)
+    except KeyboardInterrupt:
+        return _interrupted(*saved)
+    # a KeyboardInterrupt swallowed on the main thread (raised in a finalizer, say) still stopped the build
+    return _interrupted(*saved) if interrupt.stopping() else rc
+
+
+def _interrupted(out, err) -> int:
+    """Wait for the tasks still running: doit's threads are daemons, and the interpreter
+    must not exit while one is in torch or IREE (``stages.interrupt``). An export in
+    torch finishes; compiles were killed; no task starts."""
+    from ..stages import interrupt
+    from ..stages.compile import kill_running
+
+    if interrupt.stop():  # raised before the handler was installed: nothing may start now
+        kill_running()
+    if n := interrupt.running():
+        print(f"boo-build: interrupted; waiting for {n} running task(s) to finish or stop", file=err, flush=True)
+    interrupt.wait_idle()
+    # a task that ended meanwhile swapped them (doit captures each action's output)
+    sys.stdout, sys.stderr = out, err
+    print("boo-build: interrupted; finished work is kept, rerun to continue", file=err)
+    return EXIT_INTERRUPTED
+
+
+def _run(ns: argparse.Namespace) -> int:
     from ..build.tasks import interrupt_on_sigterm, plan
 
     config = build_config(ns)
     plans = plan(config)
     interrupt_on_sigterm()
-    from ..stages.compile import resume
-
-    resume()  # compiles may start again after an interrupted build in this process
     jobs = ns.jobs
     if ns.cmd in ("list", "clean", "forget"):  # nothing runs: no cluster needed
         config = replace(config, scheduler=None)
@@ -203,13 +232,9 @@ def run(ns: argparse.Namespace) -> int:
 def _build(config, plans, ns: argparse.Namespace, jobs: int | None) -> int:
     names = [f"report:{p.manifest.bundle.name}" for p in plans] if ns.cmd == "bench" else ["build"]
     start = time.monotonic()
-    try:
-        rc = run_doit(config, plans, ["run", "-n", str(jobs or os.cpu_count() or 1), *names], jobs, ns.quiet)
-    except KeyboardInterrupt:
-        print("boo-build: interrupted; finished work is kept, rerun to continue", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    rc = run_doit(config, plans, ["run", "-n", str(jobs or os.cpu_count() or 1), *names], jobs, ns.quiet)
     took = time.monotonic() - start
-    print(f"{ns.cmd} took {took / 60:.0f} min {took % 60:.0f} s" if took >= 60 else f"{ns.cmd} took {took:.1f} s")
+    print(f"{ns.cmd} took {int(took // 60)} min {int(took % 60)} s" if took >= 60 else f"{ns.cmd} took {took:.1f} s")
     if ns.cmd == "build" and rc == 0:
         for p in plans:
             for path in (p.layout.page, p.layout.bundle(p.manifest)):  # the bundle last

@@ -21,7 +21,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["COMPILER_ENV", "CompileInterrupted", "CompileResult", "DEFAULT_TIMEOUT_S", "compile_mlir", "compiler_path", "compiler_version", "kill_running", "resume", "useful_stderr"]
+from . import interrupt  # stdlib only: the graph imports this module at load time
+from .interrupt import Interrupted
+
+__all__ = ["COMPILER_ENV", "CompileInterrupted", "CompileResult", "DEFAULT_TIMEOUT_S", "compile_mlir", "compiler_path", "compiler_version", "kill_running", "useful_stderr"]
 
 DEFAULT_TIMEOUT_S = 900.0  # the slowest default-manifest compile takes ~280 s on 2 cores
 
@@ -95,20 +98,18 @@ def useful_stderr(stderr: str, limit: int = 4000) -> str:
 _RUNNING: set[subprocess.Popen] = set()
 _KILLED: set[int] = set()  # pids kill_running stopped: their compiles did not fail
 _RUNNING_LOCK = threading.RLock()  # re-entrant: kill_running runs in signal handlers
-# Set by kill_running: a compile a worker thread starts after the signal (the
-# build is still winding down) is killed at once instead of outliving it.
-_STOPPING = threading.Event()
 
 
-class CompileInterrupted(RuntimeError):
+class CompileInterrupted(Interrupted):
     """The build was interrupted while this compile ran: nothing to record."""
 
 
 def kill_running() -> int:
     """Kill every compiler started by compile_mlir that is still running;
-    returns how many. Their compile_mlir calls raise CompileInterrupted, as
-    do the ones started later, until ``resume``."""
-    _STOPPING.set()
+    returns how many. Their compile_mlir calls raise CompileInterrupted. Call
+    it after ``interrupt.stop()``: a compile starting meanwhile (a worker
+    thread of the build still winding down) then sees the flag instead, and
+    raises too, until ``interrupt.resume()``."""
     with _RUNNING_LOCK:
         procs = list(_RUNNING)
         _KILLED.update(p.pid for p in procs)
@@ -118,28 +119,24 @@ def kill_running() -> int:
     return len(procs)
 
 
-def resume() -> None:
-    """Let compiles start again (a new build in this process after an interrupted one)."""
-    _STOPPING.clear()
-
-
 def compile_mlir(mlir: str, flags: tuple[str, ...] | list[str], *, timeout: float = DEFAULT_TIMEOUT_S,
                  compiler: str | None = None) -> CompileResult:
     cmd = [compiler or compiler_path(), "-", *flags, "-o", "-"]
     shown = shlex.join(cmd[:1] + ["<module.mlir>"] + cmd[2:])
     t0 = time.monotonic()
     # Own process group, so a timeout kills the compiler and anything it started.
-    if _STOPPING.is_set():
+    if interrupt.stopping():
         raise CompileInterrupted(f"compile not started: the build was interrupted: {shown}")
-    with _RUNNING_LOCK:  # kill_running sees it, or it sees _STOPPING
+    with _RUNNING_LOCK:  # kill_running sees it, or it sees the flag (set before kill_running runs)
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 cwd=tempfile.gettempdir(), start_new_session=True)
         _RUNNING.add(proc)
-        if _STOPPING.is_set():
+        if interrupt.stopping():
             _KILLED.add(proc.pid)
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
     try:
+        interrupt.pause_point("compile")  # test-only (interrupt.PAUSE_ENV): the compiler is running
         out, err_bytes = proc.communicate(mlir.encode(), timeout=timeout)
     except BaseException as e:
         with contextlib.suppress(ProcessLookupError):

@@ -16,6 +16,8 @@ import torch
 from .. import ops
 from ..candidates import SINGLE_DISPATCH, single_dispatch  # one definition (pure Python)
 from ..signature import KernelSignature, ModuleId
+from . import interrupt
+from .interrupt import Interrupted
 from .torch_modules import make_module, sample_args
 
 
@@ -69,6 +71,10 @@ def export_mlir(mid: ModuleId, variant: str = "") -> str:
     module = make_module(mid, variant)
     args = sample_args(mid.signature)
     with _EXPORT_LOCK, warnings.catch_warnings():
+        # An interrupted build waits for the export in torch (it cannot be cut
+        # short) but not for those queued behind it: they do not start.
+        interrupt.check(f"export {mid.key}")
+        interrupt.pause_point("export")  # test-only (interrupt.PAUSE_ENV): the export is about to run
         warnings.simplefilter("ignore")
         with extend_aot_decompositions(from_current=True, add_ops=_decompose()):
             exported = aot.export(module, args=args, dynamic_shapes=dynamic_shapes(mid.signature),
@@ -85,6 +91,8 @@ def export_mlir(mid: ModuleId, variant: str = "") -> str:
 def export_module(mid: ModuleId, variant: str = "") -> ExportResult:
     try:
         text = export_mlir(mid, variant)
+    except Interrupted:  # not the kernel's failure: nothing to record
+        raise
     except Exception as e:  # noqa: BLE001 - any exporter failure makes the impl unavailable
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         return ExportResult(mid, "unavailable", reason=f"export failed: {type(e).__name__}: {first}"[:500])
