@@ -94,6 +94,22 @@ def assert_close(out: torch.Tensor, ref: torch.Tensor, dtype: str, what: str = "
     assert bool((err <= bound).all()), f"{what}: max error {err.max().item():.3g} (atol {tol.atol}, rtol {tol.rtol})"
 
 
+# One small layer-norm kernel (float32 4x6x10, forward, manual): a build of seconds
+TINY_MANIFEST = """
+[bundle]
+name = "tiny"
+version = "0.1.0"
+targets = ["cpu"]
+
+[[kernels]]
+op = "layer_norm"
+input_shape = [4, 6, 10]
+dtype = "float32"
+masks = [1]
+impls = ["manual"]
+"""
+
+
 # ------------------------------------------- the session's kernels and bundle
 # (the ``built`` fixture in conftest.py; tests/test_bundle.py tests the writer)
 F32_EPS = 1.1920928955078125e-07  # torch's rms_norm eps=None

@@ -20,7 +20,7 @@ from pathlib import Path
 import dask  # noqa: E402
 import pytest
 from distributed import Client, get_task_stream  # noqa: E402
-from helpers import BIN, REPO, compiles  # noqa: E402
+from helpers import BIN, REPO, TINY_MANIFEST, compiles  # noqa: E402
 from helpers import env as cli_env  # noqa: E402
 
 from boo_build.build import distributed as bd  # noqa: E402
@@ -321,7 +321,7 @@ def test_graph_validates_on_the_cluster(mixed, tmp_path, local_vmfb):
     from boo_build.build.creators import task_creators
 
     addr, cpu_w, _ = mixed
-    (tmp_path / "tiny.toml").write_text(TINY.replace('targets = ["cpu"]', 'targets = ["cpu", "gfx942"]'))
+    (tmp_path / "tiny.toml").write_text(TINY_MANIFEST.replace('targets = ["cpu"]', 'targets = ["cpu", "gfx942"]'))
     config = tasks.BuildConfig(manifests=(tmp_path / "tiny.toml",), out_dir=tmp_path / "out", bench=False,
                                scheduler=addr)
     gens = task_creators(config)
@@ -345,25 +345,12 @@ def test_graph_validates_on_the_cluster(mixed, tmp_path, local_vmfb):
 
 
 # ------------------------------------------------------------- end to end
-TINY = """
-[bundle]
-name = "tiny"
-version = "0.1.0"
-targets = ["cpu"]
-
-[[kernels]]
-op = "layer_norm"
-input_shape = [4, 6, 10]
-dtype = "float32"
-masks = [1]
-impls = ["manual"]
-"""
 
 
 def test_cli_bundle_through_local_cluster_is_byte_identical(tmp_path):
     # gfx942: a target no device runs here, so its "not run" reason (in the
     # index) must read the same whether the driver or the cluster looked
-    (tmp_path / "tiny.toml").write_text(TINY.replace('targets = ["cpu"]', 'targets = ["cpu", "gfx942"]'))
+    (tmp_path / "tiny.toml").write_text(TINY_MANIFEST.replace('targets = ["cpu"]', 'targets = ["cpu", "gfx942"]'))
 
     def build(out: str, *extra: str) -> subprocess.CompletedProcess:
         # validated (the cpu kernel through the cluster's cpu worker), not benchmarked (timings differ)
@@ -384,7 +371,7 @@ def test_cli_bundle_through_local_cluster_is_byte_identical(tmp_path):
 
 def test_without_scheduler_nothing_imports_dask(tmp_path):
     """The graph and the CLI import boo_build.build.distributed (and Dask) only for --scheduler."""
-    (tmp_path / "tiny.toml").write_text(TINY)
+    (tmp_path / "tiny.toml").write_text(TINY_MANIFEST)
     code = ("import sys\n"
             "from boo_build.cli import main\n"
             "rc = main(['list', 'tiny.toml', '--out', 'out', '--no-validate', '-q'])\n"

@@ -16,26 +16,13 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import BIN, boo, env
+from helpers import BIN, TINY_MANIFEST, boo, env
 
 from boo_build.files import write_atomic
 from boo_build.stages import interrupt
 
 INTERRUPTED = "boo-build: interrupted; finished work is kept, rerun to continue"
 
-TINY = """
-[bundle]
-name = "tiny"
-version = "0.1.0"
-targets = ["cpu"]
-
-[[kernels]]
-op = "layer_norm"
-input_shape = [4, 6, 10]
-dtype = "float32"
-masks = [1]
-impls = ["manual"]
-"""
 MODULE = "layer_norm-f32-4x6x10-n10-wb-m1-manual"
 
 
@@ -119,7 +106,7 @@ def test_write_atomic_removes_its_temporary_on_interrupt(tmp_path, monkeypatch, 
 @pytest.mark.parametrize("stage", ["export", "compile"])
 def test_sigint_during_a_stage_exits_130_and_a_rerun_resumes(tmp_path, stage):
     """SIGINT while the export is about to run in torch, or while the compiler runs."""
-    (tmp_path / "tiny.toml").write_text(TINY)
+    (tmp_path / "tiny.toml").write_text(TINY_MANIFEST)
     marker = tmp_path / "paused"  # outside the output folder
     cmd = [str(BIN / "boo-build"), "build", "tiny.toml", "--out", "out", "--no-bench", "--targets", "cpu", "-j", "1",
            "-q"]
