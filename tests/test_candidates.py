@@ -260,3 +260,6 @@ def test_one_compared_figure_in_every_view(builds):
         assert f"{key} on cpu: speed-up over torch eager not timed in paired rounds -> {vs.text()}" in diff, diff
     # no other speed-up figure beside it: info's lines name no "x torch eager" of medians
     assert "x torch eager (" not in info
+    # the page counts every module compiled, variants included, as the build's records (and log) do
+    compiled = len(list((builds / "bench" / "cands" / "vmfb" / "cpu").glob("*.compile.json")))
+    assert f"{compiled} compiles (" in page and compiled > 2 * len(figures)

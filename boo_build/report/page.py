@@ -41,6 +41,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
+from ..candidates import module_file
 from ..errors import ReportError
 from ..files import read_json, write_atomic
 from ..layout import Layout
@@ -128,12 +129,18 @@ def from_build(root: Path | str, bundle: Path | str | None = AUTO, bundle_note: 
     for k in report["kernels"]:
         sig = KernelSignature.from_json(k["signature"])
         for t, te in sorted(k["targets"].items()):
-            for impl in k["impls"]:
+            # every module compiled for it, variants included (``impl[+variant]``): the count the build's log gives
+            for module in dict.fromkeys([*k["impls"], *(te.get("impls") or {})]):
+                impl, _, variant = module.partition("+")
                 mid = ModuleId(sig, impl)
-                rec = read_json(lay.compile_record(t, mid)) or {}
+                rec = read_json(lay.compile_record(t, mid, variant)) or {}
+                if variant and not rec:
+                    continue  # a variant not compiled (left out on purpose, or another target's)
                 err = (rec.get("error") or rec.get("reason") or "").strip().splitlines()
-                compiles.append(Compile(mid.key, t, rec.get("status", "missing"), rec.get("seconds"),
-                                        err[0][:300] if err else ""))
+                compiles.append(Compile(module_file(mid.key, variant), t, rec.get("status", "missing"),
+                                        rec.get("seconds"), err[0][:300] if err else ""))
+                if variant:
+                    continue  # the bench records below are the baselines'
                 bench = ((te.get("impls") or {}).get(impl) or {}).get("bench")
                 if has_extra_fields(bench):
                     meas.append(Measurement(k["key"], t, impl, bench))
