@@ -281,7 +281,7 @@ def test_cli_info_and_verify(built, tmp_path):
     assert info.cmd_info(built.path, out=out) == 0
     text = out.getvalue()
     assert "test-norms 1.2.3" in text and _rms16(6).key in text
-    assert "UNAVAILABLE: compile failed: test" in text and "available 9, unavailable 0" in text
+    assert "UNAVAILABLE\n        why: compile failed: test" in text and "available 9, unavailable 0" in text
     assert verify.cmd_verify(built.path, out=out, err=err) == 0
 
     member = f"kernels/cpu/{_ln(6).key}-aten.vmfb"
