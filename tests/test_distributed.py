@@ -374,7 +374,7 @@ def test_without_scheduler_nothing_imports_dask(tmp_path):
     (tmp_path / "tiny.toml").write_text(TINY_MANIFEST)
     code = ("import sys\n"
             "from boo_build.cli import main\n"
-            "rc = main(['list', 'tiny.toml', '--out', 'out', '--no-validate', '-q'])\n"
+            "rc = main(['list', 'tiny.toml', '--out', 'out'])\n"
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')"
             " or m == 'boo_build.build.distributed')\n"
             "print('IMPORTED', bad)\n"
