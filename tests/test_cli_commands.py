@@ -5,6 +5,7 @@ options, ``clean`` and ``forget`` on a real build, ``list`` into a closed pipe,
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -69,6 +70,7 @@ def test_clean_and_forget_on_a_build(tmp_path):
     out = tmp_path / "out"
     built = boo("build", "m.toml", "--out", str(out), "--no-bench", cwd=tmp_path)
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+    assert re.search(r"^build took [0-9.]+ s$", built.stdout, re.M), built.stdout[-1000:]  # its total time
     bundle = out / "clitest-0.1.0.tar.zst"
     vmfbs = list(out.rglob("*.vmfb"))
     assert bundle.is_file() and vmfbs

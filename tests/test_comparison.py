@@ -377,3 +377,21 @@ def test_rounds_are_timed_with_the_timed_threads_above_the_rest_where_allowed():
     # any other process (this one: its priority was not raised) is left alone
     with timing_priority() as rt:
         assert rt is False and os.sched_getscheduler(0) == os.SCHED_OTHER
+
+
+def test_the_summary_counts_bench_tasks_and_names_no_bundle_before_packing():
+    """A no-op rebuild's benchmarks were up to date (it said "benchmarks: ran"); the summary, written
+    before the pack task, names no bundle (boo-build build prints it last, once packed)."""
+    from pathlib import Path
+
+    from boo_build.report.build_report import summary_text
+
+    report = {"bundle": {"name": "b", "version": "0.1.0"}, "benchmarks": "ran", "per_target": {"cpu": {"available": 2}},
+              "targets": {"cpu": {"device_status": ""}}, "dropped": [], "failures": [], "missing": []}
+    lines = summary_text(report, {"stats": {"bench:up to date": 2, "compile:built": 1}}, Path("b.tar.zst"),
+                         False).splitlines()
+    assert "  bench    built 0, up to date 2" in lines and "  compile  built 1, up to date 0" in lines
+    assert not any("benchmarks:" in ln or "bundle:" in ln or "b.tar.zst" in ln for ln in lines), lines
+    assert any("available 2 (an implementation ships)" in ln for ln in lines)
+    report["benchmarks"] = "skipped (--no-bench)"
+    assert "  benchmarks: skipped (--no-bench)" in summary_text(report, {"stats": {}}, Path("b.tar.zst"), False)
