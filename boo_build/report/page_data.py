@@ -300,7 +300,9 @@ def speedups(data: PageData, target: str) -> list[tuple[str, dict[str, float], s
     for key, cell in cells.items():
         vs = vs_eager(cell)
         if vs is not None and cell is not None and cell.selected and vs.recorded:
-            out.append((key, {cell.selected: vs.speedup}, cell.selected))
+            # drawn under its implementation (a candidate's text form: ``impl[+variant][@mode]``)
+            impl = cell.selected.split("@")[0].split("+")[0]
+            out.append((key, {impl: vs.speedup}, impl))
     paired = {r[0] for r in out} | {k for k, c in cells.items() if vs_eager(c) is not None}
     for row in data.table or ():
         if row.get("target") != target or row.get("key") in paired:
