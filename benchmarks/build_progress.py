@@ -2,10 +2,14 @@
 
     # the shipped prior (boo_build/build/durations.json): each task's wall seconds in a cold build
     .venv/bin/python benchmarks/build_progress.py prior artifacts --log build.log
-    # the same from the recorded build (what the shipped prior was made from)
-    .venv/bin/python benchmarks/build_progress.py prior --fixture tests/fixtures/progress_default_build.json
+    # the same from the recorded quiet builds (what the shipped prior was made from)
+    .venv/bin/python benchmarks/build_progress.py prior --fixture tests/fixtures/progress_default_build.json \
+        --fixture tests/fixtures/progress_quickstart_quiet.json --fixture tests/fixtures/progress_two_targets_quiet.json
     # a replay fixture: the graph of the manifests, each task's wall seconds in that build
     .venv/bin/python benchmarks/build_progress.py fixture artifacts build.log
+    # ... of another manifest, its seconds from the log's finishes (see below)
+    .venv/bin/python benchmarks/build_progress.py fixture OUT build.log --manifest quickstart.toml -j 2 \
+        --order-from-log --to tests/fixtures/progress_quickstart_quiet.json
     # how a build's printed estimates compare with the time that was left
     .venv/bin/python benchmarks/build_progress.py evaluate build.log
     # the current estimate on the fixture, replayed (also: --scale 3, --noise 0.7)
@@ -23,7 +27,19 @@ which task each freed worker took, hence each task's start (on the recorded
 build, compiles come out within 0.02 s of their records' own ``seconds``).
 This needs the graph in the order the logged build had it: after a change of
 the order (``tasks._all_names``), write the fixture from the old one's seconds,
-``fixture ... --seconds-from OLD_FIXTURE``.
+``fixture ... --seconds-from OLD_FIXTURE``. Where the graph made here does not
+reproduce the order the build gave tasks out in (the quick start's and the
+two-target builds' logs finish tasks the dispatcher here has not started yet),
+``--order-from-log`` takes each task's seconds from the finishes instead
+(``from_finishes``): a record's own seconds for exports and compiles, else its
+finish minus the latest of its dependencies' finishes and of the finish ``-j``
+lines before its own.
+
+The recorded builds: ``progress_default_build.json`` (``make build``, 784
+tasks); the README's quick start and ``tests/fixtures/progress_two_targets.toml``
+(4 float32 kernels, cpu and gfx942), each quiet and loaded (two
+``python -c 'while True: pass'`` beside the build, killed after it), recorded
+with ``boo-build build MANIFEST --out DIR`` at its default -j (2 cores here).
 
 The replay runs doit's own dispatcher (``doit.control.TaskDispatcher``) on a
 simulated clock, driven the way doit's parallel runner (``MRunner.run_tasks``)
@@ -104,19 +120,26 @@ def evaluate_log(path: Path) -> dict:
 
 # ---------------------------------------------------------------- the graph
 def graph(manifests: list[Path]) -> list[tuple[str, list[str], bool]]:
-    """(task name, task_dep, has actions) of the build graph, as the CLI makes it on this machine."""
+    """(task name, task_dep, has actions) of the build graph, as the CLI makes it on this machine;
+    task_dep with the tasks doit adds for the targets a task's file_dep names."""
     from boo_build.build.creators import task_creators
     from boo_build.build.tasks import BuildConfig
 
     with tempfile.TemporaryDirectory() as out:
         creators = task_creators(BuildConfig(manifests=tuple(manifests), out_dir=Path(out)))
-        found = []
+        found, file_deps, made_by = [], [], {}
         for creator, fn in creators.items():
             base = creator.removeprefix("task_")
             made = fn()
             for d in [made] if isinstance(made, dict) else list(made or ()):
                 name = f"{base}:{d['name']}" if "name" in d else base
                 found.append((name, list(d.get("task_dep", ())), bool(d.get("actions"))))
+                file_deps.append([str(f) for f in d.get("file_dep", ())])
+                made_by.update({str(t): name for t in d.get("targets", ())})
+    # doit adds a task_dep on the task whose target a task reads (a select waits for
+    # its benchmark's record): appended, as doit's TaskControl does
+    for (name, deps, _), files in zip(found, file_deps):
+        deps.extend(dict.fromkeys(made_by[f] for f in files if f in made_by and made_by[f] not in deps))
     return found
 
 
@@ -208,7 +231,42 @@ def reconstruct(graph_tasks: list[tuple[str, list[str], bool]], log: Path, jobs:
     return secs, t0
 
 
-def make_fixture(manifests: list[Path], out_dir: Path, log: Path, jobs: int, seconds_from: Path | None = None) -> dict:
+def from_finishes(graph_tasks: list[tuple[str, list[str], bool]], log: Path, jobs: int,
+                  recorded: dict[str, float]) -> tuple[dict[str, float], float]:
+    """Each task's wall seconds where ``reconstruct`` cannot replay the build's order (doit
+    gave out tasks in an order this graph does not reproduce): a record's own seconds
+    (exports, compiles), else its finish minus the latest of its dependencies' finishes
+    and the finish ``jobs`` lines before its own (a worker was free by then at the
+    latest). Returns (seconds by task, the build's start)."""
+    start, end, lines = read_log(log)
+    if end is None:
+        raise SystemExit(f"{log}: no END line (the build has not finished)")
+    finished = {ln["name"]: ln["t"] for ln in lines}
+    order = [ln["name"] for ln in lines]
+    at = {name: i for i, name in enumerate(order)}
+    deps = {name: ds for name, ds, _ in graph_tasks}
+
+    def done(name: str) -> float:  # a barrier is done when its dependencies are
+        if name in finished:
+            return finished[name]
+        return max((done(d) for d in deps.get(name, ())), default=start)
+
+    secs = {}
+    for name, ds, acts in graph_tasks:
+        if not acts:
+            continue
+        if name in recorded:
+            secs[name] = recorded[name]
+            continue
+        t = finished.get(name, end)
+        i = at.get(name, len(order))
+        free = finished[order[i - jobs]] if i >= jobs else start
+        secs[name] = max(0.0, t - max([free] + [done(d) for d in ds]))
+    return secs, start
+
+
+def make_fixture(manifests: list[Path], out_dir: Path, log: Path, jobs: int, seconds_from: Path | None = None,
+                 order_from_log: bool = False) -> dict:
     """The fixture: the current graph, each task's wall seconds in the logged build.
     ``seconds_from``: a fixture written by the code the logged build ran, whose seconds
     to take (the reconstruction needs the graph's order as the build had it)."""
@@ -218,6 +276,8 @@ def make_fixture(manifests: list[Path], out_dir: Path, log: Path, jobs: int, sec
         old = json.loads(Path(seconds_from).read_text())
         secs = {name: s for name, s, _ in old["tasks"] if s is not None}
         t0 = end - old["total_s"]
+    elif order_from_log:
+        secs, t0 = from_finishes(g, log, jobs, dict(durations.record_durations(out_dir)))
     else:
         secs, t0 = reconstruct(g, log, jobs, dict(durations.record_durations(out_dir)))
     index = {name: i for i, (name, _, _) in enumerate(g)}
@@ -295,6 +355,31 @@ def replay(fixture: dict, reporter_class, *, scale: float = 1.0, noise: float = 
     return {"total_s": total, **judge(points, slack_s), "series": points, "lines": [line for _, line in out.timed]}
 
 
+def kernel_benches(pairs: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    """A kernel's benchmark, ``bench:<bundle>/<target>/<kernel>``, for each kernel whose
+    candidates and torch eager a build benchmarked as tasks of their own (graphs before
+    per-kernel benchmarks, such as the default build's fixture): their seconds summed.
+    A kernel's benchmark times the same candidates in paired rounds; the sum keeps the
+    large kernels' (tens of seconds) apart from the small ones' the newer builds recorded.
+    Only for a target and size (``durations._size_class``) with no kernel's benchmark
+    recorded: a recorded one says better what a kernel's benchmark takes (the two-target
+    build's, loaded, ran 2x off with the default build's small sums beside its own)."""
+    recorded = {durations.task_keys(name)[3] for name, _ in pairs
+                if durations.task_keys(name)[-1] == "bench+kernel"}
+    sums: dict[str, float] = {}
+    for name, secs in pairs:
+        stage, _, rest = name.partition(":")
+        where, _, subject = rest.rpartition("/")
+        parts = subject.partition("@")[0].partition("+")[0].removesuffix("-eager").split("-")
+        mask = max((i for i, p in enumerate(parts) if re.fullmatch(r"m\d+", p)), default=None)
+        if stage != "bench" or mask is None or mask == len(parts) - 1 and "-eager" not in subject:
+            continue  # not a benchmark, or already a kernel's
+        kernel = f"bench:{where}/{'-'.join(parts[:mask + 1])}"
+        if durations.task_keys(kernel)[3] not in recorded:
+            sums[kernel] = sums.get(kernel, 0.0) + secs
+    return list(sums.items())
+
+
 def _show(name: str, res: dict) -> None:
     at = res["at"]
     where = f" at {at[0]}/{at[1]}: shown {at[2]:.0f} s, true {at[3]:.0f} s" if at else ""
@@ -307,7 +392,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("prior", help="write boo_build/build/durations.json from a build's records")
     p.add_argument("out", type=Path, nargs="?", help="the build's --out folder")
-    p.add_argument("--fixture", type=Path, help="take each task's wall seconds from a fixture instead")
+    p.add_argument("--fixture", type=Path, action="append",
+                   help="take each task's wall seconds from fixtures instead (repeat: all of them)")
     p.add_argument("--log", type=Path, help="its timed log: each task's wall seconds (else the records')")
     p.add_argument("--manifest", type=Path, action="append", help="with --log: default manifests/default.toml")
     p.add_argument("-j", "--jobs", type=int, default=2, help="with --log: the build's -j")
@@ -318,6 +404,9 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("--manifest", type=Path, action="append", help="default: manifests/default.toml")
     f.add_argument("-j", "--jobs", type=int, default=2)
     f.add_argument("--to", type=Path, default=DEFAULT_FIXTURE)
+    f.add_argument("--order-from-log", action="store_true",
+                   help="each task's seconds from the log's finishes (from_finishes), where the graph does not "
+                        "reproduce the build's order")
     f.add_argument("--seconds-from", type=Path,
                    help="take each task's seconds from this fixture (written by the code the build ran) and the "
                         "graph from the current code")
@@ -333,7 +422,9 @@ def main(argv: list[str] | None = None) -> int:
 
     if ns.cmd == "prior":
         if ns.fixture:
-            pairs = [(name, secs) for name, secs, _ in json.loads(ns.fixture.read_text())["tasks"] if secs is not None]
+            pairs = [(name, secs) for fx in ns.fixture for name, secs, _ in json.loads(fx.read_text())["tasks"]
+                     if secs is not None]
+            pairs += kernel_benches(pairs)
         elif ns.out is None:
             ap.error("prior: give a build's folder (OUT) or --fixture")
         elif ns.log:  # every task's wall seconds (validations and benchmarks record none)
@@ -347,7 +438,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{ns.to}: {len(data['seconds'])} keys")
     elif ns.cmd == "fixture":
         fx = make_fixture(ns.manifest or [ROOT / "manifests" / "default.toml"], ns.out, ns.log, ns.jobs,
-                          ns.seconds_from)
+                          ns.seconds_from, ns.order_from_log)
         body = ",\n".join(json.dumps(t, separators=(",", ":")) for t in fx.pop("tasks"))
         head = json.dumps(fx, indent=1)[:-2]
         ns.to.write_text(f'{head},\n "tasks": [\n{body}\n]}}\n')

@@ -1,8 +1,9 @@
 """How long each task of the graph is expected to take, before it runs.
 
 A fresh clone has no history of its own, so the package ships a prior
-(``durations.json``): the median wall seconds per kind of task in a cold
-build of the default manifest on 2 shared cores (``-j 2``). Most tasks take
+(``durations.json``): the median wall seconds per kind of task in cold
+builds on 2 shared cores (``-j 2``) of the default manifest, the README's
+quick start and a 4-kernel two-target manifest. Most tasks take
 about a second, but a few GPU compiles take minutes (the bfloat16 width-768
 combined backward on gfx1100 and gfx1201), and neither the mean of a stage nor
 the tasks seen so far know which: the kind of task does.
@@ -10,14 +11,18 @@ the tasks seen so far know which: the kind of task does.
 A task's kind is read from its name (``tasks`` documents the names), from the
 most specific key to the least:
 
-    <stage>/<target>/<op>/<dtype>/m<mask>/<s|d>/<impl>[+<variant>][@<mode>]
-    <stage>/<target>/<op>/<dtype>/m<mask>/<s|d>
-    <stage>/<target>/<op>/<dtype>
+    <stage>/<target>/<size>/<op>/<dtype>/m<mask>/<s|d>/<impl>[+<variant>][@<mode>]
+    <stage>/<target>/<size>/<op>/<dtype>/m<mask>/<s|d>
+    <stage>/<target>/<size>/<op>/<dtype>
+    <stage>/<target>/<size>
     <stage>/<target>
     <stage>
+    page/<s|d>  (``task_keys``' ``dynamic``)
 
 (``s``/``d``: static or dynamic dims; ``-`` for export's target; ``eager`` is
-torch eager's benchmark.) ``expected`` answers with the first key the prior
+torch eager's benchmark; ``<size>``: ``small`` or ``large`` normalized dims,
+``_size_class``; a kernel's benchmark, ``bench:<bundle>/<target>/<signature>``,
+has the stage ``bench+kernel``, its impl the mask.) ``expected`` answers with the first key the prior
 holds. The progress line (``progress``) scales these by what it measures as
 the build runs; the graph (``tasks``) starts the longest first.
 
@@ -25,14 +30,19 @@ the build runs; the graph (``tasks``) starts the longest first.
 a build: the wall seconds of each task, from its timed log (validations and
 benchmarks write no ``seconds``), or else from the records' ``seconds``
 (``record_durations``: exports and compiles). The shipped table is
-``prior --fixture tests/fixtures/progress_default_build.json``: the build
-that ``tests/test_progress.py`` replays.
+``prior --fixture F`` for the quiet builds that ``tests/test_progress.py``
+replays: ``progress_default_build.json``, ``progress_quickstart_quiet.json``,
+``progress_two_targets_quiet.json`` (``tests/fixtures/``). The first predates
+per-kernel benchmarks: its benchmarks of each candidate and torch eager, summed
+per kernel, stand in for a kernel's benchmark where no build recorded one of
+that target and size (``build_progress.kernel_benches``: the large kernels).
 Pure Python (stdlib only): the graph imports it at load time.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from functools import lru_cache
 from pathlib import Path
@@ -58,15 +68,44 @@ def _module_keys(stage: str, target: str, subject: str) -> list[str]:
     op, dtype, shape = parts[0], parts[1], parts[2]
     mask = next((p for p in reversed(parts) if p[:1] == "m" and p[1:].isdigit()), "m?")
     dims = "d" if any(c.isalpha() for c in shape.replace("x", "")) else "s"
+    if stage == "bench" and parts[-1] == mask and not (eager or plus or at):
+        # a kernel's benchmark (every candidate and torch eager in paired rounds) is
+        # another kind of task than a candidate's alone (older graphs): its own keys,
+        # so neither's median stands in for the other's
+        stage = "bench+kernel"
     impl = "eager" if eager else parts[-1]
     impl += (plus + variant) + (at + mode)
-    return [f"{stage}/{target}/{op}/{dtype}/{mask}/{dims}/{impl}", f"{stage}/{target}/{op}/{dtype}/{mask}/{dims}",
-            f"{stage}/{target}/{op}/{dtype}", f"{stage}/{target}", stage]
+    size = _size_class(parts[3])
+    head = f"{stage}/{target}/{size}"
+    return [f"{head}/{op}/{dtype}/{mask}/{dims}/{impl}", f"{head}/{op}/{dtype}/{mask}/{dims}",
+            f"{head}/{op}/{dtype}", head, f"{stage}/{target}", stage]
 
 
-def task_keys(name: str) -> list[str]:
-    """A task's prior keys, most specific first (the module docstring's list)."""
+SMALL_N = 256  # normalized elements: at most this, a small kernel (``_size_class``)
+
+
+def _size_class(normalized: str) -> str:
+    """``small`` or ``large`` from a module key's ``n<dims>`` part (``n64``, ``n42x32``).
+    A kernel's validation and benchmark take time with its size: the default
+    manifest's 4096-wide RMS norm validates in 5 s, a 64-wide one in 0.05 s, and a
+    key without the size made the first the prior of the second (the quick start's
+    estimate 3x the time left)."""
+    try:
+        n = math.prod(int(d) for d in normalized.removeprefix("n").split("x"))
+    except ValueError:
+        return "large"
+    return "small" if n <= SMALL_N else "large"
+
+
+def task_keys(name: str, dynamic: bool | None = None) -> list[str]:
+    """A task's prior keys, most specific first (the module docstring's list).
+    ``dynamic``: for a page, whether its bundle holds a kernel of dynamic dims
+    (``dynamic_bundles``): the page draws each one's timings by size, so a bundle
+    of static kernels draws in about 1 s and one of dynamic kernels in 2-3 s
+    (``page/s``, ``page/d``), quiet; unknown: ``page`` alone."""
     stage, _, rest = name.partition(":")
+    if stage == "page" and dynamic is not None:
+        return [f"page/{'d' if dynamic else 's'}", stage]
     parts = rest.split("/")
     if stage == "export" and len(parts) >= 2:
         return _module_keys(stage, "-", parts[-1])
@@ -85,10 +124,23 @@ def load_prior(path: Path = PRIOR_FILE) -> Mapping[str, float]:
         return {}
 
 
-def expected(name: str, prior: Mapping[str, float] | None = None) -> float | None:
-    """The prior's seconds for task ``name`` (the most specific key it holds), or None."""
+def dynamic_bundles(names: Iterable[str]) -> dict[str, bool]:
+    """bundle -> whether it holds a kernel of dynamic dims, from the exports among task ``names``."""
+    found: dict[str, bool] = {}
+    for name in names:
+        stage, _, rest = name.partition(":")
+        if stage == "export":
+            keys = task_keys(name)
+            bundle = rest.split("/", 1)[0]
+            found[bundle] = found.get(bundle, False) or (len(keys) > 3 and keys[1].endswith("/d"))
+    return found
+
+
+def expected(name: str, prior: Mapping[str, float] | None = None, dynamic: bool | None = None) -> float | None:
+    """The prior's seconds for task ``name`` (the most specific key it holds), or None.
+    ``dynamic``: ``task_keys``'."""
     table = load_prior() if prior is None else prior
-    for key in task_keys(name):
+    for key in task_keys(name, dynamic):
         if key in table:
             return table[key]
     return None
@@ -102,9 +154,12 @@ def _round(seconds: float) -> float:
 def prior_table(durations: Iterable[tuple[str, float]]) -> dict[str, float]:
     """key -> median seconds over (task name, seconds) pairs, at every key level.
     A specific key equal (to 10%) to its parent's is left out: the parent answers."""
+    durations = list(durations)
+    dynamic = dynamic_bundles(name for name, _ in durations)
     samples: dict[str, list[float]] = {}
     for name, secs in durations:
-        for key in task_keys(name):
+        bundle = name.partition(":")[2].split("/", 1)[0]
+        for key in task_keys(name, dynamic.get(bundle)):
             samples.setdefault(key, []).append(float(secs))
     medians = {k: statistics.median(v) for k, v in samples.items()}
     out: dict[str, float] = {}

@@ -88,8 +88,10 @@ class Estimate:
         for n, ds in self.deps.items():
             for d in ds:
                 self.dependents[d].append(n)
-        # a barrier (no actions) takes no time
-        self.base = {n: (durations.expected(n, prior) or FALLBACK_S) if tasks[n].actions else 0.0 for n in order}
+        # a barrier (no actions) takes no time; a page, longer when its bundle holds dynamic kernels
+        dynamic = durations.dynamic_bundles(order)
+        self.base = {n: (durations.expected(n, prior, dynamic.get(n.partition(":")[2].split("/", 1)[0])) or FALLBACK_S)
+                     if tasks[n].actions else 0.0 for n in order}
         self.stage = {n: _stage(n) for n in order}
         self.done: set[str] = set()
         self.running: dict[str, float] = {}  # name -> clock at start
