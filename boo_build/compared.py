@@ -49,11 +49,14 @@ class VsEager:
         if not e:
             return None
         try:
-            ratio, noise = float(e["ratio"]), float(e["noise"])
-            return cls(1.0 / ratio, math.exp(-noise) / ratio, math.exp(noise) / ratio, int(e["n"]),
-                       str(e.get("verdict") or ""))
+            return cls.from_pair(float(e["ratio"]), float(e["noise"]), int(e["n"]), str(e.get("verdict") or ""))
         except (KeyError, TypeError, ValueError, ZeroDivisionError):
             return None
+
+    @classmethod
+    def from_pair(cls, ratio: float, noise: float, rounds: int, verdict: str) -> "VsEager":
+        """From the paired rounds' kernel/eager median ratio and its noise (half width in log ratio)."""
+        return cls(1.0 / ratio, math.exp(-noise) / ratio, math.exp(noise) / ratio, rounds, verdict)
 
     @property
     def recorded(self) -> bool:

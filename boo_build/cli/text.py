@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import UsageError
-from ..loader.archive import DEFAULT_MAX_SIZE, Archive, BundleTooLarge, read_archive
+from ..loader.archive import DEFAULT_MAX_SIZE, ZSTD_MAGIC, Archive, BundleTooLarge, read_archive
 from ..loader.errors import BundleFormatError
 from ..loader.format import BundleIndex
 from ..loader.versions import RuntimeTooOld, UntestedRuntimeWarning, check_runtime, iree_release
@@ -125,7 +125,7 @@ def bundles_named(path: str | Path, max_size: int = DEFAULT_MAX_SIZE) -> list[tu
             head = f.read(256)
     except OSError:
         return [(str(p), p)]  # read_bundle says what is wrong with it
-    if head[:4] == b"\x28\xb5\x2f\xfd":  # zstd: a bundle
+    if head[:4] == ZSTD_MAGIC:  # a bundle
         return [(str(p), p)]
     from ..loader.lockfile import looks_like_lock, read_lock
 
@@ -135,13 +135,13 @@ def bundles_named(path: str | Path, max_size: int = DEFAULT_MAX_SIZE) -> list[tu
         lock = read_lock(p)
         return [(f"{b.name} {b.version}, pinned by {p}", Path(fetch_locked(lock, b, max_size=max_size)))
                 for b in lock.bundles]
-    if _is_manifest(p, head):
+    if _is_manifest(head):
         raise UsageError(f"{p} is a manifest, not a bundle: build it with `boo-build build {p}`, which prints "
                          "the bundle's path, then run this on that bundle")
     return [(str(p), p)]
 
 
-def _is_manifest(p: Path, head: bytes) -> bool:
+def _is_manifest(head: bytes) -> bool:
     """A TOML manifest (a [bundle] table or [[kernels]]), or a command file whose first command is MIOpen's."""
     try:
         text = head.decode()

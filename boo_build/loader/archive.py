@@ -25,7 +25,7 @@ from .format import INDEX_NAME, BundleIndex, check_index
 
 DEFAULT_MAX_SIZE = 4 << 30  # bound on the decompressed archive
 
-_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"  # a bundle's first bytes (a zstd frame)
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ class _BoundedStream:
 
     def __init__(self, f, max_size: int, path: str):
         head = f.read(18)  # the magic and the longest frame header
-        if len(head) < 4 or head[:4] != _ZSTD_MAGIC:
+        if len(head) < 4 or head[:4] != ZSTD_MAGIC:
             raise BundleFormatError(f"{path} is not a boo bundle: not a zstd file")
         try:
             declared = zstandard.frame_content_size(head)

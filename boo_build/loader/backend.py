@@ -94,12 +94,13 @@ def _opened(path: str | os.PathLike, device: Any) -> Bundle:
 def _view(bundle: Bundle, fallback: str | None, prefer_eager: bool) -> tuple[Bundle, str]:
     """(the bundle as the backend runs it, its token): ``bundle`` with these options
     (kept while ``bundle`` lives), named by its sha256, target, device and options."""
+    sha = bundle.sha256  # hashed once, before any view is made: the views copy it
     with _cache_lock:
         views = _VIEWS.setdefault(bundle, {})
         view = views.get((fallback, prefer_eager))
         if view is None:
             view = views[(fallback, prefer_eager)] = bundle.with_options(fallback=fallback, prefer_eager=prefer_eager)
-    want = (f"{view.name}-{view.version}@{view.target.name}/{view.device.uri}#sha256:{view.sha256}"
+    want = (f"{view.name}-{view.version}@{view.target.name}/{view.device.uri}#sha256:{sha}"
             f"{'' if prefer_eager else '+kernels'}{'' if fallback == 'eager' else '+strict'}")
     # the same file opened again (same device and options) takes the token over: either serves the graphs
     # compiled with it, and the latest bundle's stats() count their calls
@@ -195,6 +196,12 @@ class Backend:
                 f"inner={self.inner!r}>")
 
 
+def _check_options(options: Mapping[str, Any], what: str) -> None:
+    unknown = sorted(set(options) - set(_OPTIONS))
+    if unknown:
+        raise ValueError(f"{what} has no option {', '.join(map(repr, unknown))}: it takes {', '.join(_OPTIONS)}")
+
+
 def boo(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: Mapping[str, Any] | None = None,
         **kwargs: Any):
     """The ``"boo"`` backend: ``torch.compile(model, backend="boo", options={...})``,
@@ -204,9 +211,7 @@ def boo(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: Mappin
         raise TypeError(f"backend 'boo' takes options={{...}}, not {', '.join(kwargs)}= (mode= is Inductor's: "
                         "torch.compile(..., backend='boo', options={'inner': ...}))")
     opts = dict(options or {})
-    unknown = sorted(set(opts) - set(_OPTIONS))
-    if unknown:
-        raise ValueError(f"backend 'boo' has no option {', '.join(map(repr, unknown))}: it takes {', '.join(_OPTIONS)}")
+    _check_options(opts, "backend 'boo'")
     return Backend(**opts)(gm, example_inputs)
 
 
@@ -235,9 +240,7 @@ def explain(model: Callable, *example_inputs: Any, bundle: Bundle | str | os.Pat
     kernels, or the graph's code and why). Runs the model once, compiled without
     Inductor (the decisions do not depend on the inner backend); call it under
     ``torch.no_grad()`` for an inference graph's decisions."""
-    unknown = sorted(set(options) - set(_OPTIONS) - {"bundle"})
-    if unknown:
-        raise ValueError(f"explain has no option {', '.join(map(repr, unknown))}: it takes {', '.join(_OPTIONS)}")
+    _check_options(options, "explain")
     options.pop("inner", None)
     b = Backend(bundle, inner="eager", **options)
     torch.compile(model, backend=b, dynamic=dynamic)(*example_inputs)

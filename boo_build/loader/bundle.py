@@ -33,6 +33,7 @@ its arguments, ``tensors.py`` handles a call's torch tensors or numpy arrays.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import types
@@ -47,7 +48,7 @@ from . import calls, entries
 
 # The format, archive, errors, device choice and runtime check live in their
 # own modules; their public names are re-exported here (and by the package).
-from .archive import DEFAULT_MAX_SIZE, Archive, read_archive, sha256_hex
+from .archive import DEFAULT_MAX_SIZE, ZSTD_MAGIC, Archive, read_archive, sha256_hex
 from .call_checks import CallChecks, Route
 from .errors import BundleIntegrityError
 from .lookup import BundledKernel, KernelTable
@@ -236,14 +237,11 @@ class Bundle:
         """torch's device type of the bundle's memory: "cpu", or "cuda" (HIP and CUDA alike)."""
         return self._device_type
 
-    @property
+    @functools.cached_property
     def sha256(self) -> str:
         """The bundle file's sha256 (hex), hashed when first asked (what ``torch.compile``'s
         backend keys on; ``BundleFormatError`` if the file changed since it was opened)."""
-        have = self.__dict__.get("_sha256")
-        if have is None:
-            have = self.__dict__["_sha256"] = self._archive.file_sha256()
-        return have
+        return self._archive.file_sha256()
 
     def serving(self, sig: KernelSignature) -> BundledKernel | None:
         """The kernel a call of static ``sig`` runs on (``None``: none; ``BundledKernel.eager_for``
@@ -555,7 +553,7 @@ def open_bundle(path: str | os.PathLike, device: Any = None, fallback: str | Non
     # bundle file (zstd's magic number first) never imports remote.py.
     try:
         with open(path, "rb") as f:
-            plain = f.read(4) == b"\x28\xb5\x2f\xfd"
+            plain = f.read(4) == ZSTD_MAGIC
     except (OSError, TypeError, ValueError):
         plain = False
     if not plain or sha256 is not None or name is not None:

@@ -71,6 +71,17 @@ class TorchOps:
     def gates(self) -> tuple[str, ...]:
         return self.gated_by or self.params
 
+    def output_mask(self, need: Mapping[str, bool], given: Mapping[str, Any]) -> list[bool]:
+        """The backward's ``output_mask`` (ATen's order: input, then ``params``) for the
+        gradients autograd needs (``need``, by argument name), a parameter's only where
+        the tensor gating it is given (``given``, by name; None: absent)."""
+        return [bool(need.get("input"))] + [bool(need.get(p)) and given.get(g) is not None
+                                            for p, g in zip(self.params, self.gates)]
+
+    def mask_bits(self, output_mask: Sequence[bool]) -> int:
+        """``output_mask`` as the kernels' gradient mask (``ops.base``'s bits)."""
+        return sum(bit for bit, on in zip(self.description.grads, output_mask) if on)
+
     def schemas(self) -> tuple[str, str]:
         stats = self.description.stats
         outs = ", ".join(["Tensor"] * (1 + len(stats)))
@@ -122,7 +133,7 @@ def _register(d: TorchOps, by_token: Callable[[str], Any]) -> None:
         need = dict(zip(fwd_names, ctx.needs_input_grad))
         grads: dict[str, Any] = dict.fromkeys(fwd_tensors)
         if grad_out is not None:
-            mask = [need["input"]] + [need[p] and saved[g] is not None for p, g in zip(d.params, d.gates)]
+            mask = d.output_mask(need, saved)
             if any(mask):
                 given = {**saved, **ctx.args, "grad_out": grad_out, "output_mask": mask, "eps": ctx.eps}
                 outs = getattr(torch.ops.boo, f"{op.name}_backward")(*(given[n] for n in bwd_names), ctx.bundle)
@@ -155,7 +166,7 @@ def _register(d: TorchOps, by_token: Callable[[str], Any]) -> None:
         ctx.save_for_backward(*(named[n] for n in bwd_tensors))
         ctx.args = {n: named[n] for n in shape_args}
         asked = ag.asked(named["output_mask"], *(named[g] for g in d.gates))
-        ctx.mask = sum(bit for bit, a in zip(op.grads, asked) if a)
+        ctx.mask = d.mask_bits(asked)
 
     def backward_backward(ctx, grads):
         args, mask = ctx.args, ctx.mask

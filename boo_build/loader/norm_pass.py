@@ -163,7 +163,7 @@ def _value(a: Any, gm: torch.fx.GraphModule) -> Any:
             return obj
         return a.meta.get("example_value")
     if isinstance(a, (list, tuple)):
-        return type(a)(_value(v, gm) for v in a) if isinstance(a, list) else tuple(_value(v, gm) for v in a)
+        return [_value(v, gm) for v in a]
     return a
 
 
@@ -186,19 +186,18 @@ def _dim(d: Any) -> tuple[int, str | None]:
     raise TypeError(f"not a size: {d!r}")
 
 
-def _number(v: Any) -> tuple[float | None, bool]:
-    """(value, symbolic) of an eps as traced: a float, a SymFloat (its hint), a 0-d tensor."""
+def _number(v: Any) -> float | None:
+    """An eps as traced: a float, a SymFloat (its hint), a 0-d tensor; None where unknown."""
     if v is None or isinstance(v, (int, float)):
-        return v, False
+        return v
     if isinstance(v, torch.SymFloat):
-        node = v.node
-        return (float(node.hint) if node.has_hint() else None), True
+        return float(v.node.hint) if v.node.has_hint() else None
     if isinstance(v, torch.Tensor) and v.numel() == 1:
         try:
-            return float(v.item()), True
+            return float(v.item())
         except Exception:  # a fake tensor has no value
-            return None, True
-    return None, True
+            return None
+    return None
 
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
@@ -256,10 +255,7 @@ def _masks(op: str, x: Any, w: Any, b: Any, out: Any) -> tuple[int, ...]:
         return (FORWARD,)
     d = entries.module(op).torch_ops()
     given = {"input": x, "weight": w, "bias": b}
-    need = [bool(getattr(x, "requires_grad", False))] + [
-        bool(getattr(given.get(p), "requires_grad", False)) and given.get(g) is not None
-        for p, g in zip(d.params, d.gates)]
-    mask = sum(bit for bit, on in zip(ops.get(op).grads, need) if on)
+    mask = d.mask_bits(d.output_mask({n: bool(getattr(t, "requires_grad", False)) for n, t in given.items()}, given))
     return (FORWARD, mask) if mask else (FORWARD,)
 
 
@@ -305,7 +301,7 @@ class _Pass:
                  if isinstance(t, torch.Tensor) and t.dtype != x.dtype]
         if mixed:  # (torch's op takes float32 parameters beside a half-precision input; the kernels do not)
             return decision(Runs.GRAPH, Why.DTYPE, f"{', '.join(mixed)} beside a {dtype} input", masks), None
-        eps, symbolic_eps = _number(_value(args.get("eps"), gm))
+        eps = _number(_value(args.get("eps"), gm))
         if sp.op == "group_norm":
             param = _value(args.get("num_groups", args.get("group")), gm)
             if not isinstance(param, int):

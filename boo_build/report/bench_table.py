@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from ..candidates import split_module_file
-from ..compared import VsEager
 from ..ops.base import IMPLS
 from ..reasons import Kind
 from ..records import EAGER
@@ -120,7 +119,7 @@ def table_rows(signatures: Iterable[KernelSignature], targets: Iterable, validat
                                              key=lambda p: (p[2] is None, p[2] or 0, p[0])))
                 if eager_s and won and decision is not None:
                     row[TORCH_CALLS_COLUMN] = decision.torch_calls
-            vs = VsEager.from_timing(timing.to_json()) if timing is not None else None
+            vs = timing.vs_eager if timing is not None else None
             if vs is not None:  # paired rounds: eager / kernel, as they compared (the figure every view shows)
                 row["speedup_vs_eager"] = f"{vs.speedup:.2f}" if vs.recorded else ""
                 row[INTERVAL_COLUMN] = f"{vs.low:.2f}-{vs.high:.2f}, {vs.rounds} rounds" if vs.recorded else ""

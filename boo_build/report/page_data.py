@@ -297,13 +297,16 @@ def speedups(data: PageData, target: str) -> list[tuple[str, dict[str, float], s
     median over torch eager's, from ``bench.csv`` (``figures_basis`` says which)."""
     cells = {k.key: k.cells.get(target) for k in data.kernels}
     out: list[tuple[str, dict[str, float], str | None]] = []
+    paired = set()  # kernels timed in paired rounds: their figure, never bench.csv's medians
     for key, cell in cells.items():
         vs = vs_eager(cell)
-        if vs is not None and cell is not None and cell.selected and vs.recorded:
+        if vs is None or cell is None:
+            continue
+        paired.add(key)
+        if cell.selected and vs.recorded:
             # drawn under its implementation (a candidate's text form: ``impl[+variant][@mode]``)
             impl = cell.selected.split("@")[0].split("+")[0]
             out.append((key, {impl: vs.speedup}, impl))
-    paired = {r[0] for r in out} | {k for k, c in cells.items() if vs_eager(c) is not None}
     for row in data.table or ():
         if row.get("target") != target or row.get("key") in paired:
             continue

@@ -16,6 +16,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Mapping, Protocol, Sequence
 
+from ..compared import VsEager
 from ..loader.format import EagerPreference
 from ..reasons import Kind, Reason
 from ..records import BenchResult, EagerValidation, SizeTiming, ValidationStatus
@@ -180,12 +181,19 @@ class Timing:
     confirmed: bool | None = None
 
     @property
+    def vs_eager(self) -> VsEager | None:
+        """The selected kernel against torch eager as every view shows it (``compared.VsEager``)."""
+        if self.eager is None:
+            return None
+        return VsEager.from_pair(self.eager.ratio, self.eager.noise, self.eager.n,
+                                 "" if self.eager_verdict is None else str(self.eager_verdict))
+
+    @property
     def eager_figure(self) -> float | None:
         """The speed-up over torch eager (eager / kernel) that may be recorded: none
         where a figure beyond ``comparison.FACTOR`` was not confirmed."""
-        if self.eager is None or self.eager_verdict is Verdict.UNCONFIRMED:
-            return None
-        return 1.0 / self.eager.ratio
+        vs = self.vs_eager
+        return None if vs is None or not vs.recorded else vs.speedup
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"rounds": self.rounds, "ties": self.ties, "remeasured": list(self.remeasured),
