@@ -4,7 +4,7 @@ Pure Python on purpose (no torch, no numpy): the loader imports it too.
 
 Key format (``KernelSignature.key``), fields joined by ``-``::
 
-    {op}-{dtype}-{input shape}-{op's part}-{affine}[-s{stats}][-eps{eps}][-max{elements}]-m{mask}
+    {op}-{dtype}-{input shape}-{op's part}-{affine}[-s{stats}][-eps{eps}][-off{offset}][-max{elements}]-m{mask}
 
 * op: a registered op's name (``boo_build.ops``: ``layer_norm``, ``rms_norm``, ``group_norm``)
 * op's part: the op's shape parameters (``Op.key_part``): ``n{normalized shape}``
@@ -19,6 +19,9 @@ Key format (``KernelSignature.key``), fields joined by ``-``::
 * affine: ``wb`` weight and bias, ``w`` weight only, ``nw`` neither.
 * eps: only when it differs from ``DEFAULT_EPS``; ``repr(float)`` with ``e-``
   written ``em`` (``1e-06`` -> ``eps1em06``) so the key splits cleanly on ``-``.
+* off: RMS norm's weight offset (it scales by ``weight_offset + weight``, Gemma's
+  ``1 + weight``), only when not 0: ``off`` and the number as eps is written, a
+  negative one after ``n`` (``off1.0``, ``offn0.5``).
 * max: for a dynamic signature whose ``max_elements`` differs from
   ``DEFAULT_MAX_ELEMENTS`` only (static signatures have none).
 * mask: MIOpen-style bit set (``boo_build.ops.base``: 1 forward, 2 input, 4 weight, 8 bias gradient).
@@ -73,7 +76,7 @@ from .shapes import (
     max_elements_problem,
 )
 
-__all__ = ["ALL_MASKS", "KernelSignature", "ModuleId", "affine_problem", "canonical_dtype", "default_stats_dtype", "dumps", "format_eps", "function_name", "mask_problem", "parse_eps", "shape_text"]
+__all__ = ["ALL_MASKS", "KernelSignature", "ModuleId", "affine_problem", "canonical_dtype", "default_stats_dtype", "dumps", "format_eps", "format_offset", "function_name", "mask_problem", "parse_eps", "parse_offset", "shape_text"]
 
 # Sizes a dynamic signature is exported with (torch.export specializes 0 and 1):
 # distinct, so no two names look equal to the tracer.
@@ -119,6 +122,17 @@ def parse_eps(text: str) -> float:
     return float(text.replace("em", "e-").replace("ep", "e+"))
 
 
+def format_offset(offset: float) -> str:
+    """A weight offset in a key: as eps is written, a negative one after ``n`` (no ``-``)."""
+    return ("n" if offset < 0 else "") + format_eps(abs(offset))
+
+
+def parse_offset(text: str) -> float:
+    negative = text.startswith("n")
+    value = parse_eps(text[1:] if negative else text)
+    return -value if negative else value
+
+
 shape_text = dims_text
 
 
@@ -139,6 +153,8 @@ class KernelSignature:
     # the shape is static, DEFAULT_MAX_ELEMENTS when dynamic and not given.
     max_elements: int | None = None
     groups: int | None = None  # group norm's channel groups; None for the ops that have none
+    # RMS norm's weight offset: the weight scales as ``weight_offset + weight`` (Gemma: 1.0)
+    weight_offset: float = 0.0
 
     def __post_init__(self) -> None:
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen)
@@ -167,10 +183,12 @@ class KernelSignature:
         problem = (op.shape_problem(self.input_shape, self.normalized_shape, self.groups)
                    or eps_problem(self.eps)
                    or affine_problem(self.op, self.affine, self.bias)
-                   or mask_problem(self.op, self.mask, self.affine, self.bias))
+                   or mask_problem(self.op, self.mask, self.affine, self.bias)
+                   or op.offset_problem(self.weight_offset, self.affine))
         if problem:
             raise SignatureError(problem)
         set_("eps", float(self.eps))
+        set_("weight_offset", float(self.weight_offset) + 0.0)  # + 0.0: -0.0 is 0.0
 
     # -- derived -----------------------------------------------------------
     @property
@@ -358,6 +376,8 @@ class KernelSignature:
             parts.append("s" + dtypes.CODES[self.stats_dtype])
         if self.eps != DEFAULT_EPS:
             parts.append("eps" + format_eps(self.eps))
+        if self.weight_offset:
+            parts.append("off" + format_offset(self.weight_offset))
         if self.is_dynamic and self.max_elements != DEFAULT_MAX_ELEMENTS:
             parts.append(f"max{self.max_elements}")
         parts.append(f"m{self.mask}")
@@ -384,6 +404,11 @@ class KernelSignature:
                 fields["mask"] = int(part[1:])
             elif part.startswith("eps"):
                 fields["eps"] = parse_eps(part[3:])
+            elif part.startswith("off"):
+                try:
+                    fields["weight_offset"] = parse_offset(part[3:])
+                except ValueError:
+                    raise SignatureError(f"bad signature key {key!r}: bad weight offset {part!r}") from None
             elif part.startswith("max") and part[3:].isdigit():
                 fields["max_elements"] = int(part[3:])
             elif part.startswith("s") and part[1:] in dtypes.BY_CODE:
@@ -419,6 +444,8 @@ class KernelSignature:
             del d["max_elements"]
         if d["groups"] is None:  # ops without groups: as before group norm existed
             del d["groups"]
+        if not d["weight_offset"]:  # no offset: as before weight offsets existed
+            del d["weight_offset"]
         d["key"] = self.key
         return d
 

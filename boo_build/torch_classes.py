@@ -8,6 +8,7 @@ Imports torch (both callers run torch models)."""
 from __future__ import annotations
 
 import inspect
+import math
 from typing import Iterable, NamedTuple, Sequence
 
 import torch
@@ -48,7 +49,7 @@ EPS_NAMES = ("variance_epsilon", "eps")  # where such classes keep eps (Llama's;
 PROBE_ROWS = (3, 5)  # the probe input's leading dims
 PROBE_MEAN = 1.5  # its offset: a mean-subtracting class then differs by far
 SUBTRACTS_MEAN = "subtracts the mean (a layer norm, not an RMS norm)"
-ONE_PLUS_WEIGHT = "scales by 1 + weight (Gemma's form), not by weight"
+ONE_PLUS_WEIGHT = "scales by 1 + weight"
 GATED = "forward takes more than the input"
 
 
@@ -56,18 +57,20 @@ class RmsForm(NamedTuple):
     """What ``rms_form`` found of a module named in ``rms_classes``."""
 
     eps: float | None  # its eps (``variance_epsilon``, else ``eps``), None where it has no number there
-    problems: tuple[str, ...]  # each condition it fails, named apart; () where torch.nn.RMSNorm computes as it does
+    problems: tuple[str, ...]  # each condition it fails, named apart; () where an RMS norm computes as it does
+    # the weight offset its output shows (Gemma's 1 + weight: 1.0), 0.0 for Llama's form
+    weight_offset: float = 0.0
 
 
 def rms_form(m: torch.nn.Module) -> RmsForm:
-    """Whether ``m`` computes ``F.rms_norm(x, weight.shape, weight, eps)`` (Llama's
-    form) and takes only the input: a ``weight`` Parameter, a numeric eps
-    (``variance_epsilon`` or ``eps``), a forward of one argument, and, on a
-    small random input with a non-zero mean in the weight's dtype and on its
-    device, an output within the validation tolerance of that math. Each
-    failed condition is named apart; the math is checked only where the rest
-    holds, and then against the forms look-alikes have, to say which it is
-    (``ONE_PLUS_WEIGHT``, ``SUBTRACTS_MEAN``)."""
+    """Whether ``m`` computes an RMS norm, ``x * rsqrt(mean(x**2) + eps) * (offset +
+    weight)`` (Llama's form, offset 0; Gemma's, offset 1), and takes only the input: a
+    ``weight`` Parameter, a numeric eps (``variance_epsilon`` or ``eps``), a forward of
+    one argument, and, on a small random input with a non-zero mean in the weight's
+    dtype and on its device, an output within the validation tolerance of that math
+    for the offset the output shows (found from it, never assumed from a name). Each
+    failed condition is named apart; the math is checked only where the rest holds,
+    and then against the forms look-alikes have, to say which it is (``SUBTRACTS_MEAN``)."""
     problems = []
     w = getattr(m, "weight", None)
     if not isinstance(w, torch.nn.Parameter):
@@ -86,12 +89,13 @@ def rms_form(m: torch.nn.Module) -> RmsForm:
         extra = _extra_arguments(m)
         if extra:
             problems.append(f"{GATED} (forward({extra}))")
+    offset = 0.0
     if not problems:
         assert isinstance(w, torch.nn.Parameter) and eps is not None
-        why = _math_problem(m, w, eps)
+        why, offset = _math_problem(m, w, eps)
         if why:
             problems.append(why)
-    return RmsForm(eps, tuple(problems))
+    return RmsForm(eps, tuple(problems), offset)
 
 
 def _extra_arguments(m: torch.nn.Module) -> str:
@@ -108,10 +112,11 @@ def _extra_arguments(m: torch.nn.Module) -> str:
     return ", ".join(star.get(p.kind, "") + p.name + ("=..." if p.default is not P.empty else "") for p in params)
 
 
-def _math_problem(m: torch.nn.Module, w: torch.Tensor, eps: float) -> str:
-    """How ``m``'s output differs from ``F.rms_norm``'s on a probe, or ""."""
+def _math_problem(m: torch.nn.Module, w: torch.Tensor, eps: float) -> tuple[str, float]:
+    """("", the weight offset) where ``m``'s output on a probe is an RMS norm's
+    with its weight and eps, scaled by ``offset + weight``; else (how it differs, 0.0)."""
     if w.device.type == "meta":
-        return "its weight is on the meta device: its math cannot be checked (load the weights first)"
+        return "its weight is on the meta device: its math cannot be checked (load the weights first)", 0.0
     shape, dt = tuple(w.shape), w.dtype
     g = torch.Generator().manual_seed(0)  # its own: the process's random stream is left as it was
     x64 = torch.randn(PROBE_ROWS + shape, generator=g, dtype=torch.float64) + PROBE_MEAN
@@ -126,28 +131,37 @@ def _math_problem(m: torch.nn.Module, w: torch.Tensor, eps: float) -> str:
                 _reparametrize_module(m, {"weight": probe}):
             y = m.forward(x)  # forward, not __call__: the model's hooks see no probe
     except Exception as e:  # noqa: BLE001 - any failure is the answer: it is left
-        return f"its forward raised on a {list(x.shape)} {str(dt).removeprefix('torch.')} input: " \
-               f"{type(e).__name__}: {e}"
+        return (f"its forward raised on a {list(x.shape)} {str(dt).removeprefix('torch.')} input: "
+                f"{type(e).__name__}: {e}"), 0.0
     if not isinstance(y, torch.Tensor) or tuple(y.shape) != tuple(x.shape):
-        return "its forward does not return one tensor of the input's shape"
+        return "its forward does not return one tensor of the input's shape", 0.0
     xr, wr = x.double().cpu(), probe.double().cpu()  # the values the module was given
     dims = tuple(range(-len(shape), 0))
     xm = xr - xr.mean(dims, keepdim=True)
     rms_hat = xr * torch.rsqrt(xr.pow(2).mean(dims, keepdim=True) + eps)
     ln_hat = xm * torch.rsqrt(xm.pow(2).mean(dims, keepdim=True) + eps)
-    forms = {"": rms_hat * wr, ONE_PLUS_WEIGHT: rms_hat * (1 + wr), SUBTRACTS_MEAN: ln_hat * wr,
-             f"{SUBTRACTS_MEAN} and {ONE_PLUS_WEIGHT}": ln_hat * (1 + wr)}
     out = y.double().cpu()
     tol = TOLERANCES.get(str(dt).removeprefix("torch."), TOLERANCES["float32"])
-    errors = {}
-    for why, ref in forms.items():
+
+    def fits(ref: torch.Tensor) -> bool:
         scale = float(ref.pow(2).mean().sqrt())
-        excess = (out - ref).abs() - (tol.atol * scale + tol.rtol * ref.abs())
-        if bool((excess <= 0).all()):
-            return why
-        errors[why] = float((out - ref).abs().max())
-    return (f"its output is not F.rms_norm's with its weight and eps (max error {errors['']:.3g} on a "
-            f"{list(x.shape)} {str(dt).removeprefix('torch.')} input of mean {PROBE_MEAN})")
+        return bool(((out - ref).abs() <= tol.atol * scale + tol.rtol * ref.abs()).all())
+
+    # out = rms_hat * (offset + w): the least-squares offset, then the plainest number near it that
+    # fits (rounded to 0-4 decimals: 1.0 for Gemma's, not 0.9997 from a bfloat16 output)
+    fit = float(((out - rms_hat * wr) * rms_hat).sum() / rms_hat.pow(2).sum())
+    for digits in range(5):
+        offset = round(fit, digits) + 0.0  # + 0.0: no -0.0
+        if math.isfinite(offset) and fits(rms_hat * (offset + wr)):
+            return "", offset
+    forms = {SUBTRACTS_MEAN: ln_hat * wr, f"{SUBTRACTS_MEAN} and {ONE_PLUS_WEIGHT}": ln_hat * (1 + wr)}
+    for why, ref in forms.items():
+        if fits(ref):
+            return why, 0.0
+    error = float((out - rms_hat * wr).abs().max())
+    return (f"its output is not an RMS norm's with its weight and eps, scaled by weight or by a constant plus "
+            f"weight (max error {error:.3g} against F.rms_norm on a {list(x.shape)} "
+            f"{str(dt).removeprefix('torch.')} input of mean {PROBE_MEAN})"), 0.0
 
 
 # ---------------------------------------------------------------- function calls
@@ -158,7 +172,7 @@ SERVE_CALLS = {
     "layer_norm": ("hold a boo_build.loader.nn.LayerNorm in the model instead, or call "
                    "torch.ops.boo.layer_norm(x, normalized_shape, weight, bias, eps, bundle.token())[0]"),
     "rms_norm": ("hold a boo_build.loader.nn.RMSNorm in the model instead, or call "
-                 "torch.ops.boo.rms_norm(x, normalized_shape, weight, eps, bundle.token())[0]"),
+                 "torch.ops.boo.rms_norm(x, normalized_shape, weight, eps, weight_offset, bundle.token())[0]"),
     "group_norm": ("hold a boo_build.loader.nn.GroupNorm in the model instead, or call "
                    "torch.ops.boo.group_norm(x, weight, bias, N, C, HxW, groups, eps, bundle.token())[0]"),
 }

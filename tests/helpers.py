@@ -536,8 +536,9 @@ class LlamaRMSNorm(_WeightAndVarianceEpsilon):
         return self.weight * h.to(dtype)
 
 
-# Written as transformers writes them (no network): each computes something else than
-# F.rms_norm(x, weight.shape, weight, eps), or takes more than the input.
+# Written as transformers writes them (no network). Gemma's scales by 1 + weight (an RMS
+# norm with a weight offset, served by offset kernels); the others compute something else
+# than an RMS norm, or take more than the input.
 class GemmaRMSNorm(torch.nn.Module):
     """Gemma's: eps named ``eps``, the weight stored as an offset from 1 (zeros at init)."""
 
@@ -569,5 +570,5 @@ class RMSNormGated(LlamaRMSNorm):
         return super().forward(hidden_states) * torch.nn.functional.silu(gate.float()).to(hidden_states.dtype)
 
 
-LOOKALIKES = {GemmaRMSNorm: "scales by 1 + weight", CohereLayerNorm: "subtracts the mean",
+LOOKALIKES = {CohereLayerNorm: "subtracts the mean",
               RMSNormGated: "forward takes more than the input (forward(hidden_states, gate))"}

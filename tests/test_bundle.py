@@ -254,9 +254,9 @@ def test_unsafe_members_refused(built, tmp_path):
 
 
 def test_format_version_and_limits(built, tmp_path):
-    p = rewrite(built.path, tmp_path / "future.tar.zst", index=lambda ix: ix.update(format_version=4))
-    with pytest.raises(BundleFormatError, match=r"format version 4 is not supported; this loader reads "
-                                                r"format versions 1, 2, 3 \(upgrade"):
+    p = rewrite(built.path, tmp_path / "future.tar.zst", index=lambda ix: ix.update(format_version=5))
+    with pytest.raises(BundleFormatError, match=r"format version 5 is not supported; this loader reads "
+                                                r"format versions 1, 2, 3, 4 \(upgrade"):
         read_archive(p)
     p = rewrite(built.path, tmp_path / "other.tar.zst", index=lambda ix: ix.update(format="zip"))
     with pytest.raises(BundleFormatError, match="not a boo-bundle index"):

@@ -329,7 +329,16 @@ def test_rms_form_names_what_each_lookalike_computes(dtype):
         m = cls(W).to(dt)
         form = rms_form(m)
         assert len(form.problems) == 1 and form.problems[0].startswith(why), (cls.__name__, form)
-    assert rms_form(LlamaRMSNorm(W, eps=1e-6).to(dt)) == (1e-6, ())
+    assert rms_form(LlamaRMSNorm(W, eps=1e-6).to(dt)) == (1e-6, (), 0.0)
+    # Gemma's 1 + weight is an RMS norm with a weight offset, read from its output (its own
+    # weight, zeros, would hide it: the probe's weight is random), whatever the class is called
+    assert rms_form(GemmaRMSNorm(W, eps=1e-6).to(dt)) == (1e-6, (), 1.0)
+
+    class Shifted(GemmaRMSNorm):  # another offset: found as well, not assumed to be 1
+        def forward(self, x):
+            out = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.eps)
+            return (out * (0.25 + self.weight.float())).type_as(x)
+    assert rms_form(Shifted(W, eps=1e-6).to(dt)) == (1e-6, (), 0.25)
     noeps = rms_form(NoEps())
     assert noeps.eps is None and noeps.problems == ("it has no numeric eps (`variance_epsilon` or `eps`)",
                                                     "it defines no forward"), noeps
@@ -337,7 +346,8 @@ def test_rms_form_names_what_each_lookalike_computes(dtype):
 
 def test_replace_norms_leaves_lookalikes_and_swaps_what_computes_rms_norm(path):
     """Classes named in rms_classes whose math differs are left, each with its reason; the Llama
-    form and torch.nn.RMSNorm still swap. The check changes nothing: weights, random stream, hooks."""
+    form and torch.nn.RMSNorm still swap; Gemma's form needs kernels of its weight offset, which
+    this bundle lacks. The check changes nothing: weights, random stream, hooks."""
     b = open_bundle(path, device="local-task")
     torch.manual_seed(0)
     m = torch.nn.Module()
@@ -354,13 +364,16 @@ def test_replace_norms_leaves_lookalikes_and_swaps_what_computes_rms_norm(path):
 
     assert sorted(s.name for s in report.replaced) == ["llama", "torch_rms"], report
     left = {s.name: s.reason for s in report.left}
-    for name, cls in (("gemma", GemmaRMSNorm), ("cohere", CohereLayerNorm), ("gated", RMSNormGated)):
+    assert left["gemma"].startswith(f"the bundle has no rms_norm kernel for normalized shape [{W}], float32, weight "
+                                    f"only, eps {F32_EPS:g}, weight offset 1 on target cpu"), left
+    assert type(m.gemma) is GemmaRMSNorm
+    for name, cls in (("cohere", CohereLayerNorm), ("gated", RMSNormGated)):
         assert left[name].startswith("named in rms_classes, but " + LOOKALIKES[cls]), left
         assert type(getattr(m, name)) is cls  # left as it was
     assert isinstance(m.llama, boo_nn.RMSNorm) and m.llama.eps == F32_EPS
     assert all(torch.equal(p, weights[n]) for n, p in m.named_parameters()), "a weight changed"
     assert torch.equal(torch.random.get_rng_state(), state) and not seen  # no random draw, no hook call
-    assert "2 replaced, 3 left" in str(report) and "scales by 1 + weight" in str(report)
+    assert "2 replaced, 3 left" in str(report) and "subtracts the mean" in str(report)
     # what is left still computes its own math; what is swapped, torch's RMS norm
     x = torch.randn(4, 6, W) + 1
     with torch.no_grad():

@@ -260,7 +260,8 @@ class _CountedGemma(GemmaRMSNorm):
 
 
 class _Mixed(torch.nn.Module):
-    """A Llama norm, three look-alikes, a torch LayerNorm and an F.layer_norm call, width 10."""
+    """A Llama norm, Gemma's (a weight offset), two look-alikes, a torch LayerNorm and an
+    F.layer_norm call, width 10."""
 
     def __init__(self):
         super().__init__()
@@ -289,16 +290,17 @@ def test_lookalikes_are_checked_before_recording_and_function_calls_are_listed(b
     assert torch.equal(out, ref)  # the checks change nothing the model computes
     assert _CountedGemma.runs == 2 + 1  # the model's two calls, and one check (once per module)
     unrecorded = {u.source.rsplit(".", 1)[1]: u for u in rec.unrecorded}
-    assert sorted(unrecorded) == ["CohereLayerNorm", "RMSNormGated", "_CountedGemma"], rec.unrecorded
-    for name, cls in (("_CountedGemma", GemmaRMSNorm), ("CohereLayerNorm", CohereLayerNorm),
-                      ("RMSNormGated", RMSNormGated)):
+    assert sorted(unrecorded) == ["CohereLayerNorm", "RMSNormGated"], rec.unrecorded
+    for name, cls in (("CohereLayerNorm", CohereLayerNorm), ("RMSNormGated", RMSNormGated)):
         u = unrecorded[name]
         assert u.calls == 2 and u.reason.startswith("named in rms_classes, but " + LOOKALIKES[cls]), u
         assert u.reason.endswith("(replace_norms leaves it)") and ";" not in u.reason  # one condition failed
     rms = KernelSignature("rms_norm", (4, 6, 10), (10,), "float32", 1, eps=F32_EPS, bias=False).key
+    gemma = KernelSignature("rms_norm", (4, 6, 10), (10,), "float32", 1, eps=1e-6, bias=False, weight_offset=1).key
     ln_f = KernelSignature("layer_norm", (4, 6, 10), (10,), "float32", 1, affine=False, bias=False).key
     ln_m = KernelSignature("layer_norm", (4, 6, 10), (10,), "float32", 1).key
-    assert {k: n for k, n in _keys(rec).items() if k.endswith("-m1")} == {rms: 2, ln_f: 2, ln_m: 2}
+    assert {k: n for k, n in _keys(rec).items() if k.endswith("-m1")} == {rms: 2, gemma: 2, ln_f: 2, ln_m: 2}
+    assert gemma.endswith("-off1.0-m1") and gemma.replace("-m1", "-m6") in _keys(rec)  # its backward too
     (fc,) = rec.function_calls()
     assert (fc.source, fc.op, fc.calls, fc.keys) == ("F.layer_norm", "layer_norm", 2, (ln_f,))
     assert ("not swappable F.layer_norm: 2 calls (1 kernel signature) are function calls, not modules: "
@@ -308,6 +310,8 @@ def test_lookalikes_are_checked_before_recording_and_function_calls_are_listed(b
     report = replace_norms(twin, open_bundle(built.path, device="local-task"),
                            rms_classes=[LlamaRMSNorm, _CountedGemma, CohereLayerNorm, RMSNormGated], recording=rec)
     assert sorted(s.name for s in report.replaced) == ["llama", "ln"] and len(report.left) == 3, report
+    # the bundle has no kernel of Gemma's offset: left, and why (the trace above recorded what to build)
+    assert any(s.name == "gemma" and "weight offset 1" in s.reason for s in report.left), report
     assert report.function_calls == (fc,) and f"  not swappable {fc}" in str(report)
     assert "2 replaced, 3 left, 1 function not swappable" in str(report)
     assert replace_norms(copy.deepcopy(model), open_bundle(built.path, device="local-task")).function_calls == ()

@@ -91,12 +91,15 @@ class CallChecks:
         self._layouts: dict[int, tuple] = {}  # stats_layout: id(kernel signature) -> (it, shape, dtype)
 
     def plan_call(self, op: str, mask: int, eps, normalized_shape, input, weight, bias, grad_out=None,
-                  stats: tuple = ()) -> tuple[tuple | None, CallPlan | None]:
+                  stats: tuple = (), offset=0.0) -> tuple[tuple | None, CallPlan | None]:
         """(call key, plan) of an ATen-style call (with ``grad_out``: a backward
         one): the plan its first call's checks recorded (``_plan``), else None;
         the key None for arguments that make none. The entry points look here first (a plan's
-        ``route`` runs the call), and hand both to ``prepare``/``prepare_backward``."""
+        ``route`` runs the call), and hand both to ``prepare``/``prepare_backward``.
+        ``offset``: RMS norm's weight offset, keyed with eps (a pair where not 0)."""
         ns = tuple(normalized_shape) if type(normalized_shape) is list else normalized_shape
+        if offset:  # rare (Gemma's norms): the common key keeps its form
+            eps = (eps, "offset", offset)
         parts = self._key_parts
         try:
             # a torch call's key, written out (this runs on every call): the input's type, then
@@ -179,24 +182,25 @@ class CallChecks:
             raise ValueError(f"{name} has shape {list(t.shape)}, expected {list(shape)}")
         return arrays.contiguous(t)
 
-    def prepare(self, op, input, normalized_shape, weight, bias, eps, mask, known: tuple | None = None):
+    def prepare(self, op, input, normalized_shape, weight, bias, eps, mask, known: tuple | None = None,
+                offset=0.0):
         """(array kind, signature, normalized shape, x, weight, bias) of an ATen-style
         call, the arrays checked and contiguous (``known``: ``plan_call``'s answer for
-        it, if asked already). The signature is None for an input with no elements:
-        no kernel has a zero dim (the caller returns torch's results without one),
-        but the rest of the call is checked alike."""
-        key, plan = known or self.plan_call(op, mask, eps, normalized_shape, input, weight, bias)
+        it, if asked already; ``offset``: RMS norm's weight offset). The signature is
+        None for an input with no elements: no kernel has a zero dim (the caller
+        returns torch's results without one), but the rest of the call is checked alike."""
+        key, plan = known or self.plan_call(op, mask, eps, normalized_shape, input, weight, bias, offset=offset)
         if plan is not None:
             arrays, sig, ns = plan.arrays, plan.sig, plan.ns
             if arrays.contiguous3(input, weight, bias):
                 return arrays, sig, ns, input, weight, bias
-        found = self._prepare(op, input, normalized_shape, weight, bias, eps, mask)
+        found = self._prepare(op, input, normalized_shape, weight, bias, eps, mask, offset)
         arrays, sig, ns, _, w, _ = found
         if key is not None and sig is not None and w is weight:  # not a stand-in weight of ones
             _remember(self._plans, key, self._plan(op, arrays, sig, ns, (input, weight, bias)))
         return found
 
-    def _prepare(self, op, input, normalized_shape, weight, bias, eps, mask):
+    def _prepare(self, op, input, normalized_shape, weight, bias, eps, mask, offset):
         ns = ops.get(op).call_param(normalized_shape)
         arrays = arrays_of("input", input)
         try:
@@ -204,12 +208,12 @@ class CallChecks:
         except TypeError as e:  # (its kind and device checked) a dtype no kernel takes: torch's op may
             dt = arrays.dtype_text(input)
             try:  # the rest is checked alike (the weight and bias in the input's dtype): raises Unserved
-                return self._rest(op, arrays, arrays.contiguous(input), dt, ns, weight, bias, eps, mask, e)
+                return self._rest(op, arrays, arrays.contiguous(input), dt, ns, weight, bias, eps, mask, e, offset)
             except (TypeError, ValueError) as other:  # the dtype's error without the fallback, this one with it
                 raise Unserved(e, f"{op}:dtype={dt}", arrays, refusal=other) from None
-        return self._rest(op, arrays, x, arrays.dtype_name(x), ns, weight, bias, eps, mask, None)
+        return self._rest(op, arrays, x, arrays.dtype_name(x), ns, weight, bias, eps, mask, None, offset)
 
-    def _rest(self, op, arrays, x, dt: str, ns, weight, bias, eps, mask, refused: Exception | None):
+    def _rest(self, op, arrays, x, dt: str, ns, weight, bias, eps, mask, refused: Exception | None, offset):
         """``_prepare`` after the input's own checks (``refused``: the error of a
         dtype no kernel takes, else None), raising ``Unserved`` for a call torch's
         op takes but no kernel can serve, once every other check has passed."""
@@ -230,37 +234,39 @@ class CallChecks:
         sdt = dt if refused is None else "float32"  # a dtype no kernel takes: float32's, to check the rest
         try:
             sig = KernelSignature(op=op, input_shape=stand_in(shape), dtype=sdt, mask=mask, eps=eps,
-                                  affine=w is not None, bias=b is not None, **sig_fields)
+                                  affine=w is not None, bias=b is not None, weight_offset=offset, **sig_fields)
         except SignatureError as e:
             if not (isinstance(eps, numbers.Real) and eps_problem(eps)):  # not eps's, or eps not a number
                 raise ValueError(str(e)) from None  # (torch refuses a string too): refused whatever the fallback
             try:  # a number torch takes (<= 0, inf, nan, a bool) that the kernels do not: is the rest fine?
                 sig = KernelSignature(op=op, input_shape=stand_in(shape), dtype=sdt, mask=mask, eps=DEFAULT_EPS,
-                                      affine=w is not None, bias=b is not None, **sig_fields)
+                                      affine=w is not None, bias=b is not None, weight_offset=offset, **sig_fields)
             except SignatureError as other:
                 raise ValueError(str(other)) from None
             if refused is None:
                 refused, reason = ValueError(str(e)), f"eps={eps}"
         if refused is not None:  # every check passed, but no kernel takes its dtype or eps
             call = EagerCall(op, shape, fields.get("normalized_shape", ()), dt, mask, eps, given is not None,
-                             b is not None, spec.default_stats_dtype(dt), st, fields.get("groups"), ns)
+                             b is not None, spec.default_stats_dtype(dt), st, fields.get("groups"),
+                             spec.with_offset(ns, offset), sig.weight_offset)
             raise Unserved(refused, f"{op}:{reason}", arrays, call, x, given, b)
         return arrays, (None if empty else sig), ns, x, w, b
 
     def prepare_backward(self, op, mask, grad_out, input, normalized_shape, stats: tuple, weight, bias, eps,
-                         known: tuple | None = None):
+                         known: tuple | None = None, offset=0.0):
         """``prepare`` of a backward call, then the checks of ``grad_out`` (the
         input's dtype and shape) and of the saved ``stats`` (``check_stats``), in
         that order, memoized as one: -> (arrays, sig, ns, grad_out, x, stats, w, b),
         all contiguous. A backward call's Python time was mostly these checks."""
         key, plan = known or self.plan_call(op.name, mask, eps, normalized_shape, input, weight, bias, grad_out,
-                                            stats)
+                                            stats, offset)
         if plan is not None:
             arrays, sig, ns = plan.arrays, plan.sig, plan.ns
             if arrays.contiguous3(input, weight, bias) and arrays.contiguous3(grad_out, *_pad2(stats)):
                 return arrays, sig, ns, grad_out, input, stats, weight, bias
         try:
-            arrays, sig, ns, x, w, b = self.prepare(op.name, input, normalized_shape, weight, bias, eps, mask)
+            arrays, sig, ns, x, w, b = self.prepare(op.name, input, normalized_shape, weight, bias, eps, mask,
+                                                    offset=offset)
         except Unserved as u:  # the rest of the call is checked alike, then handed on
             if u.refusal is None:
                 try:

@@ -132,6 +132,7 @@ class EagerCall(NamedTuple):
     stats_shape: tuple[int, ...]
     groups: int | None = None
     param: Any = None  # the call's shape parameter as ``Op.call_param`` gives it (eager_backward's first argument)
+    weight_offset: float = 0.0  # RMS norm's (the weight scales as offset + weight)
 
     @property
     def is_forward(self) -> bool:
@@ -164,10 +165,11 @@ class Unserved(Exception):
 
 
 # ---------------------------------------------------------------- the bodies
-def forward(bundle, op, input, normalized_shape, weight, bias, eps, autograd: bool = False):
+def forward(bundle, op, input, normalized_shape, weight, bias, eps, autograd: bool = False, offset=0.0):
     """A forward call -> (y, *stats); with ``autograd``, ``AUTOGRAD`` where autograd
-    records it (``wants_grad``: the entry point calls the op's custom op)."""
-    known = bundle.checks.plan_call(op.name, FORWARD, eps, normalized_shape, input, weight, bias)
+    records it (``wants_grad``: the entry point calls the op's custom op). ``offset``:
+    RMS norm's weight offset."""
+    known = bundle.checks.plan_call(op.name, FORWARD, eps, normalized_shape, input, weight, bias, offset=offset)
     plan = known[1]
     if plan is not None:  # a key checked before: torch eager (as the build found faster) or the kernel
         route = plan.route
@@ -177,7 +179,7 @@ def forward(bundle, op, input, normalized_shape, weight, bias, eps, autograd: bo
         return AUTOGRAD
     try:
         arrays, sig, ns, x, w, b = bundle.checks.prepare(op.name, input, normalized_shape, weight, bias, eps,
-                                                         FORWARD, known)
+                                                         FORWARD, known, offset)
     except Unserved as e:  # no kernel takes its eps or dtype: torch's op (fallback="eager"), else the error
         return unserved_forward(bundle, op, e)
     if sig is None:
@@ -188,7 +190,7 @@ def forward(bundle, op, input, normalized_shape, weight, bias, eps, autograd: bo
 
 
 def backward(bundle, op, output_mask, grad_out, input, normalized_shape, stats: tuple, weight, bias,
-             eps: float | None, autograd: bool = False):
+             eps: float | None, autograd: bool = False, offset=0.0):
     """A backward call (``output_mask``: one boolean per gradient, ``op.grads``
     order) -> the gradients in that order, None where not asked (or where the
     parameter is not given: ``backward_mask``); with ``autograd``, ``AUTOGRAD`` where
@@ -198,7 +200,7 @@ def backward(bundle, op, output_mask, grad_out, input, normalized_shape, stats: 
     # the key holds the output mask as given (with which parameters are given, it
     # decides the kernel's mask): a checked key runs without working the mask out again
     om = output_mask if type(output_mask) is tuple else tuple(output_mask)
-    known = bundle.checks.plan_call(op.name, om, eps, normalized_shape, input, weight, bias, grad_out, stats)
+    known = bundle.checks.plan_call(op.name, om, eps, normalized_shape, input, weight, bias, grad_out, stats, offset)
     plan = known[1]
     if plan is not None:  # as forward's
         route = plan.route
@@ -211,7 +213,7 @@ def backward(bundle, op, output_mask, grad_out, input, normalized_shape, stats: 
         return AUTOGRAD
     try:
         arrays, sig, ns, gy, x, stats, w, b = bundle.checks.prepare_backward(
-            op, mask, grad_out, input, normalized_shape, stats, weight, bias, eps, known)
+            op, mask, grad_out, input, normalized_shape, stats, weight, bias, eps, known, offset)
     except Unserved as e:  # as forward's
         return unserved_backward(bundle, op, mask, e)
     if sig is None:
@@ -227,7 +229,7 @@ def backward(bundle, op, output_mask, grad_out, input, normalized_shape, stats: 
         return tuple(out)
 
     outs = bundle.dispatch(sig, arrays, args, op.eager_backward, lambda: (
-        ns, sig.mask, gy, x, *(as_stats(arrays, t, sig) for t in stats), w, b))
+        op.with_offset(ns, sig.weight_offset), sig.mask, gy, x, *(as_stats(arrays, t, sig) for t in stats), w, b))
     return spread(sig.mask, outs, op.grads)
 
 

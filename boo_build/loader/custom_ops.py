@@ -15,18 +15,20 @@ cannot trace.
     torch.ops.boo.layer_norm(input, normalized_shape, weight, bias, eps, bundle) -> (out, mean, rstd)
     torch.ops.boo.layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias,
                                       output_mask, eps, bundle) -> [the gradients asked for]
-    torch.ops.boo.rms_norm(input, normalized_shape, weight, eps, bundle) -> (out, rstd)
-    torch.ops.boo.rms_norm_backward(grad_out, input, normalized_shape, rstd, weight, output_mask, eps,
-                                    bundle) -> [the gradients asked for]
+    torch.ops.boo.rms_norm(input, normalized_shape, weight, eps, weight_offset, bundle) -> (out, rstd)
+    torch.ops.boo.rms_norm_backward(grad_out, input, normalized_shape, rstd, weight, output_mask,
+                                    weight_offset, eps, bundle) -> [the gradients asked for]
     torch.ops.boo.group_norm(input, weight, bias, N, C, HxW, group, eps, bundle) -> (out, mean, rstd)
     torch.ops.boo.group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask,
                                       eps, bundle) -> [the gradients asked for]
 
 ATen's arguments and results (``native_layer_norm``, ``_fused_rms_norm``,
-``native_group_norm`` and their backwards), but for two points: a backward returns the list of the
+``native_group_norm`` and their backwards), but for three points: a backward returns the list of the
 gradients ``output_mask`` asks for (a weight or bias gradient only where
 that tensor is given), in ATen's order, not a tuple holding undefined
-tensors (custom ops cannot return those); and ``bundle`` names the bundle.
+tensors (custom ops cannot return those); ``bundle`` names the bundle; and RMS
+norm's take ``weight_offset`` (0: ATen's math; Gemma's norms: 1, scaling by
+``1 + weight``; ``loader/entries/rms_norm.py``).
 
 Which bundle (an op cannot take a ``Bundle`` object): ``bundle`` is a token,
 ``bundle_token(b)``, from a registry of the bundles open in this process

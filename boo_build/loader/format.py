@@ -80,7 +80,12 @@ DYNAMIC_FORMAT_VERSION = 2
 # failing on a key it cannot parse. An op says which version it needs
 # (``Op.format_version``); bundles of only older ops keep theirs.
 OP_FORMAT_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+# Version 4 = version 3 whose RMS norm kernels may scale by ``weight_offset +
+# weight`` (the signature field ``weight_offset``, the key's ``off`` field:
+# Gemma's norms): a loader reading only 1-3 refuses it with "upgrade boo-build"
+# instead of running such a kernel as a plain RMS norm. Bundles without one keep theirs.
+OFFSET_FORMAT_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
 INDEX_NAME = "bundle.json"
 CSV_NAME = "bench.csv"
 # Optional index field (format version 1; absent in bundles written before it):
@@ -103,11 +108,12 @@ class IndexProblem(ValueError):
 
 def format_version_for(signatures: Iterable[KernelSignature]) -> int:
     """The format version a bundle of these kernel signatures is written as: the
-    newest any of them needs (dynamic dims: 2; an op's own: ``Op.format_version``)."""
+    newest any of them needs (dynamic dims: 2; an op's own: ``Op.format_version``; a
+    weight offset: 4)."""
     version = FORMAT_VERSION
     for s in signatures:
         version = max(version, DYNAMIC_FORMAT_VERSION if s.is_dynamic else FORMAT_VERSION,
-                      ops.get(s.op).format_version)
+                      ops.get(s.op).format_version, OFFSET_FORMAT_VERSION if s.weight_offset else FORMAT_VERSION)
     return version
 
 
@@ -599,6 +605,6 @@ def check_index(index: Any, members: Mapping[str, bytes], path: str = "bundle") 
 
 __all__ = [
     "BundleIndex", "CSV_NAME", "DYNAMIC_FORMAT_VERSION", "FORMAT", "FORMAT_VERSION", "INDEX_NAME", "ImplRecord",
-    "IndexProblem", "KernelRecord", "OP_FORMAT_VERSION", "READABLE_VERSIONS", "RUNTIME_FIELD", "Status", "TargetRecord", "TargetSpec",
+    "IndexProblem", "KernelRecord", "OFFSET_FORMAT_VERSION", "OP_FORMAT_VERSION", "READABLE_VERSIONS", "RUNTIME_FIELD", "Status", "TargetRecord", "TargetSpec",
     "check_index", "format_version_for",
 ]

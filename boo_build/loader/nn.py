@@ -121,23 +121,49 @@ class LayerNorm(_BundleAttr, torch.nn.LayerNorm):
 
 
 class RMSNorm(_BundleAttr, torch.nn.RMSNorm):
-    """``torch.nn.RMSNorm`` whose forward and backward run bundle kernels."""
+    """``torch.nn.RMSNorm`` whose forward and backward run bundle kernels.
+
+    ``weight_offset`` (default 0, keyword only): the output scales by ``weight_offset
+    + weight`` instead of ``weight``, in float32 before the cast to the input's dtype:
+    Gemma's RMS norm is ``RMSNorm(dim, eps, weight_offset=1.0)`` with its weight
+    (initialized to zeros, as Gemma's, where ``reset_parameters`` runs with an
+    offset). The kernels must be built with the same offset (the manifest's
+    ``weight_offset``)."""
+
+    weight_offset: float = 0.0  # a class default: torch's RMSNorm made ours in place (replace_norms) has none
 
     def __init__(self, normalized_shape, eps: float | None = None, elementwise_affine: bool = True,
-                 device=None, dtype=None, *, bundle: Bundle | str | os.PathLike | None = None):
+                 device=None, dtype=None, *, weight_offset: float = 0.0,
+                 bundle: Bundle | str | os.PathLike | None = None):
+        self.weight_offset = _offset_checked(weight_offset, elementwise_affine)
         super().__init__(normalized_shape, eps=eps, elementwise_affine=elementwise_affine,
                          device=device, dtype=dtype)
         self.bundle = bundle  # type: ignore[assignment]  # the setter takes a path too; mypy checks the getter's type
+
+    def reset_parameters(self) -> None:
+        super().reset_parameters()
+        if self.weight_offset and self.weight is not None:  # offset + 0 is the identity scale, as ones are without
+            torch.nn.init.zeros_(self.weight)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # eps None: torch's default (float32's epsilon), resolved by the entry point
         w = _like(x, self.weight)
         if _direct(x):
-            return custom_ops.bundle_for(self._boo_token).fused_rms_norm(x, self.normalized_shape, w, self.eps)[0]
-        return torch.ops.boo.rms_norm(x, self.normalized_shape, w, self.eps, self._boo_token)[0]
+            return custom_ops.bundle_for(self._boo_token).fused_rms_norm(x, self.normalized_shape, w, self.eps,
+                                                                         self.weight_offset)[0]
+        return torch.ops.boo.rms_norm(x, self.normalized_shape, w, self.eps, self.weight_offset, self._boo_token)[0]
 
     def extra_repr(self) -> str:
-        return super().extra_repr() + self._bundle_repr()
+        off = f", weight_offset={self.weight_offset}" if self.weight_offset else ""
+        return super().extra_repr() + off + self._bundle_repr()
+
+
+def _offset_checked(offset: Any, affine: bool) -> float:
+    """A weight offset ``RMSNorm`` takes (``Op.offset_problem``), as a float; ValueError naming it."""
+    problem = op_registry.get("rms_norm").offset_problem(offset, affine)
+    if problem:
+        raise ValueError(problem)
+    return float(offset)
 
 
 class GroupNorm(_BundleAttr, torch.nn.GroupNorm):
@@ -227,23 +253,23 @@ class ReplaceReport:
 
 
 def _form(op: str, normalized_shape: tuple[int, ...], dtype: str | None, affine: bool, bias: bool,
-          eps: float) -> str:
+          eps: float, offset: float = 0.0) -> str:
     what = ("weight and bias" if bias else "weight only") if affine else "no weight"
     shape = (f"{normalized_shape.groups} groups of {normalized_shape.channels} channels"
              if isinstance(normalized_shape, _Groups) else f"normalized shape {list(normalized_shape)}")
-    return f"{shape}, {dtype or 'any dtype'}, {what}, eps {eps:g}"
+    return f"{shape}, {dtype or 'any dtype'}, {what}, eps {eps:g}" + (f", weight offset {offset:g}" if offset else "")
 
 
 def _family_masks(op: str, normalized_shape, kinds: Iterable[str], affine: bool, bias: bool,
-                  eps: float) -> dict[str, int]:
+                  eps: float, offset: float = 0.0) -> dict[str, int]:
     """``family_key`` -> mask, of every kernel that would serve a norm of this form in
     one of the dtypes ``kinds`` at some input shape (the loader's own matching)."""
     out: dict[str, int] = {}
     for dt in kinds:
         for mask in op_registry.get(op).masks:
             try:
-                probes = [KernelSignature(op, dtype=dt, mask=mask, eps=eps, affine=affine, bias=bias, **f)
-                          for f in _probes(op, normalized_shape)]
+                probes = [KernelSignature(op, dtype=dt, mask=mask, eps=eps, affine=affine, bias=bias,
+                                          weight_offset=offset, **f) for f in _probes(op, normalized_shape)]
             except SignatureError:  # a mask this form has no kernels for (a weight gradient without weights)
                 continue
             out.update((family_key(p), mask) for p in probes)
@@ -251,15 +277,15 @@ def _family_masks(op: str, normalized_shape, kinds: Iterable[str], affine: bool,
 
 
 def _kernel_masks(bundle: Bundle, op: str, normalized_shape: tuple[int, ...], dtype: str, affine: bool,
-                  bias: bool, eps: float) -> set[int]:
+                  bias: bool, eps: float, offset: float = 0.0) -> set[int]:
     """Masks of the bundle's kernels on its target that serve a norm of this
     form at some input shape."""
-    want = _family_masks(op, normalized_shape, (dtype,), affine, bias, eps)
+    want = _family_masks(op, normalized_shape, (dtype,), affine, bias, eps, offset)
     return {want[k] for k in map(family_key, bundle.signatures()) if k in want}
 
 
 def _check(bundle: Bundle, op: str, normalized_shape: tuple[int, ...], params: list[torch.Tensor],
-           affine: bool, bias: bool, eps: float) -> tuple[str, str]:
+           affine: bool, bias: bool, eps: float, offset: float = 0.0) -> tuple[str, str]:
     """(why the norm must stay, or ""; a note for a replaced one)."""
     device = "cpu" if bundle.target.is_cpu else "cuda"  # torch's device type for the bundle's memory
     for p in params:
@@ -272,11 +298,12 @@ def _check(bundle: Bundle, op: str, normalized_shape: tuple[int, ...], params: l
         if name not in dtypes.NAMES:
             return f"dtype {name}: the kernels take {', '.join(dtypes.NAMES)}", ""
         kinds = (name,)
-    found = {dt: _kernel_masks(bundle, op, normalized_shape, dt, affine, bias, eps) for dt in kinds}
+    found = {dt: _kernel_masks(bundle, op, normalized_shape, dt, affine, bias, eps, offset) for dt in kinds}
     forward = [dt for dt, m in found.items() if 1 in m]
     if not forward:
-        form = _form(op, normalized_shape, kinds[0] if params else None, affine, bias, eps)
-        widths = sorted({f"{list(s.normalized_shape or s.param_shape)} {s.dtype}" for s in bundle.signatures()
+        form = _form(op, normalized_shape, kinds[0] if params else None, affine, bias, eps, offset)
+        widths = sorted({f"{list(s.normalized_shape or s.param_shape)} {s.dtype}"
+                         + (f" offset {s.weight_offset:g}" if s.weight_offset else "") for s in bundle.signatures()
                          if s.op == op and s.is_forward})
         why = (f"the bundle has no {op} kernel for {form} on target {bundle.target.name}"
                f" (its {op} kernels: {', '.join(widths) or 'none'})")
@@ -308,13 +335,13 @@ def _shape_form(s: KernelSignature) -> tuple[str, bool]:
 
 
 def _serves(bundle: Bundle, op: str, normalized_shape: tuple[int, ...], params: list[torch.Tensor], affine: bool,
-            bias: bool, eps: float) -> str:
+            bias: bool, eps: float, offset: float = 0.0) -> str:
     """Exactly which input shapes the bundle's kernels for this norm take, per mask
     where they differ (a dynamic kernel: its named dims any size, all its leading
     dims where they are all named; a static one: its shape), and what a call of
     another shape does."""
     kinds = (str(params[0].dtype).removeprefix("torch."),) if params else dtypes.NAMES
-    want = _family_masks(op, normalized_shape, kinds, affine, bias, eps)
+    want = _family_masks(op, normalized_shape, kinds, affine, bias, eps, offset)
     found: dict[int, list[KernelSignature]] = {}
     for s in bundle.signatures():
         served = want.get(family_key(s))
@@ -374,18 +401,20 @@ def replace_norms(model: torch.nn.Module, bundle: Bundle | str | os.PathLike | N
     shape, affine form and eps, on the bundle's device), and keeps an open
     bundle's own fallback.
 
-    ``rms_classes``: classes (or class names) of RMS norms written the Llama
-    way in other libraries: a ``weight`` Parameter and an eps
-    (``variance_epsilon`` or ``eps``), computing ``F.rms_norm(x, weight.shape,
-    weight, eps)`` in float32. Each module of such a class is checked first
+    ``rms_classes``: classes (or class names) of RMS norms written in other
+    libraries, Llama's way (``F.rms_norm(x, weight.shape, weight, eps)`` in
+    float32) or Gemma's (``x * rsqrt(mean(x**2) + eps) * (1 + weight)`` in
+    float32, then cast): a ``weight`` Parameter and an eps (``variance_epsilon``
+    or ``eps``). Each module of such a class is checked first
     (``torch_classes.rms_form``: its forward takes the input alone, and on a
     small input with a non-zero mean its output is that math within the
-    validation tolerance); one that fails is left, its reason naming each
-    condition (it "scales by 1 + weight", "subtracts the mean", its "forward
-    takes more than the input"...). The others are replaced by an ``RMSNorm``
-    over the weight's shape holding the same weight (a new module: hooks on the
-    old one are not carried over); it then computes as ``torch.nn.RMSNorm``
-    does (output in the input's dtype).
+    validation tolerance, the weight offset, 0 or Gemma's 1, read from the
+    output); one that fails is left, its reason naming each condition (it
+    "subtracts the mean", its "forward takes more than the input"...). The
+    others are replaced by an ``RMSNorm`` over the weight's shape with that
+    ``weight_offset``, holding the same weight (a new module: hooks on the old
+    one are not carried over), served by kernels built with the same offset; it
+    then computes in float32 and casts the output to the input's dtype.
 
     ``recording``: a ``boo_build.trace.Recording`` of the model's calls
     (``with record_norms() as rec: model(x)``): the report then lists the norm
@@ -442,18 +471,18 @@ def replace_norms(model: torch.nn.Module, bundle: Bundle | str | os.PathLike | N
             why = ("named in rms_classes, but " + "; ".join(form.problems) if form.problems
                    else "the model itself: swap it where it is held" if not name else "")
             if not why:
-                w, eps = m.weight, form.eps
+                w, eps, off = m.weight, form.eps, form.weight_offset
                 assert eps is not None  # no problems
-                why, note = _check(b, "rms_norm", tuple(w.shape), [w], True, False, eps)
+                why, note = _check(b, "rms_norm", tuple(w.shape), [w], True, False, eps, off)
             if why:
                 left.append(Left(name, was, why))
                 continue
-            new = RMSNorm(tuple(w.shape), eps=eps, device="meta", bundle=b)
+            new = RMSNorm(tuple(w.shape), eps=eps, weight_offset=off, device="meta", bundle=b)
             new.weight = w  # the same Parameter
             new.train(m.training)
             for parent, attr in parents.get(id(m), ()):
                 setattr(parent, attr, new)
-            serves = _serves(b, "rms_norm", tuple(w.shape), [w], True, False, eps)
+            serves = _serves(b, "rms_norm", tuple(w.shape), [w], True, False, eps, off)
             replaced.append(Swapped(name, was, class_label(RMSNorm), note, serves))
     calls = tuple(recording.function_calls()) if recording is not None else ()
     return ReplaceReport(repr(b), tuple(replaced), tuple(left), calls)

@@ -141,7 +141,7 @@ def boo_layer_norm(input, normalized_shape, weight, bias, eps, bundle, native):
 
 
 def boo_rms_norm(input, normalized_shape, weight, eps, bundle, native):
-    out = torch.ops.boo.rms_norm(input, normalized_shape, weight, eps, bundle)
+    out = torch.ops.boo.rms_norm(input, normalized_shape, weight, eps, 0.0, bundle)  # no weight offset: ATen's math
     return out if native else out[0]
 
 

@@ -20,7 +20,7 @@ from ..signature import KernelSignature, ModuleId, affine_problem, canonical_dty
 
 ENTRY_KEYS = (
     "op", "input_shape", "input_shapes", "normalized_shape", "groups", "dtype",
-    "stats_dtype", "eps", "affine", "bias", "masks", "impls", "bench_shapes",
+    "stats_dtype", "eps", "weight_offset", "affine", "bias", "masks", "impls", "bench_shapes",
 )
 
 
@@ -197,6 +197,10 @@ def entry_requests(entry: Any, max_elements: int | None = DEFAULT_MAX_ELEMENTS) 
     errors += _impls_problems(impls, allowed)
 
     # across fields, where the fields involved are valid
+    weight_offset = entry.get("weight_offset", 0.0)
+    if op is not None:  # the op's rule, with affine where it is valid (else the number alone)
+        check(ops.get(op).offset_problem(weight_offset, True if affine is None else affine))
+
     if op is not None and affine is not None and bias is not None:
         check(affine_problem(op, affine, bias))
         for m in masks or ():
@@ -239,7 +243,7 @@ def entry_requests(entry: Any, max_elements: int | None = DEFAULT_MAX_ELEMENTS) 
                 normalized_shape=(normalized if normalized is not None
                                   else ops.get(op).default_normalized_shape(shape)),
                 groups=groups, dtype=dtype, mask=mask, eps=eps, affine=affine, bias=bias,
-                stats_dtype=stats_dtype, max_elements=max_elements,
+                stats_dtype=stats_dtype, max_elements=max_elements, weight_offset=weight_offset,
             )
         except SignatureError as e:
             errors.append(str(e))

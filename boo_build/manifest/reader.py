@@ -22,6 +22,7 @@ Two formats, chosen by the file's suffix:
         dtype = ["float32", "bf16"]  # string or list; default float32
         stats_dtype = "float32"    # default: ATen's (float32)
         eps = 1e-5                 # default 1e-5
+        weight_offset = 1.0        # rms_norm only: scales by weight_offset + weight (Gemma); default 0
         affine = true              # default true
         bias = true                # default: affine, if the op has a bias (not rms_norm)
         masks = [1, 14]            # default: every mask valid for op/affine/bias

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import abc
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -93,6 +94,7 @@ class Op(abc.ABC):
     command_shape: str = "tensor"  # how its MIOpen command gives the input (manifest/miopen.py): -X, or "ncdhw"
     fused_backward: bool = False  # whether its manual backward has the ``fused`` GPU export variant
     fused_forward: bool = False  # and its manual forward, where no single-dispatch pass applies (dynamic)
+    weight_offsets: bool = False  # whether it scales by ``weight_offset + weight`` (Gemma's RMS norm: 1 + weight)
 
     # -- layout: how the op reduces, where its parameters lie, its key part -----
     # The defaults are a norm over trailing dims (``normalized_shape``, a suffix of
@@ -207,6 +209,26 @@ class Op(abc.ABC):
         if mask & BIAS_GRAD and not bias:
             return f"mask {mask} asks for a bias gradient but bias = false"
         return None
+
+    def offset_problem(self, offset: Any, affine: bool) -> str | None:
+        """What is wrong with a weight offset (the norm scales by ``offset + weight``), or None."""
+        if isinstance(offset, bool) or not isinstance(offset, numbers.Real):
+            return f"weight_offset must be a number (int or float), got {offset!r}"
+        if not math.isfinite(offset):
+            return f"weight_offset must be a finite number, got {offset!r}"
+        if offset == 0:
+            return None
+        if not self.weight_offsets:
+            return (f"{self.name} takes no weight_offset (only rms_norm scales by weight_offset + weight, "
+                    "Gemma's form): remove it")
+        if not affine:
+            return f"weight_offset {offset!r} needs a weight (affine = true): without one there is nothing to offset"
+        return None
+
+    def with_offset(self, param: Any, offset: float) -> Any:
+        """``eager_backward``'s first argument for a call whose weight offset is ``offset``
+        (``param``: the call's shape parameter): ``param`` itself where the op has none."""
+        return param
 
     def default_masks(self, affine: bool, bias: bool) -> list[int]:
         """Every valid mask of this affine form."""

@@ -56,7 +56,7 @@ def lanes_forward(m, x, w, b, bias_free: bool = False):
     rstd = torch.rsqrt(row_sum(x2.pow(2)) / n + s.eps)
     y = x2 * rstd
     if w is not None:
-        y = y * w.reshape(-1).to(c)
+        y = y * offset(s, w.reshape(-1).to(c))
     if b is not None:
         y = y + b.reshape(-1).to(c)
     return y.reshape(x.shape), None if mean is None else mean.reshape(stats), rstd.reshape(stats)
@@ -82,7 +82,7 @@ def fused_backward(m, gy, x, mean, rstd, w):
     xc = x.reshape(-1, width).to(c)
     rs = rstd.reshape(-1, 1).to(c)
     mu = None if mean is None else mean.reshape(-1, 1).to(c)
-    wc = None if w is None else w.reshape(-1).to(c)
+    wc = None if w is None else offset(s, w.reshape(-1).to(c))
     dx = dw = db = None
     if s.mask & INPUT_GRAD:
         centred = xc if mu is None else xc - mu
@@ -108,6 +108,13 @@ def fused_backward(m, gy, x, mean, rstd, w):
     if s.mask & BIAS_GRAD:
         db = gyc.sum(0).reshape(s.param_shape)
     return dx, dw, db
+
+
+def offset(sig, wc: torch.Tensor) -> torch.Tensor:
+    """The factor a weight ``wc`` (in the compute type) scales by: ``sig.weight_offset
+    + wc`` (Gemma's ``1 + weight``, added in float32 as Gemma does), ``wc`` itself
+    where there is no offset (the graph, and so the kernel, as without the field)."""
+    return wc + sig.weight_offset if sig.weight_offset else wc
 
 
 def row_dot(a: torch.Tensor, w: torch.Tensor | None) -> torch.Tensor:

@@ -39,6 +39,7 @@ class RMSNorm(Op):
         ("rmsnorm", "float32"), ("rmsnormfp16", "float16"), ("rmsnormbfp16", "bfloat16"))
     none_eps: float = FLOAT32_EPS
     autocast_aten: str = "aten::rms_norm"
+    weight_offsets: bool = True
 
     def implementation(self, impl: str) -> Callable:
         return _implementations()[impl]
@@ -52,14 +53,31 @@ class RMSNorm(Op):
     def eager_forward(self, sig, x, w, b=None):
         import torch
 
+        off = sig.weight_offset
+        if off and w is not None:  # Gemma's: in float32, scaled by offset + weight, then cast
+            y, rstd = torch.ops.aten._fused_rms_norm(x.float(), list(sig.normalized_shape), w.float() + off, sig.eps)
+            return y.to(x.dtype), stats_as(torch, rstd, sig)
         y, rstd = torch.ops.aten._fused_rms_norm(x, list(sig.normalized_shape), w, sig.eps)
         return y, stats_as(torch, rstd, sig)
 
     # the base takes ``*rest``: each op names its own statistics, weight and bias
     def eager_backward(self, ns, mask, gy, x, rstd, w, b=None):  # type: ignore[override]
         want = [bool(mask & bit) for bit in self.grads]
-        outs = _fused_rms_norm_backward(gy, x, list(ns), rstd, w, want, also=RuntimeError, learn=True)
+        off = getattr(ns, "weight_offset", 0.0)  # ``with_offset``'s normalized shape
+        if off:  # as the forward: in float32, the weight scaling as offset + weight
+            if w is None:  # a weight gradient alone: the weight does not enter it
+                w = x.new_ones(tuple(ns), dtype=x.dtype)
+            outs = _fused_rms_norm_backward(gy.float(), x.float(), list(ns), rstd.float(), w.float() + off, want,
+                                            also=RuntimeError, learn=True)
+        else:
+            outs = _fused_rms_norm_backward(gy, x, list(ns), rstd, w, want, also=RuntimeError, learn=True)
         return tuple(o.to(x.dtype) for o, wanted in zip(outs, want) if wanted)
+
+    def with_offset(self, param, offset: float):
+        return OffsetShape(param, offset) if offset else param
+
+    def eager_param(self, sig):
+        return self.with_offset(sig.normalized_shape, sig.weight_offset)
 
     def eager_call(self, sig, x, w, b, grad_out, compiled):
         """forward: ``aten._fused_rms_norm``. backward: torch 2.13 has no CPU
@@ -70,6 +88,8 @@ class RMSNorm(Op):
         import torch
 
         aten, ns = torch.ops.aten, list(sig.normalized_shape)
+        if sig.weight_offset:  # Gemma's form: what the loader's torch route runs (``eager_forward``)
+            return self._offset_eager_call(sig, x, w, grad_out, compiled)
         if sig.is_forward:
             return (lambda x, w: aten._fused_rms_norm(x, ns, w, sig.eps)), (x, w)
         if compiled:
@@ -84,6 +104,34 @@ class RMSNorm(Op):
         wanted = [t for bit, t in ((INPUT_GRAD, xr), (WEIGHT_GRAD, wr)) if sig.mask & bit]
         return (lambda: torch.autograd.grad(y, wanted, gy, retain_graph=True)), ()
 
+    def _offset_eager_call(self, sig, x, w, grad_out, compiled):
+        """``eager_call`` of a weight offset: the float32 forward on ``offset + weight``
+        and its cast (``eager_forward``); its backward as without one (autograd
+        through the forward; compiled, the backward op, in float32)."""
+        import torch
+
+        aten, ns, off, dt = torch.ops.aten, list(sig.normalized_shape), sig.weight_offset, x.dtype
+
+        def forward(x, w):
+            y, rstd = aten._fused_rms_norm(x.float(), ns, w.float() + off, sig.eps)
+            return y.to(dt), rstd
+        if sig.is_forward:
+            return forward, (x, w)
+        gy = grad_out()
+        if compiled:
+            _, rstd = forward(x, w)
+            mask = [bool(sig.mask & bit) for bit in self.grads]
+
+            def backward(gy, x, rstd, w):
+                outs = aten._fused_rms_norm_backward(gy.float(), x.float(), ns, rstd, w.float() + off, mask)
+                return tuple(o.to(dt) for o, wanted in zip(outs, mask) if wanted)
+            return backward, (gy, x, rstd, w)
+        xr = x.clone().requires_grad_(bool(sig.mask & INPUT_GRAD))
+        wr = w.clone().requires_grad_(bool(sig.mask & WEIGHT_GRAD))
+        y = forward(xr, wr)[0]
+        wanted = [t for bit, t in ((INPUT_GRAD, xr), (WEIGHT_GRAD, wr)) if sig.mask & bit]
+        return (lambda: torch.autograd.grad(y, wanted, gy, retain_graph=True)), ()
+
     def eager_needs_autograd(self, sig, compiled: bool) -> bool:
         return not compiled and not sig.is_forward
 
@@ -94,6 +142,18 @@ class RMSNorm(Op):
 
 
 RMS_NORM = RMSNorm()
+
+
+class OffsetShape(tuple):
+    """A normalized shape that also carries the weight offset (``RMSNorm.with_offset``):
+    ``eager_backward``'s first argument, which every op's loader paths hand on as given."""
+
+    weight_offset: float
+
+    def __new__(cls, shape, offset: float):
+        self = super().__new__(cls, shape)
+        self.weight_offset = float(offset)
+        return self
 
 
 # Device types where ATen has no ``_fused_rms_norm_backward`` kernel (torch 2.13: the
@@ -138,18 +198,22 @@ def _implementations() -> dict[str, Callable]:
     """As layer norm's (``layer_norm._implementations``)."""
     import torch
 
-    from .norm_math import col_sum_for, fused_backward, lanes_forward, row_dot, split_affine
+    from .norm_math import col_sum_for, fused_backward, lanes_forward, offset, row_dot, split_affine
 
     def aten(m, *args):
         s = m.sig
         if s.is_forward:
             x, w, _ = split_affine(args, s)
+            if s.weight_offset:  # Gemma's: ATen's op in float32 on offset + weight, then cast
+                x, w = x.to(m.compute), offset(s, w.to(m.compute))
             y, rstd = torch.ops.aten._fused_rms_norm(x, list(s.normalized_shape), w, s.eps)
-            return y, rstd.to(m.stats_dtype)
+            return (y.to(m.dtype) if s.weight_offset else y), rstd.to(m.stats_dtype)
         gy, x, rstd, *rest = args
         w = rest[0] if rest else None
         if w is None and s.affine:
             w = torch.ones(s.normalized_shape, dtype=m.dtype)
+        if s.weight_offset:  # as the forward
+            gy, x, rstd, w = gy.to(m.compute), x.to(m.compute), rstd.to(m.compute), offset(s, w.to(m.compute))
         mask = [bool(s.mask & INPUT_GRAD), bool(s.mask & WEIGHT_GRAD)]
         dx, dw = _fused_rms_norm_backward(gy, x, list(s.normalized_shape), rstd, w, mask)
         return m.grad_outputs(dx, dw, None)
@@ -167,7 +231,7 @@ def _implementations() -> dict[str, Callable]:
             rstd = torch.rsqrt(xc.pow(2).mean(dim=m.norm_dims, keepdim=True) + s.eps)
             y = xc * rstd
             if w is not None:
-                y = y * w.to(c)
+                y = y * offset(s, w.to(c))
             return y.to(m.dtype), rstd.to(m.stats_dtype)
         gy, x, rstd, *rest = args
         w = rest[0] if rest else None
@@ -177,7 +241,7 @@ def _implementations() -> dict[str, Callable]:
         gyc = gy.reshape(-1, width).to(c)
         xc = x.reshape(-1, width).to(c)
         rs = rstd.reshape(-1, 1).to(c)
-        wc = w.reshape(-1).to(c) if w is not None else None
+        wc = offset(s, w.reshape(-1).to(c)) if w is not None else None
         dx = dw = None
         if s.mask & INPUT_GRAD:
             g = gyc * wc if wc is not None else gyc

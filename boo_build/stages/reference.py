@@ -25,8 +25,9 @@ from . import tolerances
 def _forward64(sig: KernelSignature, x, w, b):
     dims = tuple(range(x.dim() - len(sig.normalized_shape), x.dim()))
     y, stats = ops.get(sig.op).forward64(sig, x, dims)
-    if w is not None:
-        y = y * w.reshape(sig.param_view)
+    if w is not None:  # RMS norm's weight offset (Gemma's 1 + weight) is part of the scale; only
+        # where there is one: formula_errors' rounded arithmetic would perturb even an added 0
+        y = y * (w + sig.weight_offset if sig.weight_offset else w).reshape(sig.param_view)
     if b is not None:
         y = y + b.reshape(sig.param_view)
     return y, stats

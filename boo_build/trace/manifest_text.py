@@ -67,6 +67,7 @@ class Entry:
     calls: tuple[tuple[int, int], ...]  # (mask, recorded calls at this shape); 0 for a dynamic entry
     recorded: tuple[tuple[tuple[int, ...], int], ...] = ()  # a dynamic entry's recorded shapes and calls
     groups: int | None = None  # group norm's channel groups (its normalized_shape is ())
+    weight_offset: float = 0.0  # RMS norm's (Gemma's: 1.0)
 
     @property
     def is_dynamic(self) -> bool:
@@ -75,7 +76,7 @@ class Entry:
     def signatures(self) -> tuple[KernelSignature, ...]:
         return tuple(KernelSignature(self.op, self.input_shape, self.normalized_shape, self.dtype, m, eps=self.eps,
                                      affine=self.affine, bias=self.bias, stats_dtype=self.stats_dtype,
-                                     groups=self.groups)
+                                     groups=self.groups, weight_offset=self.weight_offset)
                      for m in self.masks)
 
     def toml(self) -> str:
@@ -96,7 +97,10 @@ class Entry:
         lines.append(f"dtype = {_value(self.dtype)}")
         if self.stats_dtype != ops.get(self.op).default_stats_dtype(self.dtype):
             lines.append(f"stats_dtype = {_value(self.stats_dtype)}")
-        lines += [f"eps = {_value(self.eps)}", f"affine = {_value(self.affine)}"]
+        lines.append(f"eps = {_value(self.eps)}")
+        if self.weight_offset:
+            lines.append(f"weight_offset = {_value(self.weight_offset)}")
+        lines.append(f"affine = {_value(self.affine)}")
         if ops.get(self.op).has_bias:
             lines.append(f"bias = {_value(self.bias)}")
         lines.append(f"masks = {_value(list(self.masks))}")
@@ -125,7 +129,7 @@ def _tail(op: str, input_shape: tuple, normalized_shape: tuple[int, ...], groups
 
 def _family(sig: KernelSignature) -> tuple:
     return (sig.op, sig.normalized_shape, sig.groups, _tail(sig.op, sig.input_shape, sig.normalized_shape, sig.groups),
-            sig.dtype, sig.eps, sig.affine, sig.bias, sig.stats_dtype, sig.mask)
+            sig.dtype, sig.eps, sig.weight_offset, sig.affine, sig.bias, sig.stats_dtype, sig.mask)
 
 
 def _dynamic_shape(shapes: Sequence[tuple[int, ...]], tail: tuple[int, ...]) -> tuple[int | str, ...] | None:
@@ -148,41 +152,41 @@ def plan(calls: Iterable[Any], dynamic: str = "auto", static: int = MAX_STATIC) 
         shapes = families[_family(sig)]
         shape = tuple(int(d) for d in sig.input_shape)
         shapes[shape] = shapes.get(shape, 0) + c.calls
-    # (op, shape, ns, groups, dtype, eps, affine, bias, stats) -> {mask: calls}, and a dynamic entry's
+    # (op, shape, ns, groups, dtype, eps, offset, affine, bias, stats) -> {mask: calls}, and a dynamic entry's
     # recorded shapes
     grouped: dict[tuple, dict[int, int]] = defaultdict(dict)
     recorded: dict[tuple, dict[tuple[int, ...], int]] = defaultdict(dict)
     for fam, shapes in families.items():
-        op, ns, groups, tail, dtype, eps, affine, bias, stats, mask = fam
+        op, ns, groups, tail, dtype, eps, off, affine, bias, stats, mask = fam
         ranked = sorted(shapes.items(), key=lambda kv: (-kv[1], kv[0]))
         many = dynamic == "always" or (dynamic == "auto" and len(ranked) >= 2)
         dyn = _dynamic_shape([s for s, _ in ranked], tail) if many else None
         if dyn is not None:
             try:
                 KernelSignature(op, dyn, ns, dtype, mask, eps=eps, affine=affine, bias=bias, stats_dtype=stats,
-                                groups=groups)
+                                groups=groups, weight_offset=off)
             except SignatureError:  # above the dynamic bounds: static entries only
                 dyn = None
         keep = ranked[:static] if dyn is not None else ranked
         if dyn is not None:
-            key = (op, dyn, ns, groups, dtype, eps, affine, bias, stats)
+            key = (op, dyn, ns, groups, dtype, eps, off, affine, bias, stats)
             grouped[key][mask] = 0
             for s, n in ranked:
                 recorded[key][s] = recorded[key].get(s, 0) + n
         for s, n in keep:
-            grouped[(op, s, ns, groups, dtype, eps, affine, bias, stats)][mask] = n
+            grouped[(op, s, ns, groups, dtype, eps, off, affine, bias, stats)][mask] = n
     entries = []
     for key, by_mask in grouped.items():
-        op, input_shape, ns, groups, dtype, eps, affine, bias, stats = key
+        op, input_shape, ns, groups, dtype, eps, off, affine, bias, stats = key
         rec = sorted(recorded.get(key, {}).items(), key=lambda kv: (-kv[1], kv[0]))
         entries.append(Entry(op, input_shape, ns, dtype, eps, affine, bias, stats, tuple(sorted(by_mask)),
-                             tuple(sorted(by_mask.items())), tuple(rec), groups))
+                             tuple(sorted(by_mask.items())), tuple(rec), groups, off))
     return tuple(sorted(entries, key=_order))
 
 
 def _order(e: Entry) -> tuple:
     tail = _tail(e.op, e.input_shape, e.normalized_shape, e.groups)  # ints only: they sort
-    return (e.op, e.normalized_shape, e.groups or 0, len(tail), tail, e.dtype, e.eps, e.affine, e.bias,
+    return (e.op, e.normalized_shape, e.groups or 0, len(tail), tail, e.dtype, e.eps, e.weight_offset, e.affine, e.bias,
             not e.is_dynamic, dims_text(e.input_shape))
 
 

@@ -338,7 +338,7 @@ class _Recorder:
         return hit[1]
 
     def record(self, op: str, x: Any, param: Any, weight: Any, bias: Any, eps: Any, out: Any, source: str,
-               function: bool = False) -> None:
+               function: bool = False, offset: float = 0.0) -> None:
         """One call of ``op`` on ``x``; ``param``: its shape parameter (normalized_shape;
         group norm's groups), as the loader reads it (``Op.call_param`` / ``call_fields``);
         ``function``: made through a function, not a module ``replace_norms`` swaps."""
@@ -360,7 +360,7 @@ class _Recorder:
         eps = op_registry.get(op).none_eps if eps is None else float(eps)
         try:
             sig = KernelSignature(op, shape, dtype=dtype, mask=FORWARD, eps=eps, affine=weight is not None,
-                                  bias=bias is not None, **fields)
+                                  bias=bias is not None, weight_offset=offset, **fields)
         except SignatureError as e:
             self.rec.add_unrecorded(source, str(e))
             return
@@ -433,9 +433,9 @@ class _Recorder:
             self.rec.add_unrecorded(label, "named in rms_classes, but " + "; ".join(form.problems)
                                     + " (replace_norms leaves it)")
             return
-        # replace_norms makes it a torch.nn.RMSNorm over its weight's shape
+        # replace_norms makes it a boo_build.loader.nn.RMSNorm over its weight's shape, with its offset
         w = module.weight
-        self.record("rms_norm", x, tuple(w.shape), w, None, form.eps, output, label)
+        self.record("rms_norm", x, tuple(w.shape), w, None, form.eps, output, label, offset=form.weight_offset)
 
 
 class _Mode(TorchFunctionMode):
@@ -470,7 +470,7 @@ def record_norms(rms_classes: Iterable[type | str] = (), source: str = "") -> It
             train_one_step(model)
         rec.write("model.toml", name="my-model", targets=["cpu"])
 
-    ``rms_classes``: Llama-style RMS norm classes (a ``weight`` Parameter and
+    ``rms_classes``: RMS norm classes of other libraries, Llama's or Gemma's (a ``weight`` Parameter and
     an eps, ``variance_epsilon`` or ``eps``; a module whose form or math
     ``replace_norms`` would refuse, ``torch_classes.rms_form``, is left out with
     its reasons: ``unrecorded``), spelled as ``replace_norms`` takes them: a class,
@@ -488,6 +488,11 @@ def record_norms(rms_classes: Iterable[type | str] = (), source: str = "") -> It
         for handle in (register_module_forward_pre_hook(recorder.pre_hook),
                        register_module_forward_hook(recorder.post_hook, with_kwargs=True, always_call=True)):
             stack.callback(handle.remove)
+        # torch 2.13's handle leaves its entry in the with_kwargs table, and torch.compile then
+        # warns of global hooks on every later compile: nothing of the recording may stay
+        from torch.nn.modules import module as _module
+
+        stack.callback(_module._global_forward_hooks_with_kwargs.pop, handle.id, None)
         stack.enter_context(torch.compiler.set_stance("force_eager"))
         recorder.mode = stack.enter_context(_Mode(recorder))
         try:

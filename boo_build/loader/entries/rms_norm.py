@@ -1,7 +1,13 @@
 """RMS norm's loader entry points (``Bundle.fused_rms_norm``, ``fused_rms_norm_backward``:
-ATen's arguments) and its ``boo::`` torch ops, described (``torch_ops()``). rstd is
-differentiable, as ATen's: its gradient reaches the input as
-``-grad_rstd * rstd**3 * x / N`` (torch ops; the kernels take grad_out only)."""
+ATen's arguments, then ``weight_offset``) and its ``boo::`` torch ops, described
+(``torch_ops()``). rstd is differentiable, as ATen's: its gradient reaches the input as
+``-grad_rstd * rstd**3 * x / N`` (torch ops; the kernels take grad_out only).
+
+``weight_offset`` (default 0): the output scales by ``weight_offset + weight``, added
+and multiplied in float32 and then cast to the input's dtype, as Gemma's norms compute
+``x * rsqrt(mean(x**2) + eps) * (1 + weight)``; the weight's gradient is that of
+``weight_offset + weight``. Served by kernels built with the same offset (the
+signature's ``weight_offset``)."""
 
 from __future__ import annotations
 
@@ -11,25 +17,28 @@ from ...ops.rms_norm import RMS_NORM
 from .. import calls
 
 
-def fused_rms_norm(bundle, input, normalized_shape, weight=None, eps: float | None = None):
+def fused_rms_norm(bundle, input, normalized_shape, weight=None, eps: float | None = None,
+                   weight_offset: float = 0.0):
     """ATen's _fused_rms_norm -> (out, rstd); eps None is float32's epsilon, as in torch.
-    Differentiable in ``out`` and ``rstd``, as ATen's."""
+    Differentiable in ``out`` and ``rstd``, as ATen's. ``weight_offset``: see the module."""
     eps = RMS_NORM.none_eps if eps is None else eps
-    out = calls.forward(bundle, RMS_NORM, input, normalized_shape, weight, None, eps, autograd=True)
+    out = calls.forward(bundle, RMS_NORM, input, normalized_shape, weight, None, eps, autograd=True,
+                        offset=weight_offset)
     if out is not calls.AUTOGRAD:
         return out
     from ..library import registered  # the torch ops: only where autograd records a call
 
     torch = registered(bundle.by_token)
-    return torch.ops.boo.rms_norm(input, calls.norm_shape(normalized_shape), weight, float(eps), bundle.token())
+    return torch.ops.boo.rms_norm(input, calls.norm_shape(normalized_shape), weight, float(eps),
+                                  float(weight_offset), bundle.token())
 
 
 def fused_rms_norm_backward(bundle, grad_out, input, normalized_shape, rstd, weight=None,
-                            output_mask=(True, True), *, eps: float | None = None):
+                            output_mask=(True, True), weight_offset: float = 0.0, *, eps: float | None = None):
     """ATen's _fused_rms_norm_backward -> (grad_input, grad_weight), None where not asked.
-    ``eps`` as in ``native_layer_norm_backward``."""
+    ``eps`` as in ``native_layer_norm_backward``; ``weight_offset`` as the forward's."""
     out = calls.backward(bundle, RMS_NORM, output_mask, grad_out, input, normalized_shape, (rstd,), weight, None,
-                         eps, autograd=True)
+                         eps, autograd=True, offset=weight_offset)
     if out is not calls.AUTOGRAD:
         return out
     from ..library import registered  # the torch ops: only where autograd records a call
@@ -39,14 +48,15 @@ def fused_rms_norm_backward(bundle, grad_out, input, normalized_shape, rstd, wei
 
     m = [bool(v) for v in output_mask]
     return ag.spread(ag.asked(m, weight), torch.ops.boo.rms_norm_backward(
-        grad_out, input, calls.norm_shape(normalized_shape), rstd, weight, m,
+        grad_out, input, calls.norm_shape(normalized_shape), rstd, weight, m, float(weight_offset),
         None if eps is None else float(eps), bundle.token()))
 
 
 def _eager_backward(args, mask, gy, x, stats, params):
     ns = calls.norm_shape(args["normalized_shape"])
     (rstd,) = stats
-    return RMS_NORM.eager_backward(ns, mask, gy, x, rstd.reshape(calls.stats_shape(tuple(x.shape), ns)), *params)
+    return RMS_NORM.eager_backward(RMS_NORM.with_offset(ns, args["weight_offset"]), mask, gy, x,
+                                   rstd.reshape(calls.stats_shape(tuple(x.shape), ns)), *params)
 
 
 def _rstd_grad(saved, grads, need) -> None:
@@ -70,9 +80,10 @@ def torch_ops():
 
     return TorchOps(
         op="rms_norm",
-        forward_args=("Tensor input", "SymInt[] normalized_shape", "Tensor? weight", "float? eps"),
+        forward_args=("Tensor input", "SymInt[] normalized_shape", "Tensor? weight", "float? eps",
+                      "float weight_offset"),
         backward_args=("Tensor grad_out", "Tensor input", "SymInt[] normalized_shape", "Tensor rstd", "Tensor? weight",
-                       "bool[] output_mask", "float? eps"),
+                       "bool[] output_mask", "float weight_offset", "float? eps"),
         params=("weight",),
         forward=fused_rms_norm,
         backward=fused_rms_norm_backward,
