@@ -276,6 +276,9 @@ class ValidationResult:
     outputs: tuple[OutputCheck, ...] = ()
     tolerance: Mapping[str, Any] = field(default_factory=dict)
     run_id: str | None = None
+    # where it ran, when that was not a GPU of its target: a software device ("llvmpipe"),
+    # which checks the numerics and the host side of every call, not a GPU's behaviour
+    software: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", checked_status(ValidationStatus, self.status, "validation"))
@@ -308,7 +311,8 @@ class ValidationResult:
     def summary(self) -> str:
         if self.status is ValidationStatus.PASSED:
             w = self.worst()
-            return f"passed ({w.ratio:.2g}x tolerance at worst)" if w else "passed"
+            where = f" on {self.software}, a software device" if self.software else ""
+            return f"passed{where} ({w.ratio:.2g}x tolerance at worst)" if w else f"passed{where}"
         return f"{self.status}: {self.reason}" if self.reason else str(self.status)
 
     def to_json(self) -> Json:
@@ -316,6 +320,7 @@ class ValidationResult:
             "module": self.module, "target": self.target, "status": self.status, "reason": self.reason,
             "outputs": [c.to_json() for c in self.outputs], "tolerance": dict(self.tolerance),
             **({"run_id": self.run_id} if self.run_id is not None else {}),
+            **({"software": self.software} if self.software else {}),
         }
 
     @classmethod
@@ -323,7 +328,7 @@ class ValidationResult:
         return cls(
             module=d["module"], target=d["target"], status=d["status"], reason=d.get("reason", ""),
             outputs=tuple(OutputCheck.from_json(c) for c in d.get("outputs", ())),
-            tolerance=dict(d.get("tolerance") or {}), run_id=d.get("run_id"),
+            tolerance=dict(d.get("tolerance") or {}), run_id=d.get("run_id"), software=d.get("software", ""),
         )
 
 

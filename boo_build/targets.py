@@ -21,13 +21,20 @@ CPU_DRIVERS = (LOCAL_TASK, LOCAL_SYNC)
 @dataclass(frozen=True)
 class Target:
     name: str
-    driver: str  # IREE runtime driver that runs it: local-task, hip, cuda
+    driver: str  # IREE runtime driver that runs it: local-task, hip, cuda, vulkan
     flags: tuple[str, ...]
-    arch: str  # gfx arch for GPUs; CPU level (x86-64-v3, ...) for CPUs
+    arch: str  # gfx arch for GPUs; CPU level (x86-64-v3, ...) for CPUs; a Vulkan device class (VULKAN_ARCHS)
 
     @property
     def is_cpu(self) -> bool:
         return self.driver in CPU_DRIVERS
+
+    @property
+    def torch_device_type(self) -> str:
+        """torch's device type of the tensors its kernels take: "cpu" for CPU targets and
+        Vulkan ones (torch has no Vulkan tensors: the loader stages host memory), else
+        "cuda" (HIP and CUDA alike)."""
+        return "cpu" if self.is_cpu or self.driver == "vulkan" else "cuda"
 
 
 # Flags iree-turbine's BOO runtime passes for HIP (kernel/boo/runtime/launch.py),
@@ -58,7 +65,8 @@ def arch_free(target: "Target", flags) -> tuple[str, ...]:
     the default manifest is identical on gfx90a, gfx942 and gfx950, and on gfx1100
     and gfx1201): the build models them once (``build/creators.py``)."""
     own = (f"--iree-rocm-target={target.arch}", f"--iree-cuda-target={target.arch}")
-    return (f"--iree-hal-target-device={target.driver}",) + tuple(f for f in flags if f not in own)
+    return (f"--iree-hal-target-device={target.driver}",) + tuple(
+        f for f in flags if f not in own and not f.startswith("--iree-vulkan-target="))
 
 
 def dynamic_flags(target: "Target", dynamic: bool) -> tuple[str, ...]:
@@ -118,6 +126,69 @@ def _cuda(arch: str) -> Target:
     )
 
 
+# Vulkan (IREE's vulkan-spirv backend, the ``vulkan`` runtime driver). A Vulkan
+# executable is code for its target's subgroup size: run on a device whose
+# subgroups are another size, it computes wrong results without an error (a layer
+# norm compiled for rdna3 or ampere, subgroup 32, ran on lavapipe's 8 off by 6.6).
+# So each named target runs only on devices of its vendor whose subgroup sizes
+# take it (``loader/devices.py`` ``vulkan_can_run``), and the portable one uses no
+# subgroup operation at all.
+@dataclass(frozen=True)
+class VulkanArch:
+    """A Vulkan target's device class: what its code assumes of the device."""
+
+    iree: str  # --iree-vulkan-target (iree-compile 3.13's known Vulkan targets)
+    vendors: tuple[int, ...]  # Vulkan vendor ids it runs on; () any
+    subgroups: tuple[int, ...]  # subgroup sizes its code may be built for (one must fit); () none used
+    half: bool  # 16-bit arithmetic and storage: float16 and bfloat16 kernels build
+    software: bool = False  # a device on the CPU (timings are the CPU's)
+    what: str = ""  # the devices, for users
+
+
+# vendor ids (Khronos' registry): AMD, NVIDIA, Intel, Mesa (its software drivers)
+VULKAN_VENDORS = {0x1002: "AMD", 0x10DE: "NVIDIA", 0x8086: "Intel", 0x10005: "Mesa"}
+VULKAN_ARCHS = {
+    # Android's 2022 baseline profile: Vulkan 1.1, float32 and int32 only, no subgroup operations,
+    # 128 threads and 16 KiB of workgroup memory: every Vulkan GPU (Intel's included: iree-compile
+    # 3.13 knows no Intel Vulkan target) and lavapipe run its code. Half-precision kernels do not
+    # build for it (no 16-bit types), nor ones needing 64-bit integers.
+    "vulkan": VulkanArch("vp_android_baseline_2022", (), (), False, what="any Vulkan 1.1 device"),
+    # Mesa's lavapipe (llvmpipe): Vulkan 1.3 on the CPU, subgroups of 8, 16-bit types
+    "llvmpipe": VulkanArch("llvmpipe", (0x10005,), (8,), True, software=True,
+                           what="Mesa's lavapipe, a software GPU on the CPU"),
+    "ampere": VulkanArch("ampere", (0x10DE,), (32,), True, what="NVIDIA GPUs from Ampere on (subgroups of 32)"),
+    "rdna3": VulkanArch("rdna3", (0x1002,), (32, 64), True,
+                        what="AMD RDNA3 GPUs (RX 7000; subgroups of 32 or 64)"),
+}
+VULKAN_TARGETS = {"vulkan": "vulkan", "vulkan-llvmpipe": "llvmpipe", "vulkan-ampere": "ampere",
+                  "vulkan-rdna3": "rdna3"}
+
+
+def _vulkan(name: str, arch: str) -> Target:
+    return Target(
+        name=name,
+        driver="vulkan",
+        flags=("--iree-hal-target-device=vulkan", f"--iree-vulkan-target={VULKAN_ARCHS[arch].iree}"),
+        arch=arch,
+    )
+
+
+def vulkan_arch(target: Target) -> VulkanArch | None:
+    """A Vulkan target's device class; None for other targets."""
+    return VULKAN_ARCHS.get(target.arch) if target.driver == "vulkan" else None
+
+
+def dtype_problem(target: Target, dtype: str) -> str | None:
+    """Why ``target`` builds no kernel of ``dtype``, or None: a Vulkan target without
+    16-bit types takes float32 only (iree-compile fails on half-precision code for it)."""
+    varch = vulkan_arch(target)
+    if varch is None or varch.half or dtype == "float32":
+        return None
+    others = ", ".join(n for n, a in VULKAN_TARGETS.items() if VULKAN_ARCHS[a].half)
+    return (f"{target.name} ({varch.what}) has no 16-bit types, so no {dtype} kernel: "
+            f"build {dtype} for {others}")
+
+
 def cuda_capability(arch: str) -> tuple[int, int, bool] | None:
     """``"sm_80"`` -> ``(8, 0, False)``, ``"sm_90a"`` -> ``(9, 0, True)`` (major,
     minor, architecture-specific: runs on exactly that capability); None for
@@ -152,6 +223,8 @@ def catalogue(machine: str | None = None) -> dict[str, Target]:
         targets[arch] = _hip(arch)
     for arch in CUDA_ARCHS:
         targets[arch] = _cuda(arch)
+    for name, arch in VULKAN_TARGETS.items():
+        targets[name] = _vulkan(name, arch)
     return targets
 
 

@@ -13,6 +13,9 @@ the test markers (pyproject.toml declares them):
 * ``gpu``: needs a GPU the loader can open (CUDA or HIP). Where none is, such
   tests are deselected, not skipped (counted apart, never as passed), and the
   summary says how many and why.
+* ``vulkan``: runs kernels on Mesa's software Vulkan GPU (lavapipe). Where it is
+  absent they are deselected alike, the summary line saying what to install;
+  under ``CI=true`` (``.ci/run`` installs it) they fail instead.
 """
 
 import os
@@ -53,6 +56,7 @@ def bundle(built):
 _BUILD_COMMANDS = ("build", "bench")
 _builds_started = [0]  # iree-compile and boo-build build/bench processes started by this process
 _gpu_deselected: list[str] = []
+_vulkan_deselected: list[str] = []
 
 
 def is_build_command(args) -> bool:
@@ -96,6 +100,16 @@ def _gpu_present() -> bool:
         return False
 
 
+def _lavapipe_present() -> bool:
+    """Whether Mesa's software Vulkan GPU (lavapipe) is here: the ``vulkan`` tests' device."""
+    from boo_build.loader.devices import vulkan_devices
+
+    return any(d.arch == "llvmpipe" for d in vulkan_devices())
+
+
+VULKAN_SETUP = "apt-get install mesa-vulkan-drivers libvulkan1 (as root; .ci/run does)"
+
+
 def _uses_build_fixture(item) -> bool:
     info = getattr(item, "_fixtureinfo", None)
     return info is not None and any(getattr(defs[-1].func, "boo_builds", False)
@@ -110,6 +124,15 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if _uses_build_fixture(item):
             item.add_marker(pytest.mark.build)
+    vulkan = [item for item in items if item.get_closest_marker("vulkan")]
+    if vulkan and not _lavapipe_present():
+        if os.environ.get("CI") == "true":  # CI installs it: the tests must run, so they fail without it
+            for item in vulkan:
+                item.add_marker(pytest.mark.usefixtures("_no_lavapipe"))
+        else:
+            _vulkan_deselected.extend(item.nodeid for item in vulkan)
+            config.hook.pytest_deselected(items=vulkan)
+            items[:] = [item for item in items if not item.get_closest_marker("vulkan")]
     if any(item.get_closest_marker("gpu") for item in items) and not _gpu_present():
         gpu = [item for item in items if item.get_closest_marker("gpu")]
         _gpu_deselected.extend(item.nodeid for item in gpu)
@@ -117,7 +140,15 @@ def pytest_collection_modifyitems(config, items):
         items[:] = [item for item in items if not item.get_closest_marker("gpu")]
 
 
+@pytest.fixture
+def _no_lavapipe():
+    pytest.fail(f"CI=true but no Vulkan device lavapipe here: {VULKAN_SETUP}")
+
+
 def pytest_terminal_summary(terminalreporter):
+    if _vulkan_deselected:
+        terminalreporter.write_line(f"{len(_vulkan_deselected)} vulkan test(s) deselected: no software Vulkan GPU "
+                                    f"here; to run them: {VULKAN_SETUP}")
     if _gpu_deselected:
         terminalreporter.write_line(f"{len(_gpu_deselected)} gpu test(s) deselected: no GPU the loader can open here "
                                     "(they run where torch sees a CUDA or HIP device)")

@@ -86,6 +86,11 @@ def compile_action(job: CompileJob) -> Status:
 
     if exp is None or not exp.ok:
         return unavailable(_export_unavailable(exp))
+    from ..targets import catalogue, dtype_problem
+
+    known = catalogue().get(target)
+    if known is not None and (why := dtype_problem(known, ModuleId.parse(mid_key).signature.dtype)):
+        return unavailable(why)
     if variant and gate:
         from ..stages.selection import modelled_gate
         from ..stages.traffic import TrafficRecord

@@ -100,7 +100,7 @@ def local_resources() -> dict[str, float]:
     from ..loader.devices import discover, match_target
     from ..targets import catalogue
 
-    devices = discover()
+    devices = discover(vulkan=True)
     return {target_resource(t.name): 1 for t in catalogue().values() if match_target(t, devices)[0] is not None}
 
 

@@ -141,7 +141,7 @@ def device_map(plans: list[Plan], scheduler: str | None = None) -> dict[str, tup
 
     from ..loader.devices import discover, match_target
 
-    devices = discover()
+    devices = discover(vulkan=any(t.driver == "vulkan" for p in plans for t in p.targets))
     out = {}
     for p in plans:
         for t in p.targets:

@@ -80,7 +80,7 @@ def _worker_device(target, device: dict | None):
     """(this worker's device for ``target``, or None, and why not)."""
     from ..loader.devices import DeviceInfo, discover, match_target
 
-    devices = discover()
+    devices = discover(vulkan=target.driver == "vulkan")
     if device:
         wanted = DeviceInfo(**device)
         if wanted in devices:  # the very device the driver chose (same machine)

@@ -115,7 +115,7 @@ class Bundle:
         self.device = device  # devices.DeviceInfo
         self.fallback = fallback
         self.prefer_eager = bool(prefer_eager)
-        self._device_type = "cpu" if target.is_cpu else "cuda"  # torch's name for HIP/CUDA memory
+        self._device_type = target.torch_device_type  # torch's: "cpu" (CPU, Vulkan: staged), "cuda" (HIP, CUDA)
         self._lock = threading.RLock()
         self._devices: dict[str, Any] = {}  # opened runtime devices by URI (views share the dict)
         # which kernel serves a call (lookup.py); _kernels: the runnable ones by key
@@ -234,7 +234,8 @@ class Bundle:
 
     @property
     def device_type(self) -> str:
-        """torch's device type of the bundle's memory: "cpu", or "cuda" (HIP and CUDA alike)."""
+        """torch's device type of the tensors its calls take: "cpu" (CPU targets, and Vulkan ones,
+        whose host memory the loader stages), or "cuda" (HIP and CUDA alike)."""
         return self._device_type
 
     @functools.cached_property

@@ -32,15 +32,23 @@ import sys
 from dataclasses import dataclass
 from typing import Iterable
 
-from ..targets import Target, cuda_arch, cuda_capability
+from ..targets import VULKAN_VENDORS, Target, cuda_arch, cuda_capability, vulkan_arch
 
 
 @dataclass(frozen=True)
 class DeviceInfo:
-    driver: str  # IREE runtime driver: local-task, hip, cuda
-    uri: str  # device URI for iree.runtime: "local-task", "hip://0", "cuda://0"
-    arch: str  # gfx arch ("gfx942"), CUDA "sm_90", or CPU level ("x86-64-v3", "generic")
+    driver: str  # IREE runtime driver: local-task, hip, cuda, vulkan
+    uri: str  # device URI for iree.runtime: "local-task", "hip://0", "cuda://0", "vulkan://GPU-<uuid>"
+    # gfx arch ("gfx942"), CUDA "sm_90", CPU level ("x86-64-v3", "generic"); a Vulkan
+    # device's driver for a software one ("llvmpipe"), else its vendor ("nvidia", "amd", "intel")
+    arch: str
     name: str  # human-readable model name
+    # Vulkan devices (what a Vulkan target's code assumes: targets.VulkanArch): the vendor id,
+    # the subgroup sizes it runs (min, max), whether it has 16-bit arithmetic and storage
+    vendor: int = 0
+    subgroups: tuple[int, int] = (0, 0)
+    half: bool = False
+    software: bool = False  # on the CPU (Vulkan's device type "cpu": lavapipe): no GPU's timings
 
     @property
     def is_cpu(self) -> bool:
@@ -122,7 +130,13 @@ def _gpu_nodes_present(driver: str) -> bool:
         return os.path.exists("/dev/kfd")
     if driver == "cuda":
         return bool(glob.glob("/dev/nvidia[0-9]*")) or os.path.exists("/dev/nvidiactl")
+    if driver == "vulkan":  # an installable client driver (ICD) manifest: the loader's own search path
+        return any(glob.glob(os.path.join(d, "vulkan", "icd.d", "*.json")) for d in _VULKAN_DIRS)
     return True
+
+
+# Where the Vulkan loader looks for driver manifests (Linux; XDG_DATA_DIRS' default)
+_VULKAN_DIRS = ("/usr/share", "/usr/local/share", "/etc")
 
 
 _INFO_LINE = re.compile(r"^\s*-\s*([\w-]+)\s*:\s*(.*?)\s*$", re.M)
@@ -227,6 +241,76 @@ def gpu_devices(driver_name: str) -> tuple[DeviceInfo, ...]:
     return tuple(found)
 
 
+def vulkan_devices() -> tuple[DeviceInfo, ...]:
+    """Vulkan devices (IREE's ``vulkan`` driver), each with what a Vulkan target's code
+    assumes of it (``dump_device_info``: vendor id, device type, subgroup sizes,
+    16-bit features); empty when the driver cannot load or finds nothing. Never raises."""
+    try:
+        from .native import runtime
+
+        driver = runtime().get_cached_hal_driver("vulkan")
+        infos = driver.query_available_devices()
+    except Exception:  # noqa: BLE001 - no loader, no ICD, no device: no Vulkan device
+        return ()
+    found = []
+    for index, info in enumerate(infos):
+        try:
+            text = driver.dump_device_info(info["device_id"])
+        except Exception:  # noqa: BLE001
+            text = ""
+        path = str(info.get("path") or "")
+        found.append(parse_vulkan_info(text, path, str(info.get("name") or "vulkan")))
+    return tuple(found)
+
+
+def parse_vulkan_info(text: str, path: str, name: str) -> DeviceInfo:
+    """A Vulkan device from IREE's ``dump_device_info`` text (``vendor_id: 0x10de``,
+    ``type: cpu``, ``driver: llvmpipe``, ``subgroup: ... minSubgroupSize=8
+    maxSubgroupSize=8``, ``features: ... shaderFloat16=yes storageBuffer16BitAccess=yes``)."""
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and not line.startswith(" "):
+            fields.setdefault(key.strip(), value.strip())
+    try:
+        vendor = int(fields.get("vendor_id", "0"), 0)
+    except ValueError:
+        vendor = 0
+    words = dict(w.split("=", 1) for w in (fields.get("features", "") + " " + fields.get("subgroup", "")).split()
+                 if "=" in w)
+    size = words.get("size", "0")
+    low, high = words.get("minSubgroupSize", size), words.get("maxSubgroupSize", size)
+    subgroups = (int(low), int(high)) if low.isdigit() and high.isdigit() else (0, 0)
+    half = words.get("shaderFloat16") == "yes" and words.get("storageBuffer16BitAccess") == "yes"
+    software = fields.get("type") == "cpu"
+    arch = (fields.get("driver") or "software") if software else VULKAN_VENDORS.get(vendor, hex(vendor)).lower()
+    # IREE's Vulkan driver names a device by its path (the UUID), not by an ordinal
+    return DeviceInfo(driver="vulkan", uri=f"vulkan://{path}" if path else "vulkan", arch=arch, name=fields.get("name") or name,
+                      vendor=vendor, subgroups=subgroups, half=half, software=software)
+
+
+def vulkan_can_run(device: DeviceInfo, target: Target) -> tuple[bool, str]:
+    """Whether Vulkan ``device`` runs ``target``'s code (``targets.VulkanArch``: its
+    vendor, a subgroup size the device runs, 16-bit types where the target uses
+    them); the reason when not. Code built for another subgroup size runs without an
+    error and computes wrong results, so a device that does not say is refused."""
+    varch = vulkan_arch(target)
+    if varch is None or device.driver != "vulkan":
+        return False, f"not run: {device.uri} is not a Vulkan device"
+    who = f"{device.name} ({device.uri})"
+    if varch.vendors and device.vendor not in varch.vendors:
+        have = VULKAN_VENDORS.get(device.vendor, f"vendor {device.vendor:#x}")
+        return False, f"not run: {who} is {have}'s; {target.name} is built for {varch.what}"
+    low, high = device.subgroups
+    if varch.subgroups and not any(low <= s <= high for s in varch.subgroups):
+        sizes = " or ".join(map(str, varch.subgroups))
+        return False, (f"not run: {who} runs subgroups of {low}-{high}, {target.name}'s code those of {sizes}"
+                       if high else f"not run: {who} does not say its subgroup size")
+    if varch.half and not device.half:
+        return False, f"not run: {who} lacks 16-bit arithmetic or storage (shaderFloat16, storageBuffer16BitAccess)"
+    return True, ""
+
+
 # CUdevice_attribute values (cuda.h): they are part of the driver's ABI.
 _CU_COMPUTE_CAPABILITY_MAJOR, _CU_COMPUTE_CAPABILITY_MINOR = 75, 76
 
@@ -281,15 +365,20 @@ def nvidia_smi_capabilities(timeout_s: float = 10.0) -> dict[str, tuple[int, int
     return parse_nvidia_smi(out.stdout) if out.returncode == 0 else {}
 
 
-def discover(*, gpus: bool | None = None) -> tuple[DeviceInfo, ...]:
+GPU_DRIVERS = ("hip", "cuda")
+
+
+def discover(*, gpus: bool | None = None, vulkan: bool = False) -> tuple[DeviceInfo, ...]:
     """Every device on this machine: the CPU first, then AMD (hip) and NVIDIA
-    (cuda) GPUs. ``gpus=None`` probes a driver only where its device nodes
-    exist; ``True`` always probes; ``False`` never does."""
+    (cuda) GPUs, then (``vulkan``: asked for by who runs Vulkan targets, as
+    probing costs a Vulkan driver) Vulkan devices. ``gpus=None`` probes a driver
+    only where its device nodes (Vulkan: its driver manifests) exist; ``True``
+    always probes; ``False`` never does."""
     devices = [cpu_device()]
-    for driver in ("hip", "cuda"):
+    for driver in GPU_DRIVERS + (("vulkan",) if vulkan else ()):
         if gpus is False or (gpus is None and not _gpu_nodes_present(driver)):
             continue
-        devices.extend(gpu_devices(driver))
+        devices.extend(vulkan_devices() if driver == "vulkan" else gpu_devices(driver))
     return tuple(devices)
 
 
@@ -343,6 +432,14 @@ def match_target(target: Target, devices: Iterable[DeviceInfo]) -> tuple[DeviceI
             reasons.append(why)
         return None, reasons[0]
     same_driver = [d for d in devices if d.driver == target.driver]
+    if target.driver == "vulkan":
+        reasons = []
+        for d in same_driver:
+            ok, why = vulkan_can_run(d, target)
+            if ok:
+                return d, ""
+            reasons.append(why)
+        return None, reasons[0] if reasons else no_device_reason(target.arch)
     for d in same_driver:
         if gfx_arch(d.arch) == target.arch or (target.driver == "cuda" and cuda_can_run(d.arch, target.arch)):
             return d, ""

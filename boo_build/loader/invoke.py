@@ -22,9 +22,11 @@ Call path (why each step is the cheapest one: docs/cpu-performance.md, "Measurem
   or a mapping of the HAL buffer (numpy): no copy either way.
 * numpy ``ml_dtypes.bfloat16`` (numpy's DLPack refuses it) is imported as
   uint16 and the buffer view retyped; outputs map back to ``ml_dtypes.bfloat16``.
-* GPU devices (hip, cuda; not exercised on the CPU-only build machine):
-  device tensors go through DLPack as above; CPU tensors and numpy arrays
-  are staged (copied in, results copied out).
+* GPU devices (hip, cuda, vulkan): device tensors go through DLPack as
+  above; CPU tensors and numpy arrays are staged (copied in, results copied
+  out through a host-visible staging buffer: ``_download``). Vulkan takes
+  host memory only (torch has no Vulkan tensors); the tests run it on Mesa's
+  software GPU, and HIP and CUDA have not run here.
 
 The per-call overhead over a bare ``VmContext.invoke`` with pre-imported
 arguments is an import per input, a hand-over per output and the runner's
@@ -400,15 +402,40 @@ class KernelRunner:
                 device=hal, buffer=a, element_type=et)
             arg_list.push_ref(bv)
         rets = self._invoke(arg_list)
+        views = [rets.get_as_ref(i).deref(self._BufferView) for i in range(rets.size)]
+        return self._download(views, rt)
+
+    def _download(self, views, rt) -> tuple:
+        """Device results as numpy arrays: each copied into a host-visible staging
+        buffer (``queue_copy``, all in flight together), then mapped and copied out.
+        ``DeviceArray.to_host`` imports host memory instead, which a device refuses
+        below its import alignment (lavapipe: "minImportedHostPointerAlignment
+        4096"), and a device-local result cannot be mapped ("PERMISSION_DENIED ...
+        MAPPING_SCOPED"): the CUDA and HIP paths stage the same way."""
+        hal = self.device.hal_device
+        memory = rt.MemoryType.HOST_LOCAL | rt.MemoryType.DEVICE_VISIBLE
+        usage = rt.BufferUsage.TRANSFER | rt.BufferUsage.MAPPING
+        staged, waits = [], []
+        for bv in views:
+            src = bv.get_buffer()
+            n = src.byte_length()
+            staging = hal.allocator.allocate_buffer(memory_type=memory, allowed_usage=usage,
+                                                    allocation_size=n) if n else None  # nothing to copy
+            if staging is not None:
+                sem = hal.create_semaphore(0)
+                hal.queue_copy(src, staging, [], [(sem, 1)])
+                waits.append(sem)
+            staged.append((bv, staging))
+        for sem in waits:
+            sem.wait(1)
         out = []
-        for i in range(rets.size):
-            bv = rets.get_as_ref(i).deref(self._BufferView)
-            if bv.element_type == self._bf16:
-                raw = self._BufferView(bv.get_buffer(), bv.shape, int(rt.HalElementType.UINT_16))
-                host = rt.DeviceArray(hal, raw, implicit_host_transfer=True).to_host()
-                out.append(np.array(host, copy=True).view(self._numpy_dtype(self._bf16)))
-            else:
-                out.append(np.array(rt.DeviceArray(hal, bv, implicit_host_transfer=True).to_host(), copy=True))
+        for bv, staging in staged:
+            shape, dtype = list(bv.shape), self._numpy_dtype(bv.element_type)
+            if staging is None:
+                out.append(np.empty(shape, dtype))
+                continue
+            host = self._BufferView(staging, shape, bv.element_type).map().asarray(shape, dtype)
+            out.append(np.array(host, copy=True))  # the mapping is released with the staging buffer
         return tuple(out)
 
     def _call_torch_via_host(self, args, torch):

@@ -287,7 +287,7 @@ def _kernel_masks(bundle: Bundle, op: str, normalized_shape: tuple[int, ...], dt
 def _check(bundle: Bundle, op: str, normalized_shape: tuple[int, ...], params: list[torch.Tensor],
            affine: bool, bias: bool, eps: float, offset: float = 0.0) -> tuple[str, str]:
     """(why the norm must stay, or ""; a note for a replaced one)."""
-    device = "cpu" if bundle.target.is_cpu else "cuda"  # torch's device type for the bundle's memory
+    device = bundle.target.torch_device_type  # where the bundle's calls take tensors
     for p in params:
         if p.device.type != device:
             return (f"its parameters are on {p.device}, the bundle runs on {bundle.device.uri} "

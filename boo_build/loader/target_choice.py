@@ -1,7 +1,8 @@
 """Which of a bundle's targets to run, on which device present.
 
-GPUs first (NVIDIA targets from the newest compute capability down), then
-CPUs from the highest x86-64 level down (``devices.cpu_level``); the first
+GPUs first (NVIDIA targets from the newest compute capability down; Vulkan
+ones after HIP and CUDA, the named ones before the portable one), then CPUs
+from the highest x86-64 level down (``devices.cpu_level``); the first
 target with available kernels that a device present runs wins
 (``devices.match_target``), else ``NoCompatibleDevice`` says why per target.
 """
@@ -30,7 +31,8 @@ def target_rank(t: Target) -> tuple:
     capability down), then CPUs from the highest level down."""
     cc = cuda_capability(t.arch) if t.driver == "cuda" else None
     level = cc[0] * 10 + cc[1] if cc else _devmod().cpu_level(t.arch)
-    return (1 if t.is_cpu else 0, -level, t.name)
+    vulkan = 0 if t.driver != "vulkan" else 2 if t.arch == "vulkan" else 1  # the named, then the portable one
+    return (1 if t.is_cpu else 0, vulkan, -level, t.name)
 
 
 def bundle_targets(index: BundleIndex | Mapping[str, Any]) -> dict[str, Target]:
@@ -76,9 +78,15 @@ def select_target(index: BundleIndex | Mapping[str, Any], device: Any, path: str
     ``open_bundle``), else the best device present."""
     targets = bundle_targets(index)
     available = _available(index)
-    present = list(_devmod().discover())
+    # Vulkan devices are probed only for a bundle with Vulkan targets (it costs a driver); a
+    # software one (lavapipe) is chosen only where ``device`` names it, never over the CPU
+    vulkan = any(t.driver == "vulkan" for t in targets.values())
+    present = list(_devmod().discover(vulkan=vulkan))
+    software = [d for d in present if getattr(d, "software", False)]
     if device is not None:
         present = _wanted_devices(device, present)
+    else:
+        present = [d for d in present if d not in software]
     reasons: dict[str, str] = {}
     for t in sorted(targets.values(), key=target_rank):
         if not available.get(t.name):
@@ -87,6 +95,9 @@ def select_target(index: BundleIndex | Mapping[str, Any], device: Any, path: str
         dev, why = _devmod().match_target(t, present)
         if dev is not None:
             return t, dev
+        if device is None and software and (soft := _devmod().match_target(t, software)[0]) is not None:
+            why = (f"only {soft.arch}, a software device on the CPU, runs it: never chosen by itself; open "
+                   f"with device={soft.driver!r} to run the kernels there")
         reasons[t.name] = why or "no matching device"
     what = f"device {present[0].uri}" if device is not None else "any device present"
     lines = "\n".join(f"  {n} ({targets[n].driver}, {targets[n].arch}): {r}" for n, r in sorted(reasons.items()))

@@ -95,7 +95,9 @@ def markdown(report: MeasureReport) -> str:
         cc = f", compute capability {rec['compute_capability']}" if "compute_capability" in rec else ""
         peak = report.peaks.get(name)
         ptxt = f"peak {peak:g} GB/s (datasheet)" if peak else "peak bandwidth unknown"
-        lines.append(f"- target `{name}` on {rec['name']} ({rec['uri']}, {rec['arch']}{cc}); {ptxt}")
+        soft = ("; a software device on the CPU (lavapipe): its times are the CPU's, not a GPU's"
+                if rec.get("software") else "")
+        lines.append(f"- target `{name}` on {rec['name']} ({rec['uri']}, {rec['arch']}{cc}); {ptxt}{soft}")
     for name, why in sorted(report.skipped.items()):
         lines.append(f"- target `{name}` not measured: {why}")
     lines += ["", "| kernel | target | validation | selected | time (us) | GB/s | % of peak | eager (us) "

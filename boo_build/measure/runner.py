@@ -31,7 +31,7 @@ no doit. New index fields are optional (format version 1 stays)::
         "device": str, "bytes": int,
         "eager": BenchResult.to_json(), "torch_compile": BenchResult.to_json()}
     provenance.measured.<target> = {
-        "device": {"name", "driver", "uri", "arch", "compute_capability"?},
+        "device": {"name", "driver", "uri", "arch", "compute_capability"?, "software"?},
         "timing": str, "versions": {...}, "peak_gbs": float|null,
         "kernels": int, "not_measured": [key, ...]}
 """
@@ -45,6 +45,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from ..candidates import module_file
 from ..errors import MeasureError
 from ..loader.archive import Archive, read_archive, sha256_hex
 from ..loader.devices import DeviceInfo, discover, match_target
@@ -99,10 +100,12 @@ def torch_device_for(dev: DeviceInfo) -> str | None:
 
 
 def device_record(dev: DeviceInfo) -> dict[str, Any]:
-    rec = {"name": dev.name, "driver": dev.driver, "uri": dev.uri, "arch": dev.arch}
+    rec: dict[str, Any] = {"name": dev.name, "driver": dev.driver, "uri": dev.uri, "arch": dev.arch}
     cc = cuda_capability(dev.arch) if dev.driver == "cuda" else None
     if cc:
         rec["compute_capability"] = f"{cc[0]}.{cc[1]}"
+    if dev.software:  # lavapipe: its times are the CPU's (the report says so)
+        rec["software"] = True
     return rec
 
 
@@ -202,7 +205,8 @@ def measure_bundle(src: str | Path, out: str | Path, *, targets: tuple[str, ...]
         raise MeasureError(str(e)) from None
     index = archive.bundle_index  # immutable: each measured entry makes a new one
     members = {m.member: archive.members[m.member] for *_, m in index.impl_records()}
-    runs, skipped = plan_targets(index, discover() if devices is None else devices, targets)
+    vulkan = any(t.driver == "vulkan" for t in index.targets.values())
+    runs, skipped = plan_targets(index, discover(vulkan=vulkan) if devices is None else devices, targets)
     if not runs:
         lines = "\n".join(f"  {t}: {why}" for t, why in sorted(skipped.items())) or "  (no targets)"
         raise MeasureError(f"no device on this machine runs a target of {archive.path}:\n{lines}")
@@ -345,6 +349,12 @@ def _update_entry(index: BundleIndex, members: dict[str, bytes], m: KernelMeasur
     return index.with_entry(m.key, m.target, target_entry(m.decision, kept, rejected, why, measured=measured))
 
 
+def _module_key(sig: KernelSignature, module: str) -> str:
+    """A module name (``manual+fused``) of ``sig`` as the bench table keys it (``candidates.module_file``)."""
+    impl, _, variant = module.partition("+")
+    return module_file(ModuleId(sig, impl).key, variant)
+
+
 # a validation status that did not pass -> the kind of its rejection
 _NOT_PASSED = {ValidationStatus.FAILED: Kind.VALIDATION_FAILED, ValidationStatus.ERROR: Kind.VALIDATION_ERROR}
 
@@ -357,10 +367,12 @@ def _merged_csv(archive: Archive, measured: list[KernelMeasurement]) -> bytes:
         old = list(csv.DictReader(io.StringIO(archive.members[name].decode("utf-8", "replace"))))
     vals, bens, decisions = {}, {}, {}
     for m in measured:
+        sig = KernelSignature.parse(m.key)
+        # by module name (``<impl>[+<variant>]``, candidates): a GPU variant's too, as the build keys them
         for impl, v in m.validations.items():
-            vals[(ModuleId(KernelSignature.parse(m.key), impl).key, m.target)] = v
+            vals[(_module_key(sig, impl), m.target)] = v
         for impl, b in m.benches.items():
-            bens[(ModuleId(KernelSignature.parse(m.key), impl).key, m.target)] = b
+            bens[(_module_key(sig, impl), m.target)] = b
         bens[eager_key(m.key, m.target)] = m.eager
         decisions[(m.key, m.target)] = m.decision
     new: dict[tuple[str | None, str | None], dict[str, str]] = {}

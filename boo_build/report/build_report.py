@@ -230,10 +230,12 @@ def summary_text(report: dict, stats: dict, bundle_path: Path, allow_missing: bo
                      f"{tm['remeasured']} measured again, {tm['unconfirmed']} speed-up(s) not confirmed{busy}")
     for t, c in report["per_target"].items():
         dev = report["targets"][t]["device_status"]
+        info = report["targets"][t].get("device") or {}
+        where = (f"ran on {info.get('arch')}, a software device: numerics and host side, not a GPU's timings"
+                 if info.get("software") else "ran on this machine's device")
         lines.append(f"  {t:14s} available {c.get('available', 0)} (an implementation ships), failed "
-                     f"{c.get('unavailable', 0)}, validated {c.get('validated', 0)} (ran on this machine's "
-                     f"device), not validated {c.get('not validated', 0)}"
-                     + (f"  ({dev})" if dev and not c.get("validated") else ""))
+                     f"{c.get('unavailable', 0)}, validated {c.get('validated', 0)} ({where}), not validated "
+                     f"{c.get('not validated', 0)}" + (f"  ({dev})" if dev and not c.get("validated") else ""))
     for d in report["dropped"]:
         lines.append(f"  dropped  {d}")
     if report["dropped"]:

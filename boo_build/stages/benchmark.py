@@ -410,6 +410,8 @@ def bench_candidates(sig: KernelSignature, target: Target, device, candidates: S
         from ..loader.devices import no_device_reason
 
         return KernelBench.not_run(sig, target.name, candidates, no_device_reason(target.arch))
+    if getattr(device, "software", False):  # validated there, not timed: the selection follows the traffic model
+        return KernelBench.not_run(sig, target.name, candidates, software_reason(device))
     from ..stages.selection import preference_order
 
     results: dict[str, BenchResult] = {}
@@ -469,6 +471,12 @@ def bench_candidates(sig: KernelSignature, target: Target, device, candidates: S
     record = comparison.RoundsRecord(sig.key, target.name, tuple(preference_order(timed)), tuple(per_size),
                                      tuple(remeasured))
     return KernelBench(record, results, eager)
+
+
+def software_reason(device) -> str:
+    """Why a software device (lavapipe) times nothing: what its timings would be."""
+    return (f"not timed: {device.arch} is a software device on the CPU: its timings are the CPU's, "
+            "not a GPU's")
 
 
 def _call(runner: Callable[..., Any], args: tuple) -> Callable[[], Any]:

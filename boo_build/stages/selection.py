@@ -228,6 +228,15 @@ def select(sig: KernelSignature, target_name: str, compiled_impls: Sequence[str]
         assert chosen is not None  # validated is not empty
         b = benches.get(chosen)
         why = f"benchmark {b.status}" + (f": {b.reason}" if b.reason else "") if b is not None else "not benchmarked"
+        # validated but not timed (a software device's timings are not a GPU's): as a GPU without a device
+        modelled = _least_traffic(validated, traffic or {})
+        if modelled is not None:
+            chosen, model = modelled
+            others = ", ".join(f"{i} {m.ratio:.2f}x" for i in validated
+                               if i != chosen and (m := (traffic or {}).get(i)))
+            return Selection(chosen, False, Reason(Kind.MODELLED, f"{MODELLED} among validated, until measured: "
+                                                   f"{model.summary()}" + (f" (vs {others})" if others else "")
+                                                   + f"; {why}"), rejected)
         return Selection(chosen, False, Reason(Kind.DEFAULT, f"default among validated ({why})"), rejected)
 
     keep = [i for i, _ in not_run] + unchecked

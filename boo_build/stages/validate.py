@@ -29,6 +29,7 @@ reference of the static signature it runs as there.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 from typing import Any, Callable, Iterator
 
@@ -222,7 +223,10 @@ def validate_kernel(vmfb: bytes, mid: ModuleId, target: Target, device, *, seeds
             args = tuple(a.to(torch_device) for a in args)
         return runner(*_to_device(args, device)), args
 
-    return _checked(sig, run, base, seeds, offset_case, shapes, "kernel")
+    result = _checked(sig, run, base, seeds, offset_case, shapes, "kernel")
+    if getattr(device, "software", False):  # lavapipe: the numerics and the host side, not a GPU
+        result = dataclasses.replace(result, software=device.arch)
+    return result
 
 
 def validate_eager(sig: KernelSignature, target: str = "cpu", *, torch_device: str | None = None, seeds=(0,),
