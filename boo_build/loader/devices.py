@@ -6,9 +6,12 @@ when a GPU might exist), plus the pure-Python ``boo_build.targets``.
 ``discover()`` is cheap and keeps no state: the CPU comes from
 ``/proc/cpuinfo``; GPUs come from IREE's ``hip`` and ``cuda`` drivers, probed
 only when the device nodes they need exist (``/dev/kfd``, ``/dev/nvidia*``) so
-a CPU-only machine never pays for importing IREE's runtime. Every GPU probe
-is guarded: a driver that fails to load means "no such GPU", never an error.
-Callers keep the result.
+a CPU-only machine never pays for importing IREE's runtime; Vulkan devices
+from IREE's ``vulkan`` driver, only for callers running Vulkan targets and
+where a Vulkan driver manifest exists, with what a Vulkan target's code
+assumes of the device (vendor, subgroup sizes, 16-bit types:
+``vulkan_can_run``). Every GPU probe is guarded: a driver that fails to load
+means "no such GPU", never an error. Callers keep the result.
 
 NVIDIA compute capability: IREE's cuda driver dumps no device details (its
 ``dump_device_info`` is empty in 3.13), so it comes from the CUDA driver
@@ -253,7 +256,7 @@ def vulkan_devices() -> tuple[DeviceInfo, ...]:
     except Exception:  # noqa: BLE001 - no loader, no ICD, no device: no Vulkan device
         return ()
     found = []
-    for index, info in enumerate(infos):
+    for info in infos:
         try:
             text = driver.dump_device_info(info["device_id"])
         except Exception:  # noqa: BLE001
@@ -285,8 +288,9 @@ def parse_vulkan_info(text: str, path: str, name: str) -> DeviceInfo:
     software = fields.get("type") == "cpu"
     arch = (fields.get("driver") or "software") if software else VULKAN_VENDORS.get(vendor, hex(vendor)).lower()
     # IREE's Vulkan driver names a device by its path (the UUID), not by an ordinal
-    return DeviceInfo(driver="vulkan", uri=f"vulkan://{path}" if path else "vulkan", arch=arch, name=fields.get("name") or name,
-                      vendor=vendor, subgroups=subgroups, half=half, software=software)
+    return DeviceInfo(driver="vulkan", uri=f"vulkan://{path}" if path else "vulkan", arch=arch,
+                      name=fields.get("name") or name, vendor=vendor, subgroups=subgroups, half=half,
+                      software=software)
 
 
 def vulkan_can_run(device: DeviceInfo, target: Target) -> tuple[bool, str]:
