@@ -1,6 +1,6 @@
 """Loader checks on the device: stream ordering, output path, staging, device choice.
 
-    python benchmarks/gpu/check_ordering.py BUNDLE [--out FILE.md]
+    python benchmarks/gpu/check_ordering.py BUNDLE [--out FILE.md] [--device DEVICE]
 
 On a GPU (the bundle opens on a cuda or hip device):
 
@@ -15,9 +15,11 @@ On a GPU (the bundle opens on a cuda or hip device):
 * CPU tensors and numpy arrays on the GPU runner (staged through the host);
 * ``open_bundle(device="cuda://0")`` honoured, a missing device refused.
 
-On the CPU it checks one call against torch and says that stream ordering
-was not checked. Exit status 0 when every check passed. Needs the loader's
-dependencies and torch, nothing of the build side.
+On the CPU, and on a Vulkan device (``--device vulkan``: host memory, staged;
+torch has no Vulkan tensors), it checks a call with torch tensors and one with
+numpy arrays against torch, and says that stream ordering was not checked.
+Exit status 0 when every check passed. Needs the loader's dependencies and
+torch, nothing of the build side.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("bundle", type=Path)
     ap.add_argument("--out", type=Path, help="write the results (markdown) here too")
+    ap.add_argument("--device", help="open the bundle there (open_bundle's device; default: the best present)")
     ns = ap.parse_args(argv)
 
     import numpy as np
@@ -65,14 +68,14 @@ def main(argv=None) -> int:
     say(f"# Loader checks: {ns.bundle.name}")
     say("")
     try:
-        b = open_bundle(ns.bundle)
+        b = open_bundle(ns.bundle, device=ns.device)
     except NoCompatibleDevice as e:
         check(False, f"open_bundle: {e}")
         return _finish(ns, lines, failed)
     say(f"- opened on {b.device.uri} ({b.device.name}, {b.device.arch}), target {b.target.name}")
     sig = _pick(b)
     ns_shape = list(sig.normalized_shape)
-    gpu = not b.target.is_cpu
+    gpu = b.device_type == "cuda"  # torch's GPU tensors (HIP, CUDA); a Vulkan device takes host memory
     dev = f"cuda:{b.device.uri.split('://', 1)[1] or 0}" if gpu else "cpu"
     gen = torch.Generator().manual_seed(0)
     src = torch.randn(sig.input_shape, generator=gen).to(dev)
@@ -82,9 +85,14 @@ def main(argv=None) -> int:
     tol = dict(atol=1e-4, rtol=1e-4)
 
     if not gpu:
+        where = "the CPU" if b.target.is_cpu else f"{b.device.uri} (host memory, staged)"
         y, _, _ = b.native_layer_norm(src, ns_shape, w, bias, sig.eps)
-        check(torch.allclose(y, want, **tol), f"{sig.key} on the CPU matches torch")
-        say("- stream ordering not checked: no GPU")
+        check(torch.allclose(y, want, **tol), f"{sig.key} on {where} matches torch")
+        yn, _, _ = b.native_layer_norm(src.numpy(), ns_shape, w.numpy(), None if bias is None else bias.numpy(),
+                                       sig.eps)
+        check(isinstance(yn, np.ndarray) and np.allclose(yn, want.numpy(), **tol),
+              f"{sig.key} with numpy arrays on {where} matches torch")
+        say("- stream ordering not checked: no CUDA or HIP GPU")
     else:
         runner = b.load(sig.key)
         x = torch.zeros(sig.input_shape, device=dev)

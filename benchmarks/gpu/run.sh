@@ -5,10 +5,12 @@
 # machine with an NVIDIA GPU, Python 3.12 and torch but no network; about
 # 3-5 minutes (torch.compile warm-ups included; --budget bounds it).
 #
-#   benchmarks/gpu/run.sh [--cpu] [--bundle FILE] [--out DIR] [--targets T]
+#   benchmarks/gpu/run.sh [--cpu | --vulkan] [--bundle FILE] [--out DIR] [--targets T]
 #
 #   --cpu       measure the CPU target instead (local-task): the same steps,
 #               so the script is known to work before the GPU run (tests/)
+#   --vulkan    measure a Vulkan target on the Vulkan device (default target
+#               vulkan-llvmpipe: Mesa's software GPU, as the tests run it)
 #   --bundle    default benchmarks/gpu/bundle/gpu-norms-0.1.0.tar.zst
 #   --out       results folder (default $OUT, else benchmarks/gpu/results):
 #               results.md, results.json, measured.tar.zst, ordering.md,
@@ -29,14 +31,19 @@ TARGETS=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --cpu) MODE=cpu ;;
+    --vulkan) MODE=vulkan ;;
     --bundle) BUNDLE=$2; shift ;;
     --out) RESULTS=$2; shift ;;
     --targets) TARGETS=$2; shift ;;
-    *) echo "usage: $0 [--cpu] [--bundle FILE] [--out DIR] [--targets T]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--cpu | --vulkan] [--bundle FILE] [--out DIR] [--targets T]" >&2; exit 2 ;;
   esac
   shift
 done
-[ -n "$TARGETS" ] || { [ "$MODE" = cpu ] && TARGETS=cpu || TARGETS=sm_80; }
+if [ -z "$TARGETS" ]; then
+  case "$MODE" in cpu) TARGETS=cpu ;; vulkan) TARGETS=vulkan-llvmpipe ;; *) TARGETS=sm_80 ;; esac
+fi
+DEVICE_ARGS=()
+[ "$MODE" = vulkan ] && DEVICE_ARGS=(--device vulkan)
 mkdir -p "$RESULTS"
 RESULTS=$(cd "$RESULTS" && pwd)
 [ -f "$BUNDLE" ] || { echo "run.sh: no bundle at $BUNDLE (build it: see README.md, 'GPU results')" >&2; exit 2; }
@@ -94,7 +101,7 @@ if '$MODE' == 'gpu':  # discovery swallows driver errors: show them here
         print('IREE cuda devices:', runtime().get_cached_hal_driver('cuda').query_available_devices())
     except Exception as e:
         print('IREE cuda driver failed:', type(e).__name__, e)
-for d in discover(): print(d)"
+for d in discover(vulkan='$MODE' == 'vulkan'): print(d)"
 } > "$RESULTS/device.txt" 2>&1
 cat "$RESULTS/device.txt"
 
@@ -109,7 +116,7 @@ echo "-- measure exited $rc_measure after $(( $(date +%s) - start )) s"
 # 4. The loader on the device: stream ordering, output path, staging.
 CHECKED=$RESULTS/measured.tar.zst
 [ -f "$CHECKED" ] || CHECKED=$BUNDLE
-"$PY" "$ROOT/benchmarks/gpu/check_ordering.py" "$CHECKED" --out "$RESULTS/ordering.md"
+"$PY" "$ROOT/benchmarks/gpu/check_ordering.py" "$CHECKED" --out "$RESULTS/ordering.md" ${DEVICE_ARGS[@]+"${DEVICE_ARGS[@]}"}
 rc_order=$?
 rc_async=0
 if [ "$MODE" = gpu ]; then

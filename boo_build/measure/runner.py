@@ -59,7 +59,7 @@ from ..signature import KernelSignature, ModuleId
 from ..stages.benchmark import bench_candidates, bench_eager_at, bench_kernel_at
 from ..stages.pack import write_bundle
 from ..stages.selection import decide, target_entry
-from ..stages.traffic import minimal_bytes
+from ..stages.traffic import Traffic, minimal_bytes
 from ..stages.validate import eager_record, validate_kernel
 from ..targets import Target, cuda_capability
 from .results import KernelMeasurement, MeasureReport, summary_line
@@ -263,9 +263,13 @@ def measure_bundle(src: str | Path, out: str | Path, *, targets: tuple[str, ...]
             compiled = bench_eager_at(sig, shapes, target=name, torch_device=tdev, compiled=True, **kw)
             compile_spent += time.monotonic() - t0
         ev = eager_record(sig, name, shapes, torch_device=tdev) if tdev else None
-        # torch calls go to torch only where eager was faster and its results pass
-        decision = decide(sig, name, list(te.impls), list(te.impls), vals, bens, eager=eager, eager_validation=ev,
-                          rounds=rounds)
+        # torch calls go to torch only where eager was faster and its results pass. A software device's
+        # times are the CPU's: there the selection follows the traffic model, as the build's does
+        soft = dev.software
+        decision = decide(sig, name, list(te.impls), list(te.impls), vals, {} if soft else bens, eager=eager,
+                          eager_validation=ev, rounds=None if soft else rounds,
+                          traffic={i: Traffic.from_json(r.traffic) if r.traffic else None
+                                   for i, r in te.impls.items()} if soft else None)
         m = KernelMeasurement(key, name, vals, bens, eager, compiled, decision, bytes_moved(timed), ev)
         measured.append(m)
         dev_records[name] = device_record(dev)
@@ -331,8 +335,9 @@ def _update_entry(index: BundleIndex, members: dict[str, bytes], m: KernelMeasur
         v = m.validations[impl]
         if v.passed:
             b = m.benches.get(impl)
-            kept[impl] = dataclasses.replace(rec, validation=v.to_json(), absent=frozenset(),
-                                             benchmark=b.to_json() if b is not None else None)
+            # a software device's times stay in the report, not in the bundle as a GPU's
+            bench = rec.benchmark if dev.software else b.to_json() if b is not None else None
+            kept[impl] = dataclasses.replace(rec, validation=v.to_json(), absent=frozenset(), benchmark=bench)
         else:
             rejected[impl] = m.selection.rejected.get(impl) or Reason(
                 _NOT_PASSED.get(v.status, Kind.NOT_VALIDATED), f"validation {v.status}: {v.reason}")
