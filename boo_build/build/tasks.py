@@ -139,9 +139,9 @@ def device_map(plans: list[Plan], scheduler: str | None = None) -> dict[str, tup
 
         return remote_device_map(scheduler, [t.name for p in plans for t in p.targets])
 
-    from ..loader.devices import discover, match_target
+    from ..loader.devices import discover_for, match_target
 
-    devices = discover(vulkan=any(t.driver == "vulkan" for p in plans for t in p.targets))
+    devices = discover_for(t for p in plans for t in p.targets)
     out = {}
     for p in plans:
         for t in p.targets:

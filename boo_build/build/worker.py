@@ -78,9 +78,9 @@ def compile_on_worker(mlir: str, flags: tuple[str, ...], timeout: float, expecte
 
 def _worker_device(target, device: dict | None):
     """(this worker's device for ``target``, or None, and why not)."""
-    from ..loader.devices import DeviceInfo, discover, match_target
+    from ..loader.devices import DeviceInfo, discover_for, match_target
 
-    devices = discover(vulkan=target.driver == "vulkan")
+    devices = discover_for([target])
     if device:
         wanted = DeviceInfo(**device)
         if wanted in devices:  # the very device the driver chose (same machine)

@@ -386,6 +386,12 @@ def discover(*, gpus: bool | None = None, vulkan: bool = False) -> tuple[DeviceI
     return tuple(devices)
 
 
+def discover_for(targets: Iterable) -> tuple[DeviceInfo, ...]:
+    """``discover()`` for running ``targets`` (anything with a ``driver``): Vulkan
+    devices are probed only where one of them is a Vulkan target."""
+    return discover(vulkan=any(t.driver == "vulkan" for t in targets))
+
+
 def cpu_can_run(device_arch: str, target_arch: str) -> tuple[bool, str]:
     """Whether a CPU of ``device_arch`` runs code built for ``target_arch``;
     the reason when not."""

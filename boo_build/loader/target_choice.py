@@ -80,8 +80,7 @@ def select_target(index: BundleIndex | Mapping[str, Any], device: Any, path: str
     available = _available(index)
     # Vulkan devices are probed only for a bundle with Vulkan targets (it costs a driver); a
     # software one (lavapipe) is chosen only where ``device`` names it, never over the CPU
-    vulkan = any(t.driver == "vulkan" for t in targets.values())
-    present = list(_devmod().discover(vulkan=vulkan))
+    present = list(_devmod().discover_for(targets.values()))
     software = [d for d in present if getattr(d, "software", False)]
     if device is not None:
         present = _wanted_devices(device, present)

@@ -48,7 +48,7 @@ from typing import Any, Callable, Mapping
 from ..candidates import module_file
 from ..errors import MeasureError
 from ..loader.archive import Archive, read_archive, sha256_hex
-from ..loader.devices import DeviceInfo, discover, match_target
+from ..loader.devices import DeviceInfo, discover_for, match_target
 from ..loader.errors import BundleFormatError
 from ..loader.format import CSV_NAME, BundleIndex, TargetRecord
 from ..loader.target_choice import bundle_targets
@@ -205,8 +205,8 @@ def measure_bundle(src: str | Path, out: str | Path, *, targets: tuple[str, ...]
         raise MeasureError(str(e)) from None
     index = archive.bundle_index  # immutable: each measured entry makes a new one
     members = {m.member: archive.members[m.member] for *_, m in index.impl_records()}
-    vulkan = any(t.driver == "vulkan" for t in index.targets.values())
-    runs, skipped = plan_targets(index, discover(vulkan=vulkan) if devices is None else devices, targets)
+    runs, skipped = plan_targets(index, discover_for(index.targets.values()) if devices is None else devices,
+                                 targets)
     if not runs:
         lines = "\n".join(f"  {t}: {why}" for t, why in sorted(skipped.items())) or "  (no targets)"
         raise MeasureError(f"no device on this machine runs a target of {archive.path}:\n{lines}")
