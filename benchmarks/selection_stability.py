@@ -5,8 +5,10 @@ boo-build: ``git worktree add /tmp/base HEAD~1``) and each manifest (the
 README's quick start, and ``CPU_KERNELS``: 16 CPU kernels), the manifest is
 built with benchmarks on a quiet machine, then its benchmarks are run again
 (the same compiled kernels: the bench, select, report and pack tasks) beside
-``--hogs`` processes that spin on the CPU. The two bundles are compared as
-``boo-build diff`` compares them:
+``--hogs`` processes that spin on the CPU: a rebuild in the same folder, which
+keeps the previous build's decisions where the timings cannot tell otherwise
+(``comparison.Previous``; a version before that decides afresh). The two
+bundles are compared as ``boo-build diff`` compares them:
 
 * selection changes: a kernel shipping another candidate, or its torch calls
   going elsewhere (torch eager, the kernel, or another set of sizes);
@@ -177,8 +179,9 @@ def run_version(label: str, tree: Path, out: Path, hogs: int) -> dict:
         quiet_s = build(tree, manifest, d / "out")
         quiet = d / f"{name}-quiet.tar.zst"
         shutil.copy(bundle_of(d / "out", name), quiet)
-        for sub in ("bench", "select"):  # the same kernels benchmarked again: bench, select, report, pack
-            shutil.rmtree(d / "out" / name / sub, ignore_errors=True)
+        # the same kernels benchmarked again (bench, select, report, pack), as a rebuild in the folder: the
+        # select records stay (the previous decisions), the bench records go (so every benchmark runs again)
+        shutil.rmtree(d / "out" / name / "bench", ignore_errors=True)
         with Hogs(hogs):
             load = os.getloadavg()[0]
             loaded_s = build(tree, manifest, d / "out")

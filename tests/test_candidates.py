@@ -263,3 +263,41 @@ def test_one_compared_figure_in_every_view(builds):
     # the page counts every module compiled, variants included, as the build's records (and log) do
     compiled = len(list((builds / "bench" / "cands" / "vmfb" / "cpu").glob("*.compile.json")))
     assert f"{compiled} compiles (" in page and compiled > 2 * len(figures)
+
+
+def test_a_rebuild_keeps_the_previous_decision_unless_beaten_in_every_pass(builds):
+    """Last in this module: it benchmarks the ``bench`` build again. A previous decision
+    (planted: a timed candidate that did not ship) is first in the new rounds' preference,
+    and ships unless another candidate beat it beyond the margin in every pass;
+    ``--reselect`` benchmarks every kernel afresh, keeping nothing."""
+    import dataclasses
+
+    from boo_build.stages.comparison import replicated
+    from boo_build.stages.select import SelectRecord
+    from boo_build.stages.selection import MARGIN, Selection
+
+    root = builds / "bench" / "cands"
+    sel_path, rounds_path = root / "select" / "cpu" / f"{FWD.key}.json", root / "bench" / "cpu" / f"{FWD.key}.rounds.json"
+    before = SelectRecord.read(sel_path)
+    old = RoundsRecord.from_json(json.loads(rounds_path.read_text()))
+    assert before.decision.timing.machine and old.machine == before.decision.timing.machine
+    planted = next(c for c in old.preference if c != before.decision.selection.impl)
+    d = before.decision
+    fake = dataclasses.replace(d, selection=Selection(planted, True, d.selection.reason, d.selection.rejected))
+    sel_path.write_text(json.dumps(dataclasses.replace(before, decision=fake).to_json()))
+    rounds_path.unlink()  # this kernel's benchmark runs again (the others are up to date)
+    boo("bench", "tiny.toml", "--out", "bench", "-q", cwd=builds)
+    new = RoundsRecord.from_json(json.loads(rounds_path.read_text()))
+    assert new.previous is not None and new.previous.candidate == planted and new.preference[0] == planted
+    after = SelectRecord.read(sel_path).decision
+    assert after.timing.previous == planted
+    shipped = after.selection.impl
+    r0 = new.sizes[0]
+    assert shipped == planted or (replicated(r0, shipped, planted, MARGIN) and len(r0.passes) >= 2), (
+        shipped, planted, r0.passes)
+    # afresh: every kernel timed again, none against a previous decision
+    boo("bench", "tiny.toml", "--out", "bench", "-q", "--reselect", cwd=builds)
+    for sig in (FWD, BWD, WIDE):
+        rec = RoundsRecord.from_json(json.loads((root / "bench" / "cpu" / f"{sig.key}.rounds.json").read_text()))
+        assert rec.previous is None and rec.run_id != new.run_id
+        assert list(rec.preference) == preference_order(list(rec.preference))

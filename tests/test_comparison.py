@@ -321,6 +321,10 @@ def test_the_build_summary_says_how_the_kernels_were_timed():
     report["timing"].update(busy=3, normal_priority=4)
     text = summary_text(report, {"stats": {}}, Path("b.tar.zst"), False)
     assert "the machine was busy while 3 of them were timed" in text and "4 timed at normal priority" in text
+    report["timing"].update(previous=2)  # a rebuild: two kernels against the previous build's decisions
+    text = summary_text(report, {"stats": {}}, Path("b.tar.zst"), False)
+    assert "0 speed-up(s) not confirmed, 2 against the previous build's decision (kept unless beaten in every pass)" \
+        in text
 
 
 def _policies_in_timing_priority() -> dict:
@@ -395,3 +399,112 @@ def test_the_summary_counts_bench_tasks_and_names_no_bundle_before_packing():
     assert any("available 2 (an implementation ships)" in ln for ln in lines)
     report["benchmarks"] = "skipped (--no-bench)"
     assert "  benchmarks: skipped (--no-bench)" in summary_text(report, {"stats": {}}, Path("b.tar.zst"), False)
+
+
+# ------------------------------------------------- a rebuild keeps the previous decision
+HERE = "Intel(R) Xeon(R) Processor (x86-64-v4), 2 CPUs"
+
+
+def _kept_record(r: Rounds, previous: cmp.Previous | None, sig=SIG) -> RoundsRecord:
+    from boo_build.stages.selection import preference_order
+
+    first = previous.candidate if previous is not None else None
+    return RoundsRecord(sig.key, "cpu", tuple(preference_order(list(r.times.keys() - {EAGER, REFERENCE}), first)),
+                        (r,), machine=HERE, previous=previous)
+
+
+def test_a_rebuild_keeps_the_previous_candidate_unless_another_wins_in_every_pass():
+    """The flip selection_stability.md found at the margin: aten 12 % faster than the preferred
+    manual in a quiet build (decided: aten ships), 8 % in a build beside other work (a tie: manual
+    would ship). A rebuild that keeps the previous decision ships aten again, and says why; only a
+    candidate faster beyond the margin in every pass replaces it."""
+    quiet = rounds(manual=112.0, aten=100.0, eager=150.0)
+    assert select(SIG, "cpu", ["aten", "manual"], _passed(), {}, rounds=_kept_record(quiet, None)).impl == "aten"
+    loaded = rounds(manual=108.0, aten=100.0, eager=150.0)
+    assert select(SIG, "cpu", ["aten", "manual"], _passed(), {}, rounds=_kept_record(loaded, None)).impl == "manual"
+    prev = cmp.Previous("aten", HERE)
+    s = select(SIG, "cpu", ["aten", "manual"], _passed(), {}, rounds=_kept_record(loaded, prev))
+    assert s.impl == "aten" and s.reason.kind is Kind.FASTEST  # aten is the fastest here anyway
+    # manual now 8 % faster (within the margin): the previous aten is kept, as a tie, and the reason says so
+    closer = rounds(manual=92.0, aten=100.0, eager=150.0)
+    s = select(SIG, "cpu", ["aten", "manual"], _passed(), {}, rounds=_kept_record(closer, prev))
+    assert s.impl == "aten" and s.reason.kind is Kind.TIED and "aten kept from the previous build" in s.reason
+    assert "aten kept from the previous build" in s.rejected["manual"]
+    # faster beyond the margin in one pass only: not in every pass, kept
+    once = rounds(12, manual=80.0, aten=100.0, eager=150.0).with_pass(rounds(12, manual=97.0, aten=100.0,
+                                                                             eager=150.0).times)
+    assert select(SIG, "cpu", ["aten", "manual"], _passed(), {}, rounds=_kept_record(once, prev)).impl == "aten"
+    # one pass of it: measured again (the benchmark asks for a second pass against the previous choice)
+    first = rounds(12, manual=80.0, aten=100.0, eager=150.0)
+    assert cmp.needs_more(first, ["aten", "manual"])[0] == "aten against manual"
+    # in every pass: replaced
+    twice = first.with_pass(rounds(12, manual=82.0, aten=100.0, eager=150.0).times)
+    s = select(SIG, "cpu", ["aten", "manual"], _passed(), {}, rounds=_kept_record(twice, prev))
+    assert s.impl == "manual" and s.reason.kind is Kind.FASTEST
+
+
+def test_torch_calls_that_ran_the_kernel_keep_it_unless_eager_is_faster_in_every_pass():
+    """Fresh, the kernel takes torch calls only when 10 % faster than eager in every pass; kept
+    (the previous build ran them on it), it loses them only when slower than eager, beyond the
+    noise, in every pass: a kernel 5 % faster neither takes them nor, once it has them, loses them."""
+    close = rounds(aten=95.0, eager=100.0)
+    assert not cmp.eager_call(close, "aten").kernel_wins
+    kept = cmp.eager_call(close, "aten", kept=True)
+    assert kept.verdict is Verdict.KEPT and kept.kernel_wins and kept.figure == pytest.approx(1 / 0.95, rel=0.02)
+    prev = cmp.Previous("aten", HERE)
+    d = decide(SIG, "cpu", ["aten"], ["aten"], {"aten": _passed()["aten"]}, {"aten": None}, eager=_eager(),
+               eager_validation=_eager().validation, rounds=_kept_record(close, prev))
+    assert d.prefer_eager is None and d.timing.eager_verdict is Verdict.KEPT
+    assert d.timing.previous == "aten" and d.timing.machine == HERE
+    # kept where the previous build ran torch eager instead: the fresh rule
+    d = decide(SIG, "cpu", ["aten"], ["aten"], {"aten": _passed()["aten"]}, {"aten": None}, eager=_eager(),
+               eager_validation=_eager().validation,
+               rounds=_kept_record(close, cmp.Previous("aten", HERE, kernel=False)))
+    assert d.prefer_eager is not None
+    # 20 % slower in one pass: measured again; then in the second too: torch eager takes them
+    slow = rounds(12, aten=120.0, eager=100.0)
+    assert cmp.eager_call(slow, "aten", kept=True).verdict is Verdict.NOISE
+    assert cmp.needs_more(slow, ["aten"], kept="aten") == ["aten against torch eager"]
+    assert cmp.eager_call(slow.with_pass(rounds(12, aten=118.0, eager=100.0).times), "aten",
+                          kept=True).verdict is Verdict.SLOWER
+    # but not in the second: kept
+    assert cmp.eager_call(slow.with_pass(rounds(12, aten=99.0, eager=100.0).times), "aten",
+                          kept=True).verdict is Verdict.KEPT
+
+
+def test_the_previous_decision_per_size_and_where_it_applies():
+    from boo_build.stages.routing import Timing
+    from boo_build.stages.select import SelectRecord
+
+    # a dynamic kernel: torch calls of 1 row went to eager, of 4096 rows to the kernel
+    small = Rounds(rounds(aten=21.0, eager=20.0).times, (12, 12), (1, 1, 768))  # eager 5 % faster: kept eager
+    big = Rounds(rounds(aten=95.0, eager=100.0).times, (12, 12), (4, 1024, 768))  # kernel 5 % faster: kept kernel
+    prev = cmp.Previous("aten", HERE, kernel=False, by_rows=((1, False), (4096, True)))
+    assert [prev.kernel_at(r) for r in (1, 3, 100, 4096, 10**6)] == [False, False, True, True, True]
+    rec = RoundsRecord(DYN.key, "cpu", ("aten",), (small, big), machine=HERE, previous=prev)
+    assert rec.kept_at(small, 1) is None and rec.kept_at(big, 4096) == "aten"
+    s = select(DYN, "cpu", ["aten"], {"aten": _passed()["aten"]}, {}, rounds=rec)
+    assert eager_by_rounds(DYN, s, rec).by_rows == ((1, True), (4096, False))
+    assert eager_by_rounds(DYN, s, dataclass_replace(rec, previous=None)).by_rows == ((1, True), (4096, True))
+    assert RoundsRecord.from_json(rec.to_json()) == rec
+    # a decision kept only on the machine that made it, and for a candidate still timed
+    assert prev.applies(HERE, ["aten", "manual"])
+    assert not prev.applies("AMD EPYC 9654 (x86-64-v4), 2 CPUs", ["aten", "manual"])
+    assert not prev.applies(HERE, ["manual"])
+    # from the select record the previous build wrote: the candidate, the machine, where torch calls went
+    d = decide(DYN, "cpu", ["aten"], ["aten"], {"aten": _passed()["aten"]}, {"aten": None}, eager=_eager(),
+               eager_validation=_eager().validation, rounds=rec)
+    got = SelectRecord(DYN.key, "cpu", d, run_id="r1").previous()
+    assert got == cmp.Previous("aten", HERE, kernel=False, by_rows=((1, False), (4096, True)), run_id="r1")
+    # not kept: a decision whose timings do not say where they were taken, or not made by timings
+    untimed = dataclass_replace(d, timing=dataclass_replace(d.timing, machine=None))
+    assert SelectRecord(DYN.key, "cpu", untimed).previous() is None
+    assert Timing.from_json(d.timing.to_json()) == d.timing
+    modelled = decide(SIG, "cpu", ["aten"], ["aten"], {"aten": _passed()["aten"]}, {"aten": None})
+    assert SelectRecord(SIG.key, "cpu", modelled).previous() is None
+
+
+def dataclass_replace(obj, **kw):
+    import dataclasses
+
+    return dataclasses.replace(obj, **kw)

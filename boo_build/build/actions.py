@@ -205,7 +205,8 @@ def bench_action(job: BenchJob) -> Status:
     """Benchmark one kernel on one target (``job.kernel``: a ``select.KernelTarget``): every
     candidate whose module passed validation, torch eager and the reference loop in
     paired rounds (``benchmark.bench_candidates``, in the benchmark process, or on a
-    Dask worker with the target), at each of ``shapes`` for a dynamic kernel. Writes
+    Dask worker with the target), at each of ``shapes`` for a dynamic kernel; the decision the folder's previous
+    build made (its select record) kept where the rounds cannot tell otherwise, unless ``job.reselect``. Writes
     each candidate's record (a skipped one where its module did not pass), torch
     eager's (with whether its results, as the loader routes torch calls, validate)
     and the rounds (``comparison.RoundsRecord``)."""
@@ -213,7 +214,7 @@ def bench_action(job: BenchJob) -> Status:
     from ..loader.devices import DeviceInfo
     from ..stages.bench_process import in_bench_process
     from ..stages.benchmark import KernelBench, bench_candidates
-    from ..stages.select import KernelRecords
+    from ..stages.select import KernelRecords, SelectRecord
     from ..stages.validate import eager_record
 
     kt, root, device, run_id, scheduler = job.kernel, job.root, job.device, job.run_id, job.scheduler
@@ -221,6 +222,8 @@ def bench_action(job: BenchJob) -> Status:
     lay = Layout(Path(root).parent, Path(root).name)
     t, sig = kt.target, kt.sig
     recs = KernelRecords.read(lay, kt)
+    before = None if job.reselect else SelectRecord.read(lay.select(t.name, sig.key))
+    previous = before.previous() if before is not None else None
     timed: list[tuple[str, bytes]] = []
     skipped: dict[str, BenchResult] = {}
     for c in recs.candidates:
@@ -236,10 +239,11 @@ def bench_action(job: BenchJob) -> Status:
     if scheduler:
         from .distributed import remote_bench
 
-        kb = KernelBench.from_json(remote_bench(scheduler, sig.key, t.name, device, timed, shapes))
+        kb = KernelBench.from_json(remote_bench(scheduler, sig.key, t.name, device, timed, shapes,
+                                                None if previous is None else previous.to_json()))
     else:
         dev = DeviceInfo(**device) if device else None
-        kb = in_bench_process(bench_candidates, sig, t, dev, timed, [tuple(s) for s in shapes])
+        kb = in_bench_process(bench_candidates, sig, t, dev, timed, [tuple(s) for s in shapes], previous=previous)
     for c in recs.candidates:
         rec = skipped.get(c.key) or kb.results[c.key]
         subject = bench_subject(module_file(ModuleId(sig, c.impl).key, c.variant), c.mode)

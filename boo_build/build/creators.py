@@ -250,7 +250,7 @@ def bench_tasks(g: Graph):
                 yield {
                     "name": name,
                     "actions": [(bench_action, [BenchJob(kt, str(lay.root), dev, g.run, g.config.scheduler,
-                                                         tuple(tuple(x) for x in shapes))])],
+                                                         tuple(tuple(x) for x in shapes), g.config.reselect)])],
                     "targets": outs,
                     # Timing shares the machine with nothing: after all compiles, one at a time.
                     "task_dep": [f"ready:{b}"] + ([f"bench:{previous}"] if previous else []),
@@ -259,7 +259,8 @@ def bench_tasks(g: Graph):
                                  inputs_unchanged(*kt.bench_inputs(lay)),
                                  # torch eager's record carries its validation (validate_eager)
                                  record_ok(lay.bench(t.name, eager_subject(req.signature.key)), "validation"),
-                                 record_ok(lay.rounds(t.name, req.signature.key))],
+                                 record_ok(lay.rounds(t.name, req.signature.key)),
+                                 not g.config.reselect],  # --reselect: every kernel timed and decided afresh
                     "clean": [_rm(Path(o)) for o in outs],
                     "doc": f"benchmark {req.signature.key} on {t.name} (its candidates and torch eager)",
                 }

@@ -337,15 +337,15 @@ def remote_validate(address: str, vmfb: bytes, module_key: str, target_name: str
 
 
 def remote_bench(address: str, signature: str, target_name: str, device_dict: dict | None,
-                 candidates: list, shapes=()) -> dict:
+                 candidates: list, shapes=(), previous: dict | None = None) -> dict:
     """``benchmark.bench_candidates(...).to_json()`` (a kernel's candidates, (name, vmfb),
     and torch eager in paired rounds) on a worker with the target's resource; every
     record "not run" when no worker has it. ``shapes``: a dynamic signature's
-    benchmark shapes."""
+    benchmark shapes; ``previous``: the previous build's decision (``comparison.Previous``)."""
     target = catalogue_target(target_name)
     res = target_resource(target_name)
     ok, out = run_on_resource(address, res, bench_on_worker, signature, target, device_dict, list(candidates),
-                              list(shapes), prefix=f"boo-bench-{target_name}")
+                              list(shapes), previous, prefix=f"boo-bench-{target_name}")
     if ok:
         return out
     from ..signature import KernelSignature

@@ -89,7 +89,8 @@ class ValidateJob:
 @dataclass(frozen=True)
 class BenchJob:
     """Benchmark ``kernel`` (a ``select.KernelTarget``) of the build folder ``root`` on
-    ``device``, at ``shapes`` for a dynamic kernel."""
+    ``device``, at ``shapes`` for a dynamic kernel; ``reselect``: decide afresh, not
+    keeping the folder's previous decision where the rounds cannot tell otherwise."""
 
     kernel: Any
     root: str
@@ -97,6 +98,7 @@ class BenchJob:
     run_id: str
     scheduler: str | None = None
     shapes: tuple[tuple[int, ...], ...] = ()
+    reselect: bool = False
 
 
 @dataclass(frozen=True)

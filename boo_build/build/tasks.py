@@ -77,6 +77,7 @@ class BuildConfig:
     run_id: str = field(default_factory=lambda: f"{time.time_ns():x}-{os.getpid()}")
     scheduler: str | None = None  # Dask scheduler address, "local", or None
     traffic: bool = True  # GPU targets: the traffic model, and the variants it ranks (candidates.modelled)
+    reselect: bool = False  # benchmarks decide afresh, not keeping the folder's previous decisions (comparison.Previous)
 
     def __post_init__(self):
         # Absolute paths: doit keys its dependency state by path string, so

@@ -108,6 +108,9 @@ def add_build_arguments(p: argparse.ArgumentParser, packs: bool = True) -> None:
         p.add_argument("--no-validate", action="store_true", help="skip validation and benchmarks")
     p.add_argument("--no-traffic", action="store_true",
                    help="GPU targets: no traffic model and no variants ranked by it (defaults in fixed order)")
+    p.add_argument("--reselect", action="store_true",
+                   help="benchmark every kernel again and decide afresh, not keeping the output folder's previous "
+                        "decisions where the timings cannot tell (docs/validation-and-selection.md)")
     p.add_argument("--flag", action="append", metavar="TARGET=FLAG",
                    help="append an iree-compile flag for one target (repeatable)")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
@@ -125,7 +128,7 @@ def add_list_arguments(p: argparse.ArgumentParser) -> None:
     _add_selection(p)
     # what build_config reads of the options these commands do not take (nothing runs)
     p.set_defaults(jobs=None, quiet=False, allow_missing=False, no_bench=False, no_validate=False,
-                   no_traffic=False, flag=None, timeout=DEFAULT_TIMEOUT_S, scheduler=None)
+                   no_traffic=False, reselect=False, flag=None, timeout=DEFAULT_TIMEOUT_S, scheduler=None)
 
 
 add_clean_arguments = add_forget_arguments = add_list_arguments
@@ -153,6 +156,7 @@ def build_config(ns: argparse.Namespace):
         compile_timeout=ns.timeout,
         scheduler=ns.scheduler,
         traffic=not ns.no_traffic,
+        reselect=ns.reselect,
     )
 
 

@@ -161,8 +161,10 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
         "dropped": dropped,
         "per_target": {t: dict(sorted(c.items())) for t, c in per_target.items()},
         # how the timings were taken: kernels timed in paired rounds, their ties, those measured
-        # again, speed-ups beyond comparison.FACTOR not confirmed, and those timed on a busy machine
+        # again, speed-ups beyond comparison.FACTOR not confirmed, those timed on a busy machine, and
+        # those whose previous decision (this folder's last build, comparison.Previous) was kept in a tie
         "timing": {"kernels": len(timings), "ties": sum(1 for t in timings if t.ties),
+                   "previous": sum(1 for t in timings if t.previous),
                    "remeasured": sum(1 for t in timings if t.remeasured),
                    "unconfirmed": sum(1 for t in timings if t.eager is not None and t.eager_figure is None),
                    "busy": sum(1 for t in timings if t.busy),
@@ -226,8 +228,10 @@ def summary_text(report: dict, stats: dict, bundle_path: Path, allow_missing: bo
         if tm.get("normal_priority"):
             busy += (f"; {tm['normal_priority']} timed at normal priority, where other work competes (a raised "
                      "one needs root; Dask workers keep theirs)")
+        kept = (f", {tm['previous']} against the previous build's decision (kept unless beaten in every pass)"
+                if tm.get("previous") else "")
         lines.append(f"  timing   {tm['kernels']} kernel(s) compared in paired rounds: {tm['ties']} with ties, "
-                     f"{tm['remeasured']} measured again, {tm['unconfirmed']} speed-up(s) not confirmed{busy}")
+                     f"{tm['remeasured']} measured again, {tm['unconfirmed']} speed-up(s) not confirmed{kept}{busy}")
     for t, c in report["per_target"].items():
         dev = report["targets"][t]["device_status"]
         info = report["targets"][t].get("device") or {}

@@ -338,9 +338,12 @@ def timing_line(data: PageData, target: str) -> str:
     again = sum(1 for t in ts if t.get("remeasured"))
     unconfirmed = sum(1 for t in ts if (t.get("eager") or {}).get("verdict") == "unconfirmed")
     busy = sum(1 for t in ts if t.get("busy"))
+    kept = sum(1 for t in ts if t.get("previous"))
     text = (f"{len(ts)} kernels timed in paired rounds (each candidate and torch eager in the same rounds): "
             f"{ties} with a tie (the preferred candidate ships), {again} measured again, "
             f"{unconfirmed} speed-up(s) over eager not confirmed (not drawn)")
+    if kept:
+        text += f"; {kept} against the previous build's decision, kept unless beaten in every pass"
     return text + (f"; the machine was busy while {busy} were timed" if busy else "; the machine was quiet")
 
 

@@ -296,11 +296,13 @@ def time_rounds(subjects: Sequence[Timed], rounds: int, batches: Mapping[str, in
 def bench_rounds(subjects: Sequence[Timed], preference: Sequence[str], *, shape: tuple[int, ...] | None = None,
                  rounds: int = comparison.ROUNDS, min_sample_s: float = CPU_ROUND_S, warmup: int = 3,
                  clock: Callable[[], float] = time.perf_counter,
-                 cpu_use: Callable[[], tuple[float, float] | None] | None = None) -> tuple[comparison.Rounds, list[str]]:
+                 cpu_use: Callable[[], tuple[float, float] | None] | None = None,
+                 kept: str | None = None) -> tuple[comparison.Rounds, list[str]]:
     """Time ``subjects`` (candidates named in ``preference``, most preferred first;
     ``comparison.EAGER``; ``comparison.REFERENCE``) in passes of ``rounds`` rounds
     until no comparison the selection makes is left inside the noise, or
-    ``comparison.MAX_PASSES`` passes (``comparison.needs_more``): (the rounds, what
+    ``comparison.MAX_PASSES`` passes (``comparison.needs_more``; ``kept``: the candidate
+    whose torch calls the previous build ran on the kernel at this size): (the rounds, what
     each further pass was for). ``cpu_use`` (default ``cpu_use``, read with ``clock``)
     says how much CPU other processes took during each pass."""
     use = cpu_use or _cpu_use
@@ -317,7 +319,7 @@ def bench_rounds(subjects: Sequence[Timed], preference: Sequence[str], *, shape:
     got = comparison.Rounds(times, (rounds,), shape, others, os.cpu_count() or 0, _nice(), rt)
     remeasured: list[str] = []
     eager = any(t.name == comparison.EAGER for t in subjects)
-    while why := comparison.needs_more(got, preference, eager):
+    while why := comparison.needs_more(got, preference, eager, kept):
         remeasured += why
         more, others, rt = one_pass(got.n)
         got = got.with_pass(more, others, rt)
@@ -390,17 +392,29 @@ class KernelBench:
                    BenchResult.not_run(EAGER, sig.key, target, why))
 
 
+def machine_id(device) -> str:
+    """The machine a benchmark ran on, as a rebuild recognises it (``comparison.Previous``):
+    the device's model and arch, and on the CPU how many CPUs the process may use."""
+    text = f"{device.name} ({device.arch})"
+    return f"{text}, {len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()} CPUs" \
+        if device.is_cpu else text
+
+
 def bench_candidates(sig: KernelSignature, target: Target, device, candidates: Sequence[tuple[str, bytes]],
                      shapes=(), *, seed: int = 0, torch_device: str | None = None,
                      rounds: int = comparison.ROUNDS, eager_threads: int | None = None,
-                     min_sample_s: float | None = None, **kw: Any) -> KernelBench:
+                     min_sample_s: float | None = None, previous: comparison.Previous | None = None,
+                     **kw: Any) -> KernelBench:
     """Time the ``candidates`` of ``sig`` on ``device`` ((name, vmfb): a name is a
     candidate's text form, ``<impl>[+<variant>][@<mode>]``, its mode the CPU driver it
     runs on), torch eager and the reference loop in paired rounds (``bench_rounds``),
     at each of ``shapes`` for a dynamic signature (its first is what the selection
     decides at), on the CPU each kernel call right after torch eager's (untimed),
     torch on ``eager_threads`` threads (None: as many as local-task runs workers).
-    A candidate that fails to load or run is left out of the rounds with an error record."""
+    A candidate that fails to load or run is left out of the rounds with an error record.
+    ``previous``: the previous build's decision, kept where the rounds cannot tell
+    otherwise (``comparison.Previous``) when it was made on this machine and its
+    candidate is timed here; the rounds record says so."""
     from ..candidates import Candidate
     from ..loader.hal import open_device
     from ..loader.invoke import KernelRunner
@@ -414,6 +428,10 @@ def bench_candidates(sig: KernelSignature, target: Target, device, candidates: S
         return KernelBench.not_run(sig, target.name, candidates, software_reason(device))
     from ..stages.selection import preference_order
 
+    machine = machine_id(device)
+    if previous is not None and not previous.applies(machine, [name for name, _ in candidates]):
+        previous = None  # made on another machine, or of a candidate no longer timed: decided afresh
+    first = previous.candidate if previous is not None else None
     results: dict[str, BenchResult] = {}
 
     cpu = device.is_cpu
@@ -450,7 +468,9 @@ def bench_candidates(sig: KernelSignature, target: Target, device, candidates: S
                 continue
             threads[name] = dev.threads()
             subjects.append(Timed(name, _call(runner, args), companion))
-        pref = preference_order([t.name for t in subjects])
+        pref = preference_order([t.name for t in subjects], first=first)
+        kept = previous.candidate if previous is not None and previous.kernel_at(
+            None if shape is None else sig.rows_of(shape)) else None
         with _torch_for(bound, eager_threads, cpu=cpu) as used:
             torch_threads = used
             # eager, too, right after an eager call: each timed call follows the same kind of torch
@@ -458,7 +478,8 @@ def bench_candidates(sig: KernelSignature, target: Target, device, candidates: S
             subjects.append(Timed(comparison.EAGER, eager_fn(bound, seed, torch_device or "cpu"), companion))
             subjects.append(Timed(comparison.REFERENCE, reference_work))
             sample = min_sample_s if min_sample_s is not None else CPU_ROUND_S if cpu else 20e-6
-            got, passes_for = bench_rounds(subjects, pref, shape=shape, rounds=rounds, min_sample_s=sample, **kw)
+            got, passes_for = bench_rounds(subjects, pref, shape=shape, rounds=rounds, min_sample_s=sample,
+                                           kept=kept, **kw)
         per_size.append(got)
         remeasured += [w + (f" at {list(shape)}" if shape is not None else "") for w in passes_for]
     results.update(errors)
@@ -468,8 +489,8 @@ def bench_candidates(sig: KernelSignature, target: Target, device, candidates: S
         results[name] = _from_rounds(ModuleId(sig, c.impl).key, sig, target.name, per_size, name, threads[name],
                                      variant=c.variant, mode=c.mode)
     eager = _from_rounds(EAGER, sig, target.name, per_size, comparison.EAGER, torch_threads)
-    record = comparison.RoundsRecord(sig.key, target.name, tuple(preference_order(timed)), tuple(per_size),
-                                     tuple(remeasured))
+    record = comparison.RoundsRecord(sig.key, target.name, tuple(preference_order(timed, first=first)),
+                                     tuple(per_size), tuple(remeasured), machine=machine, previous=previous)
     return KernelBench(record, results, eager)
 
 

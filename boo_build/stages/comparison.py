@@ -30,6 +30,17 @@ the spread from one pass, process or build to the next (on a 2-vCPU machine a
 passes of one process): a decision made on one pass's noise alone flipped
 between builds.
 
+A rebuild keeps what the previous build decided where the data cannot tell
+otherwise (``Previous``): the previous build's candidate (from the same folder,
+on the same machine, ``Previous.machine``) is the most preferred, so another
+candidate replaces it only where it is faster beyond the margin and the noise
+in every pass; and torch calls that ran the kernel keep running it unless torch
+eager is faster beyond the noise in every pass (``eager_call``'s ``kept``:
+``Verdict.KEPT``). A comparison on a margin then flips only where its ratio
+crosses the whole band, from one side of the margin beyond the other (a
+candidate) or from 10 % faster than torch eager to slower than it, rather than
+with the noise about the margin itself (selection_stability.md).
+
 A speed-up over torch eager beyond ``FACTOR`` (either way) is measured again
 too, and the new pass must agree with the first within their noise
 (``eager_call``): one that does not is unconfirmed, recorded so, and its
@@ -84,6 +95,7 @@ class Verdict(enum.StrEnum):
     NOISE = "inside the noise"  # beyond the margin, but the data cannot tell (measure again; then a tie)
     UNREPLICATED = "not in every pass"  # beyond the margin and the noise, but a pass on its own said otherwise (a tie)
     UNCONFIRMED = "unconfirmed"  # a speed-up beyond FACTOR a second pass did not confirm
+    KEPT = "kept"  # the kernel ran torch calls in the previous build, and eager is not faster in every pass
 
 
 def _quartiles(xs: Sequence[float]) -> tuple[float, float, float]:
@@ -318,7 +330,7 @@ class EagerCall:
 
     @property
     def kernel_wins(self) -> bool:
-        return self.verdict is Verdict.FASTER
+        return self.verdict in (Verdict.FASTER, Verdict.KEPT)
 
     @property
     def figure(self) -> float | None:
@@ -331,13 +343,22 @@ def extreme(p: Pair) -> bool:
     return abs(math.log(p.ratio)) > math.log(FACTOR)
 
 
-def eager_call(rounds: Rounds, kernel: str, margin: float = EAGER_MARGIN) -> EagerCall:
+def eager_call(rounds: Rounds, kernel: str, margin: float = EAGER_MARGIN, kept: bool = False) -> EagerCall:
     """``kernel`` against torch eager in ``rounds``. A ratio beyond ``FACTOR`` must be
     confirmed by the last pass agreeing with the first within their noise (or
     ``AGREE_FLOOR``); with one pass it is ``NOISE`` (measure again), after which
-    disagreement is ``UNCONFIRMED``."""
+    disagreement is ``UNCONFIRMED``. ``kept``: the kernel ran torch calls in the previous
+    build (``Previous``): it keeps them (``KEPT``) unless torch eager is faster beyond the
+    noise in every pass (then ``SLOWER``; one pass saying so: ``NOISE``, measure again)."""
     p = rounds.pair(kernel, EAGER)
     v = verdict(p, margin)
+    if kept and not extreme(p):  # leaving the kernel departs from the previous build: every pass must say so
+        slower = verdict(p, 0.0)
+        if slower is Verdict.SLOWER:
+            slower = departure(rounds, kernel, EAGER, 0.0, slower)
+            if slower in (Verdict.SLOWER, Verdict.NOISE):
+                return EagerCall(p, slower)
+        return EagerCall(p, Verdict.KEPT)
     if not extreme(p):  # the kernel taking torch calls departs from torch eager: every pass must say so
         return EagerCall(p, departure(rounds, kernel, EAGER, margin, v) if v is Verdict.FASTER else v)
     if len(rounds.passes) < 2:
@@ -348,11 +369,12 @@ def eager_call(rounds: Rounds, kernel: str, margin: float = EAGER_MARGIN) -> Eag
     return EagerCall(p, v if agree else Verdict.UNCONFIRMED, agree)
 
 
-def needs_more(rounds: Rounds, preference: Sequence[str], eager: bool = True) -> list[str]:
+def needs_more(rounds: Rounds, preference: Sequence[str], eager: bool = True, kept: str | None = None) -> list[str]:
     """What another pass of rounds would decide (empty: nothing; ``MAX_PASSES`` reached:
     nothing more is measured): candidates inside the noise against the fastest,
     and the winner against torch eager where inside the noise or beyond ``FACTOR``
-    unconfirmed. In words, for the record."""
+    unconfirmed (``kept``: the candidate whose torch calls the previous build ran on
+    the kernel at these rounds' size, ``eager_call``). In words, for the record."""
     if len(rounds.passes) >= MAX_PASSES or not preference:
         return []
     out = []
@@ -363,7 +385,7 @@ def needs_more(rounds: Rounds, preference: Sequence[str], eager: bool = True) ->
     else:
         winner = preference[0]
     if eager and EAGER in rounds.times:
-        call = eager_call(rounds, winner)
+        call = eager_call(rounds, winner, kept=winner == kept)
         if call.verdict is Verdict.NOISE:
             out.append(f"{winner} against torch eager" + (" (beyond {:g}x: to confirm)".format(FACTOR)
                                                           if extreme(call.pair) else ""))
@@ -371,12 +393,52 @@ def needs_more(rounds: Rounds, preference: Sequence[str], eager: bool = True) ->
 
 
 @dataclass(frozen=True)
+class Previous:
+    """What the previous build of a kernel on a target decided, where a rebuild keeps it
+    unless the data say otherwise (the module's docstring): the ``candidate`` it shipped,
+    on ``machine`` (``machine_id``: a decision made elsewhere is not kept), and where
+    torch calls ran that kernel: ``kernel`` (at every size, or at none), or per size
+    timed, ``by_rows`` ((rows, the kernel ran them), ...) as the index's ``by_rows``
+    (the nearest size in rows, on a log scale, decides). ``run_id``: the build it came from."""
+
+    candidate: str
+    machine: str
+    kernel: bool = True
+    by_rows: tuple[tuple[int, bool], ...] | None = None
+    run_id: str | None = None
+
+    def applies(self, machine: str, candidates: Sequence[str]) -> bool:
+        """Whether a benchmark on ``machine`` of ``candidates`` keeps this decision: made on
+        the same machine, of a candidate timed again (else it is decided afresh)."""
+        return self.machine == machine and self.candidate in candidates
+
+    def kernel_at(self, rows: int | None) -> bool:
+        """Whether the previous build ran torch calls of ``rows`` rows on the kernel
+        (None: a static kernel's one size)."""
+        if rows is None or not self.by_rows:
+            return self.kernel
+        return min(self.by_rows, key=lambda p: (abs(math.log(max(p[0], 1) / max(rows, 1))), p[0]))[1]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"candidate": self.candidate, "machine": self.machine, "kernel": self.kernel,
+                "by_rows": None if self.by_rows is None else [list(p) for p in self.by_rows], "run_id": self.run_id}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Previous":
+        rows = d.get("by_rows")
+        return cls(candidate=d["candidate"], machine=d["machine"], kernel=bool(d.get("kernel", True)),
+                   by_rows=None if rows is None else tuple((int(r), bool(k)) for r, k in rows), run_id=d.get("run_id"))
+
+
+@dataclass(frozen=True)
 class RoundsRecord:
     """The benchmark record of one kernel on one target: its rounds per input shape
     (a static kernel: one, ``shape`` None; a dynamic one: each benchmark shape),
     the candidates in preference order, and what each further pass was for
-    (``remeasured``). Written by the benchmark (``bench/<target>/<signature>.rounds.json``),
-    read by the select stage."""
+    (``remeasured``); ``machine``, where it was timed (``machine_id``), and ``previous``,
+    the previous build's decision it kept where the data could not tell (``Previous``;
+    the preference's first then). Written by the benchmark
+    (``bench/<target>/<signature>.rounds.json``), read by the select stage."""
 
     signature: str
     target: str
@@ -384,17 +446,28 @@ class RoundsRecord:
     sizes: tuple[Rounds, ...]
     remeasured: tuple[str, ...] = ()
     run_id: str | None = field(default=None, compare=False)
+    machine: str | None = None
+    previous: Previous | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"signature": self.signature, "target": self.target, "status": "ok",
                 "preference": list(self.preference), "sizes": [r.to_json() for r in self.sizes],
-                "remeasured": list(self.remeasured), "run_id": self.run_id}
+                "remeasured": list(self.remeasured), "run_id": self.run_id, "machine": self.machine,
+                "previous": None if self.previous is None else self.previous.to_json()}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "RoundsRecord":
+        prev = d.get("previous")
         return cls(signature=d["signature"], target=d["target"], preference=tuple(d["preference"]),
                    sizes=tuple(Rounds.from_json(r) for r in d["sizes"]), remeasured=tuple(d.get("remeasured") or ()),
-                   run_id=d.get("run_id"))
+                   run_id=d.get("run_id"), machine=d.get("machine"),
+                   previous=None if prev is None else Previous.from_json(prev))
+
+    def kept_at(self, size: Rounds, rows: int | None) -> str | None:
+        """The candidate whose torch calls at ``size`` (of ``rows`` rows) the previous build
+        ran on the kernel (``needs_more``'s and ``eager_call``'s ``kept``), None if none."""
+        p = self.previous
+        return p.candidate if p is not None and p.kernel_at(rows) else None
 
     @property
     def busy(self) -> bool:
@@ -402,5 +475,5 @@ class RoundsRecord:
 
 
 __all__ = ["AGREE_FLOOR", "BUSY_CORES", "BUSY_SPREAD", "Choice", "EAGER", "EAGER_MARGIN", "EagerCall", "FACTOR", "MARGIN",
-           "MAX_PASSES", "NOTCH", "Pair", "REFERENCE", "ROUNDS", "Rounds", "RoundsRecord", "Verdict", "choose",
+           "MAX_PASSES", "NOTCH", "Pair", "Previous", "REFERENCE", "ROUNDS", "Rounds", "RoundsRecord", "Verdict", "choose",
            "departure", "eager_call", "extreme", "needs_more", "replicated", "verdict"]

@@ -179,6 +179,8 @@ class Timing:
     eager: comparison.Pair | None = None
     eager_verdict: Verdict | None = None
     confirmed: bool | None = None
+    machine: str | None = None  # where it was timed (benchmark.machine_id): a rebuild there keeps the decision
+    previous: str | None = None  # the previous build's candidate, first in the preference (comparison.Previous)
 
     @property
     def vs_eager(self) -> VsEager | None:
@@ -198,7 +200,8 @@ class Timing:
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"rounds": self.rounds, "ties": self.ties, "remeasured": list(self.remeasured),
                                "busy": self.busy, "reference_spread": self.reference_spread, "others": self.others,
-                               "nice": self.nice, "realtime": self.realtime}
+                               "nice": self.nice, "realtime": self.realtime, "machine": self.machine,
+                               "previous": self.previous}
         if self.eager is not None:
             out["eager"] = {**self.eager.to_json(), "verdict": str(self.eager_verdict), "confirmed": self.confirmed}
         return out
@@ -210,29 +213,39 @@ class Timing:
                    busy=bool(d["busy"]), reference_spread=d.get("reference_spread"), others=d.get("others"),
                    nice=d.get("nice"), realtime=d.get("realtime"), eager=None if e is None else comparison.Pair.from_json(e),
                    eager_verdict=None if e is None else Verdict(e["verdict"]),
-                   confirmed=None if e is None else e.get("confirmed"))
+                   confirmed=None if e is None else e.get("confirmed"), machine=d.get("machine"),
+                   previous=d.get("previous"))
 
 
-def timing_of(sel: Selection, rounds: RoundsRecord) -> Timing | None:
+def _call(sig: KernelSignature, rounds: RoundsRecord, size: comparison.Rounds, kernel: str) -> comparison.EagerCall:
+    """``kernel`` against torch eager at one size of ``rounds``, kept where the previous
+    build ran torch calls of that size on it (``comparison.eager_call``)."""
+    kept = rounds.kept_at(size, None if size.shape is None else sig.rows_of(size.shape))
+    return comparison.eager_call(size, kernel, kept=kept == kernel)
+
+
+def timing_of(sig: KernelSignature, sel: Selection, rounds: RoundsRecord) -> Timing | None:
     """The ``Timing`` of a selection made in ``rounds`` (None where it was not)."""
     r0 = rounds.sizes[0] if rounds.sizes else None
     w = sel.impl
     if r0 is None or not sel.measured or w is None or w not in r0.times:
         return None
     ties = sum(1 for r in sel.rejected.values() if r.kind is Kind.TIE)
-    call = comparison.eager_call(r0, w) if EAGER in r0.times else None
+    call = _call(sig, rounds, r0, w) if EAGER in r0.times else None
     others = [r.others for r in rounds.sizes if r.others is not None]
     return Timing(rounds=r0.n, ties=ties, remeasured=rounds.remeasured, busy=rounds.busy,
                   reference_spread=r0.reference_spread, others=max(others, default=None), nice=r0.nice,
                   realtime=None if any(r.realtime is None for r in rounds.sizes) else all(r.realtime for r in rounds.sizes),
                   eager=None if call is None else call.pair,
-                  eager_verdict=None if call is None else call.verdict, confirmed=None if call is None else call.confirmed)
+                  eager_verdict=None if call is None else call.verdict, confirmed=None if call is None else call.confirmed,
+                  machine=rounds.machine, previous=None if rounds.previous is None else rounds.previous.candidate)
 
 
 _VERDICT_WORDS = {Verdict.SLOWER: "slower", Verdict.TIE: f"within {EAGER_MARGIN:.0%}",
                   Verdict.NOISE: "inside the noise", Verdict.FASTER: "faster",
                   Verdict.UNCONFIRMED: f"beyond {comparison.FACTOR:g}x and not confirmed by a second pass",
-                  Verdict.UNREPLICATED: "faster, but not in every pass"}
+                  Verdict.UNREPLICATED: "faster, but not in every pass",
+                  Verdict.KEPT: "torch eager not faster in every pass: the previous build's kernel kept"}
 
 
 def eager_by_rounds(sig: KernelSignature, sel: Selection, rounds: RoundsRecord) -> EagerPreference | None:
@@ -243,7 +256,7 @@ def eager_by_rounds(sig: KernelSignature, sel: Selection, rounds: RoundsRecord) 
     w = sel.impl
     if not sel.measured or w is None:
         return None
-    calls = [(r, comparison.eager_call(r, w)) for r in rounds.sizes if w in r.times and EAGER in r.times]
+    calls = [(r, _call(sig, rounds, r, w)) for r in rounds.sizes if w in r.times and EAGER in r.times]
     if not calls or all(c.kernel_wins for _, c in calls):
         return None
     r0, c0 = calls[0]

@@ -28,7 +28,7 @@ from ..records import BenchResult, CompileRecord, CompileStatus, ValidationResul
 from ..signature import KernelSignature, ModuleId
 from ..targets import Target
 from . import not_run
-from .comparison import RoundsRecord
+from .comparison import Previous, RoundsRecord
 from .selection import Decision, decide
 from .traffic import TrafficRecord
 
@@ -233,3 +233,16 @@ class SelectRecord:
     def read(cls, path: Path) -> "SelectRecord | None":
         d = read_json(path)
         return cls.from_json(d) if d else None
+
+    def previous(self) -> Previous | None:
+        """This decision as the next build of the same folder keeps it (``comparison.Previous``):
+        a candidate chosen by paired rounds on a known machine, and where torch calls ran it;
+        None for any other decision (by the model, by default, nothing available)."""
+        d = self.decision
+        timing, impl = d.timing, d.selection.impl
+        if impl is None or not d.selection.measured or timing is None or not timing.machine:
+            return None
+        pref = d.prefer_eager
+        by_rows = None if pref is None or not pref.by_rows else tuple((r, not e) for r, e in pref.by_rows)
+        return Previous(candidate=impl, machine=timing.machine, kernel=pref is None, by_rows=by_rows,
+                        run_id=self.run_id)

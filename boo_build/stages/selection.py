@@ -101,15 +101,17 @@ class Selection:
                    rejected={i: Reason.from_json(r, f"rejected {i}") for i, r in (d.get("rejected") or {}).items()})
 
 
-def preference_order(names: Sequence[str]) -> list[str]:
-    """Candidates most preferred first: the baselines in ``DEFAULT_PREFERENCE`` order,
-    then each implementation's variants and modes, the target's own driver and flags
-    before others. A tie of the paired rounds goes to the most preferred (``comparison.choose``)."""
+def preference_order(names: Sequence[str], first: str | None = None) -> list[str]:
+    """Candidates most preferred first: ``first`` (the previous build's choice, kept
+    unless the rounds decide against it: ``comparison.Previous``) where among them, then
+    the baselines in ``DEFAULT_PREFERENCE`` order, then each implementation's variants
+    and modes, the target's own driver and flags before others. A tie of the paired
+    rounds goes to the most preferred (``comparison.choose``)."""
     order = {impl: n for n, impl in enumerate(DEFAULT_PREFERENCE)}
 
     def key(name: str) -> tuple:
         c = Candidate.parse(name)
-        return (not c.is_baseline, order.get(c.impl, len(order)), bool(c.variant), bool(c.mode), name)
+        return (name != first, not c.is_baseline, order.get(c.impl, len(order)), bool(c.variant), bool(c.mode), name)
     return sorted(names, key=key)
 
 
@@ -267,17 +269,19 @@ def _by_rounds(rounds: RoundsRecord, validated: Sequence[str], rejected: dict[st
     ``comparison.choose``); each other one rejected as slower or as a tie, with the
     paired ratio and its interval."""
     r0 = rounds.sizes[0]
-    pref = preference_order([i for i in validated if i in r0.times])
+    kept = rounds.previous.candidate if rounds.previous is not None else None
+    pref = preference_order([i for i in validated if i in r0.times], first=kept)
     choice = comparison.choose(r0, pref, margin)
     w, f = choice.winner, choice.fastest
     tw = r0.median(w)
+    why_w = "kept from the previous build" if w == kept else "preferred"
     for c in pref:
         if c == w:
             continue
         p = r0.pair(c, w)
         v = Verdict.TIE if c == f else choice.verdicts[c]
         if v in (Verdict.TIE, Verdict.NOISE, Verdict.UNREPLICATED):
-            rejected[c] = Reason(Kind.TIE, f"tie with {w} ({_tie_words(v, margin)}): {p.text()}; {w} preferred")
+            rejected[c] = Reason(Kind.TIE, f"tie with {w} ({_tie_words(v, margin)}): {p.text()}; {w} {why_w}")
         else:  # decided against the fastest (which a tie may not ship): say so, with that comparison
             by = f"{f}, the fastest" if f != w else w
             rejected[c] = Reason(Kind.SLOWER, f"slower: {us(r0.median(c))} vs {us(r0.median(f))} ({by}); "
@@ -291,7 +295,7 @@ def _by_rounds(rounds: RoundsRecord, validated: Sequence[str], rejected: dict[st
     if choice.tie:
         p = r0.pair(f, w)
         why = _tie_words(choice.verdicts.get(w, Verdict.TIE), margin)
-        reason = Reason(Kind.TIED, f"tie ({why}) with the fastest, {f} ({p.text()}): {w} preferred, {us(tw)}")
+        reason = Reason(Kind.TIED, f"tie ({why}) with the fastest, {f} ({p.text()}): {w} {why_w}, {us(tw)}")
     else:
         reason = Reason(Kind.FASTEST, f"fastest validated: {us(tw)}" + (f" (vs {others})" if others else "")
                         + f"; paired rounds: {r0.n}")
@@ -459,7 +463,7 @@ def decide(sig: KernelSignature, target_name: str, names: Sequence[str], compile
         if sel.impl is not None:
             mode = Candidate.parse(sel.impl).mode or None
     pref, why = None, None
-    timing = timing_of(sel, rounds) if rounds is not None else None
+    timing = timing_of(sig, sel, rounds) if rounds is not None else None
     if eager is not None:
         faster = (eager_by_rounds(sig, sel, rounds) if rounds is not None and timing is not None
                   and timing.eager is not None else eager_preference(sig, sel, benches, eager))
