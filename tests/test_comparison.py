@@ -238,7 +238,7 @@ def test_bench_rounds_measures_again_only_while_undecided():
     s = Scripted(lambda name, i: {"manual": 3e-3, "aten": 2.9e-3, EAGER: 2.5e-3, REFERENCE: 1e-3}[name])
     subjects = [s.subject("manual"), s.subject("aten"), s.subject(EAGER), s.subject(REFERENCE)]
     got, why = bench_rounds(subjects, ["manual", "aten"], rounds=12, min_sample_s=1e-3, warmup=0, clock=s.clock,
-                            cpu_use=lambda: None)
+                            cpu_use=lambda: None, waiting=lambda: None)
     assert got.passes == (12,) and why == []
     assert cmp.choose(got, ["manual", "aten"]).winner == "manual"
     # aten clearly faster than manual and than eager: both depart from the preference, so a second
@@ -246,13 +246,14 @@ def test_bench_rounds_measures_again_only_while_undecided():
     s = Scripted(lambda name, i: {"manual": 3e-3, "aten": 2e-3, EAGER: 2.5e-3, REFERENCE: 1e-3}[name])
     subjects = [s.subject("manual"), s.subject("aten"), s.subject(EAGER), s.subject(REFERENCE)]
     got, why = bench_rounds(subjects, ["manual", "aten"], rounds=12, min_sample_s=1e-3, warmup=0, clock=s.clock,
-                            cpu_use=lambda: None)
+                            cpu_use=lambda: None, waiting=lambda: None)
     assert got.passes == (12, 12) and why == ["manual against aten"]  # (aten against eager: the second pass too)
     assert cmp.choose(got, ["manual", "aten"]).winner == "aten" and cmp.eager_call(got, "aten").kernel_wins
     # a kernel 10x faster than eager: a second pass to confirm it, and no more
     s = Scripted(lambda name, i: {"aten": 1e-3, EAGER: 10e-3, REFERENCE: 1e-3}[name])
     got, why = bench_rounds([s.subject("aten"), s.subject(EAGER), s.subject(REFERENCE)], ["aten"], rounds=12,
-                            min_sample_s=1e-3, warmup=0, clock=s.clock, cpu_use=lambda: None)
+                            min_sample_s=1e-3, warmup=0, clock=s.clock, cpu_use=lambda: None,
+                            waiting=lambda: None)
     assert got.passes == (12, 12) and len(why) == 1 and cmp.eager_call(got, "aten").confirmed
     # two candidates that scatter around each other: every pass the bound allows, then a tie
     scatter = lambda name, i: {"manual": 2e-3 * (1 + 0.5 * math.sin(i)), "aten": 1.8e-3 * (1 + 0.5 * math.cos(i)),  # noqa: E731
@@ -260,7 +261,7 @@ def test_bench_rounds_measures_again_only_while_undecided():
     s = Scripted(scatter)
     got, why = bench_rounds([s.subject("manual"), s.subject("aten"), s.subject(EAGER), s.subject(REFERENCE)],
                             ["manual", "aten"], rounds=12, min_sample_s=1e-3, warmup=0, clock=s.clock,
-                            cpu_use=lambda: None)
+                            cpu_use=lambda: None, waiting=lambda: None)
     assert got.passes == (12,) * cmp.MAX_PASSES
     assert len([w for w in why if w in ("aten against manual", "manual against aten")]) == cmp.MAX_PASSES - 1
     assert set(why) <= {"aten against manual", "manual against aten", "manual against torch eager"}
@@ -289,7 +290,8 @@ def test_other_processes_cpu_from_the_machines_counters():
     s = Scripted(lambda name, i: {"aten": 1e-3, EAGER: 2e-3, REFERENCE: 1e-3}[name])
     use = iter([(0.1 * i, 0.05 * i) for i in range(6)])  # others: 0.05 CPU-s over each pass's ~0.05 s
     got, _ = bench_rounds([s.subject("aten"), s.subject(EAGER), s.subject(REFERENCE)], ["aten"], rounds=12,
-                          min_sample_s=1e-3, warmup=0, clock=s.clock, cpu_use=lambda: next(use))
+                          min_sample_s=1e-3, warmup=0, clock=s.clock, cpu_use=lambda: next(use),
+                          waiting=lambda: None)
     assert got.others is not None and got.others > cmp.BUSY_CORES and got.busy
     assert Rounds.from_json(got.to_json()) == got
     real = _cpu_use()
@@ -508,3 +510,42 @@ def dataclass_replace(obj, **kw):
     import dataclasses
 
     return dataclasses.replace(obj, **kw)
+
+
+def test_busy_rounds_do_not_overturn_a_decision_made_on_a_quiet_machine():
+    """Beside two CPU hogs at the benchmark's raised priority, a local-task candidate measured 1.29x
+    the fastest local-sync one in every pass where it had tied quietly (selection_stability.md): other
+    processes' threads waiting to run make the rounds busy, and busy rounds leave a quiet decision,
+    candidate and torch calls, as it was (held), and take no second pass."""
+    from boo_build.stages.benchmark import waiting_threads
+
+    prev = cmp.Previous("aten", HERE, kernel=False)
+    loaded = rounds(aten=129.0, manual=100.0, eager=70.0)
+    busy = Rounds(loaded.times, loaded.passes, waiting=2.0)
+    assert busy.busy and not Rounds(loaded.times, loaded.passes, waiting=0.0).busy
+    assert Rounds.from_json(busy.to_json()) == busy and busy.each_pass()[0].waiting == 2.0
+    rec = _kept_record(busy, prev)
+    assert rec.holds == "aten" and _kept_record(loaded, prev).holds is None
+    assert _kept_record(busy, dataclass_replace(prev, busy=True)).holds is None  # a busy decision: decided again
+    s = select(SIG, "cpu", ["aten", "manual"], _passed(), {}, rounds=rec)
+    assert s.impl == "aten" and s.reason.kind is Kind.TIED and "busy machine" in s.reason
+    assert s.rejected["manual"].kind is Kind.TIE and "not decided against aten" in s.rejected["manual"]
+    # quiet rounds saying the same decide: manual is faster in every pass
+    assert select(SIG, "cpu", ["aten", "manual"], _passed(), {}, rounds=_kept_record(loaded, prev)).impl == "manual"
+    # torch calls held too: torch eager where the previous build sent them there, the kernel where to it
+    d = decide(SIG, "cpu", ["aten", "manual"], ["aten", "manual"], _passed(), {"aten": None, "manual": None},
+               eager=_eager(), eager_validation=_eager().validation, rounds=rec)
+    assert d.prefer_eager is not None and d.timing.eager_verdict is Verdict.HELD
+    fast = Rounds(rounds(aten=150.0, manual=140.0, eager=100.0).times, (12, 12), waiting=3.0)  # eager 1.5x faster
+    d = decide(SIG, "cpu", ["aten", "manual"], ["aten", "manual"], _passed(), {"aten": None, "manual": None},
+               eager=_eager(), eager_validation=_eager().validation,
+               rounds=_kept_record(fast, cmp.Previous("aten", HERE)))
+    assert d.prefer_eager is None and d.timing.eager_verdict is Verdict.KEPT
+    # the rounds loop: busy after the first pass, against a quiet decision: nothing measured again
+    sc = Scripted(lambda name, i: {"manual": 3e-3, "aten": 2e-3, EAGER: 2.5e-3, REFERENCE: 1e-3}[name])
+    subjects = [sc.subject("manual"), sc.subject("aten"), sc.subject(EAGER), sc.subject(REFERENCE)]
+    got, why = bench_rounds(subjects, ["manual", "aten"], rounds=12, min_sample_s=1e-3, warmup=0, clock=sc.clock,
+                            cpu_use=lambda: None, waiting=lambda: 2, previous=cmp.Previous("manual", HERE))
+    assert got.passes == (12,) and why == [] and got.waiting == 2.0 and got.busy
+    n = waiting_threads()  # the real counters: a count, where /proc can be read
+    assert n is None or n >= 0

@@ -138,7 +138,8 @@ def test_vmfbs_are_byte_identical_across_builds(built, tmp_path):
     assert a and a == b
 
 
-def test_edit_one_entry_reruns_only_its_tasks(tmp_path):
+def test_edit_one_entry_or_one_targets_flags_reruns_only_their_tasks(tmp_path):
+    """One cold build, then two incremental ones in the same folder (each against the one before)."""
     (tmp_path / "small.toml").write_text(SMALL)
     boo("build", "small.toml", "--out", "out", "--no-validate", cwd=tmp_path)
     before = run_ids(tmp_path / "out", "compile")
@@ -149,17 +150,13 @@ def test_edit_one_entry_reruns_only_its_tasks(tmp_path):
     new = {k for k in after if k not in before}
     assert new and all("rms_norm" in k and "-m2-" in k for k in new)
     assert all(after[k] == before[k] for k in after if "layer_norm" in k)
-
-
-def test_changing_a_targets_flags_reruns_only_that_target(tmp_path):
-    (tmp_path / "small.toml").write_text(SMALL)
-    boo("build", "small.toml", "--out", "out", "--no-validate", cwd=tmp_path)
-    before = run_ids(tmp_path / "out", "compile")
+    # change one target's flags: only that target's modules compile again
+    before = after
     boo("build", "small.toml", "--out", "out", "--no-validate",
         "--flag", "gfx942=--iree-opt-level=O2", cwd=tmp_path)
     after = run_ids(tmp_path / "out", "compile")
     changed = {k for k in after if after[k] != before[k]}
-    assert changed == {k for k in after if k.startswith("vmfb/gfx942/")}
+    assert changed == {k for k in after if k.startswith("vmfb/gfx942/") and "-m6" not in k}, changed
 
 
 def test_broken_mlir_fails_alone_and_sets_exit_status(tmp_path):
@@ -248,7 +245,7 @@ def marked_processes(marker: str) -> list[int]:
 
 
 def test_sigterm_keeps_progress(tmp_path):
-    big = SMALL.replace("masks = [1, 14]", "masks = [1, 2, 4, 6, 8, 10, 12, 14]")
+    big = SMALL.replace("masks = [1, 14]", "masks = [1, 2, 6, 14]")
     (tmp_path / "small.toml").write_text(big)
     # (without the GPU variants, which the traffic model decides on: exports and compiles only)
     cmd = [str(BIN / "boo-build"), "build", "small.toml", "--out", "out", "--no-validate", "--no-traffic", "-j", "1",
@@ -261,7 +258,7 @@ def test_sigterm_keeps_progress(tmp_path):
     proc.wait(timeout=120)
     assert proc.returncode != 0
     first = {**run_ids(tmp_path / "out", "export"), **run_ids(tmp_path / "out", "compile")}
-    total = 2 * (8 + 1) + 2 * 2 * (8 + 1)  # exports + compiles
+    total = 2 * (4 + 1) + 2 * 2 * (4 + 1)  # exports + compiles
     assert 4 <= len(first) < total
     assert all(r["status"] == "ok" for r in records(tmp_path / "out", "compile").values())
     boo("build", "small.toml", "--out", "out", "--no-validate", "--no-traffic", cwd=tmp_path)

@@ -1,6 +1,7 @@
 """A bundle's bytes do not depend on how many threads torch runs: the same
-`--no-bench` build with torch on one thread, on two, and through a local Dask
-cluster (validation in its workers' threads) writes the same file.
+`--no-bench` build with torch on one thread and on two writes the same file
+(through a local Dask cluster, validation in its workers' threads, too:
+tests/test_distributed.py's byte-identical build).
 
 Validation's float reductions (the drawn inputs' statistics, the float64
 reference, the error scale) add in an order that depends on torch's thread
@@ -40,7 +41,6 @@ def test_bundle_bytes_do_not_depend_on_torch_threads(tmp_path):
     runs = {
         "1 thread": (("-j", "1"), {"OMP_NUM_THREADS": "1"}),
         "2 threads": (("-j", "1"), {"OMP_NUM_THREADS": "2"}),
-        "dask": (("-j", "2", "--scheduler", "local"), {"OMP_NUM_THREADS": "2"}),
     }
     digests = {}
     for name, (args, env) in runs.items():

@@ -268,13 +268,17 @@ def _batch(t: Timed, min_sample_s: float, clock: Callable[[], float], warmup: in
 
 
 def time_rounds(subjects: Sequence[Timed], rounds: int, batches: Mapping[str, int], *,
-                clock: Callable[[], float] = time.perf_counter, start: int = 0) -> dict[str, list[float]]:
+                clock: Callable[[], float] = time.perf_counter, start: int = 0,
+                between: Callable[[], None] | None = None) -> dict[str, list[float]]:
     """``rounds`` rounds: in each, every subject's sample (the mean per call over its
     batch of calls), the order rotated by one from round to round (``start``: the
-    first round's rotation), so that no subject always follows the same one."""
+    first round's rotation), so that no subject always follows the same one.
+    ``between``: called before each round, untimed (``waiting_threads``' sampling)."""
     times: dict[str, list[float]] = {t.name: [] for t in subjects}
     n = len(subjects)
     for r in range(rounds):
+        if between is not None:
+            between()
         k = (start + r) % n
         for t in list(subjects[k:]) + list(subjects[:k]):
             inner, spent = batches[t.name], 0.0
@@ -297,33 +301,76 @@ def bench_rounds(subjects: Sequence[Timed], preference: Sequence[str], *, shape:
                  rounds: int = comparison.ROUNDS, min_sample_s: float = CPU_ROUND_S, warmup: int = 3,
                  clock: Callable[[], float] = time.perf_counter,
                  cpu_use: Callable[[], tuple[float, float] | None] | None = None,
-                 kept: str | None = None) -> tuple[comparison.Rounds, list[str]]:
+                 waiting: Callable[[], int | None] | None = None, kept: str | None = None,
+                 previous: comparison.Previous | None = None) -> tuple[comparison.Rounds, list[str]]:
     """Time ``subjects`` (candidates named in ``preference``, most preferred first;
     ``comparison.EAGER``; ``comparison.REFERENCE``) in passes of ``rounds`` rounds
     until no comparison the selection makes is left inside the noise, or
     ``comparison.MAX_PASSES`` passes (``comparison.needs_more``; ``kept``: the candidate
     whose torch calls the previous build ran on the kernel at this size): (the rounds, what
-    each further pass was for). ``cpu_use`` (default ``cpu_use``, read with ``clock``)
-    says how much CPU other processes took during each pass."""
-    use = cpu_use or _cpu_use
+    each further pass was for; none where ``previous``, the previous build's decision,
+    holds: ``comparison.Previous.holds``). ``cpu_use`` (default ``_cpu_use``, read with
+    ``clock``) says how much CPU other processes took during each pass, ``waiting``
+    (default ``waiting_threads``, before each round) how many of their threads waited to run."""
+    use, wait = cpu_use or _cpu_use, waiting or waiting_threads
     batches = {t.name: _batch(t, min_sample_s, clock, warmup) for t in subjects}
 
-    def one_pass(start: int) -> tuple[dict[str, list[float]], float | None, bool]:
-        """(the pass's samples, the CPUs other processes used, whether it ran in the real-time class)."""
+    def one_pass(start: int) -> tuple[dict[str, list[float]], float | None, bool, float | None]:
+        """(the pass's samples, the CPUs other processes used, whether it ran in the real-time class,
+        the median round's threads of other processes waiting to run)."""
+        seen: list[int] = []
+
+        def sample() -> None:
+            if (n := wait()) is not None:
+                seen.append(n)
         with timing_priority() as rt:  # after the warm-ups: torch's and IREE's threads are there to rank
             u0, t0 = use(), clock()
-            times = time_rounds(subjects, rounds, batches, clock=clock, start=start)
-            return times, others_between(u0, use(), clock() - t0), rt
+            times = time_rounds(subjects, rounds, batches, clock=clock, start=start, between=sample)
+            waited = float(statistics.median(seen)) if seen else None
+            return times, others_between(u0, use(), clock() - t0), rt, waited
 
-    times, others, rt = one_pass(0)
-    got = comparison.Rounds(times, (rounds,), shape, others, os.cpu_count() or 0, _nice(), rt)
+    times, others, rt, waited = one_pass(0)
+    got = comparison.Rounds(times, (rounds,), shape, others, os.cpu_count() or 0, _nice(), rt, waited)
     remeasured: list[str] = []
     eager = any(t.name == comparison.EAGER for t in subjects)
-    while why := comparison.needs_more(got, preference, eager, kept):
+    while why := comparison.needs_more(got, preference, eager, kept, previous):
         remeasured += why
-        more, others, rt = one_pass(got.n)
-        got = got.with_pass(more, others, rt)
+        more, others, rt, waited = one_pass(got.n)
+        got = got.with_pass(more, others, rt, waited)
     return got, remeasured
+
+
+SETTLE_S = 0.002  # waiting_threads' pause first: this process's threads that spin after a call go to sleep
+
+
+def waiting_threads() -> int | None:
+    """Threads of other processes ready to run now: the machine's runnable threads
+    (``procs_running`` in ``/proc/stat``) less this process's (its threads in state R,
+    the more of a count before and one after), read after ``SETTLE_S`` (torch's OpenMP
+    team and IREE's workers spin a while after a call; one that went to sleep between
+    the reads would count as another process's); None where the counters cannot be read."""
+    time.sleep(SETTLE_S)
+    try:
+        before = _own_running()
+        with open("/proc/stat") as f:
+            running = next(int(line.split()[1]) for line in f if line.startswith("procs_running"))
+        own = max(before, _own_running())
+    except (OSError, StopIteration, ValueError, IndexError):
+        return None
+    return max(0, running - own)
+
+
+def _own_running() -> int:
+    """This process's threads in state R (running or ready)."""
+    own = 0
+    for task in os.scandir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task.name}/stat") as f:
+                stat = f.read()
+        except OSError:  # a thread that ended meanwhile
+            continue
+        own += stat[stat.rindex(")") + 2] == "R"
+    return own
 
 
 def _cpu_use() -> tuple[float, float] | None:
@@ -479,7 +526,7 @@ def bench_candidates(sig: KernelSignature, target: Target, device, candidates: S
             subjects.append(Timed(comparison.REFERENCE, reference_work))
             sample = min_sample_s if min_sample_s is not None else CPU_ROUND_S if cpu else 20e-6
             got, passes_for = bench_rounds(subjects, pref, shape=shape, rounds=rounds, min_sample_s=sample,
-                                           kept=kept, **kw)
+                                           kept=kept, previous=previous, **kw)
         per_size.append(got)
         remeasured += [w + (f" at {list(shape)}" if shape is not None else "") for w in passes_for]
     results.update(errors)

@@ -39,18 +39,28 @@ eager is faster beyond the noise in every pass (``eager_call``'s ``kept``:
 ``Verdict.KEPT``). A comparison on a margin then flips only where its ratio
 crosses the whole band, from one side of the margin beyond the other (a
 candidate) or from 10 % faster than torch eager to slower than it, rather than
-with the noise about the margin itself (selection_stability.md).
+with the noise about the margin itself (selection_stability.md). Rounds timed on
+a busy machine do not overturn a decision made on a quiet one at all
+(``RoundsRecord.holds``): other work slows some candidates more than others (a
+``local-task`` kernel's workers wake into a machine whose cores are taken: 1.25x
+against ``local-sync`` beside two CPU hogs, at the benchmark's raised priority),
+so the previous decision, candidate and torch calls, stands, said to be held.
 
 A speed-up over torch eager beyond ``FACTOR`` (either way) is measured again
 too, and the new pass must agree with the first within their noise
 (``eager_call``): one that does not is unconfirmed, recorded so, and its
 figure is not.
 
-Whether the machine was busy (``Rounds.busy``): other processes used
-``BUSY_CORES`` or more CPUs on average while the rounds ran (``Rounds.others``:
-the machine's CPU time, from ``/proc/stat``, less the benchmark process's own,
-over the wall time), or a fixed reference loop (``benchmark.reference_work``)
-timed in every round spread (IQR / median) from ``BUSY_SPREAD`` on. (The load
+Whether the machine was busy (``Rounds.busy``): other processes' threads were
+waiting to run, more than one (``BUSY_WAITING``) in the median round (``Rounds.waiting``:
+the machine's runnable threads, ``procs_running`` in ``/proc/stat``, less the
+benchmark process's own, at the start of each round; at the raised priority
+below, other work gets little CPU time but still disturbs the timed threads
+when they wake), or used ``BUSY_CORES`` or more CPUs on average while the rounds
+ran (``Rounds.others``: the machine's CPU time, from ``/proc/stat``, less the
+benchmark process's own, over the wall time), or a fixed reference loop
+(``benchmark.reference_work``) timed in every round spread (IQR / median) from
+``BUSY_SPREAD`` on. (The load
 average is no measure of it: it lags by a minute and counts the build's own
 compiles.) The benchmark process runs at a raised priority where the OS
 allows it (``bench_process.raise_priority``, recorded as ``Rounds.nice``), and
@@ -84,6 +94,9 @@ NOTCH = 1.58  # the median's ~95 % interval: NOTCH * IQR / sqrt(n) (McGill, Tuke
 AGREE_FLOOR = math.log(1.05)  # two passes agree within their noise, or within 5 % at least
 BUSY_SPREAD = 1.0  # the reference loop's spread (IQR / median) from which the machine was busy
 BUSY_CORES = 0.5  # other processes' CPU use (cores, on average over the rounds) from which the machine was busy
+# other processes' threads waiting to run (the median round) from which the machine was busy: two CPU hogs
+# read 2, a quiet machine 0-1 (a kernel thread, the build's own process waking now and then)
+BUSY_WAITING = 1.5
 
 
 class Verdict(enum.StrEnum):
@@ -96,6 +109,7 @@ class Verdict(enum.StrEnum):
     UNREPLICATED = "not in every pass"  # beyond the margin and the noise, but a pass on its own said otherwise (a tie)
     UNCONFIRMED = "unconfirmed"  # a speed-up beyond FACTOR a second pass did not confirm
     KEPT = "kept"  # the kernel ran torch calls in the previous build, and eager is not faster in every pass
+    HELD = "held"  # timed on a busy machine: the previous build's decision, made on a quiet one, stands
 
 
 def _quartiles(xs: Sequence[float]) -> tuple[float, float, float]:
@@ -151,7 +165,9 @@ class Rounds:
     on average while a pass ran, the most of any pass (None: not known), ``cpus``,
     the machine's, ``nice``, the benchmark process's nice value (None: not known), and
     ``realtime``, whether every pass was timed with the timed threads in the real-time
-    class (``bench_process.timing_priority``; None: not known)."""
+    class (``bench_process.timing_priority``; None: not known), and ``waiting``, other
+    processes' threads waiting to run in the median round of a pass, the most of any
+    pass (None: not known)."""
 
     times: Mapping[str, Sequence[float]]
     passes: tuple[int, ...]
@@ -160,6 +176,7 @@ class Rounds:
     cpus: int = 0
     nice: int | None = None
     realtime: bool | None = None
+    waiting: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "times", {k: tuple(float(t) for t in v) for k, v in self.times.items()})
@@ -177,7 +194,7 @@ class Rounds:
         out, at = [], 0
         for k in self.passes:
             out.append(Rounds({s: t[at:at + k] for s, t in self.times.items()}, (k,), self.shape, cpus=self.cpus,
-                              nice=self.nice, realtime=self.realtime))
+                              nice=self.nice, realtime=self.realtime, waiting=self.waiting))
             at += k
         return out
 
@@ -205,27 +222,33 @@ class Rounds:
 
     @property
     def busy(self) -> bool:
-        """Whether the machine was busy while these rounds ran: other processes using
-        ``BUSY_CORES`` or more, or the reference loop spread from ``BUSY_SPREAD`` on."""
+        """Whether the machine was busy while these rounds ran: other processes' threads
+        waiting to run (``BUSY_WAITING``), or using ``BUSY_CORES`` or more, or the
+        reference loop spread from ``BUSY_SPREAD`` on."""
         spread = self.reference_spread
-        return (self.others is not None and self.others >= BUSY_CORES) or (spread is not None and spread >= BUSY_SPREAD)
+        return ((self.waiting is not None and self.waiting >= BUSY_WAITING)
+                or (self.others is not None and self.others >= BUSY_CORES)
+                or (spread is not None and spread >= BUSY_SPREAD))
 
     def with_pass(self, times: Mapping[str, Sequence[float]], others: float | None = None,
-                  realtime: bool | None = None) -> "Rounds":
+                  realtime: bool | None = None, waiting: float | None = None) -> "Rounds":
         """These rounds and one more pass of ``times`` (every subject's), while other
-        processes used ``others`` CPUs, timed in the real-time class or not (``realtime``)."""
+        processes used ``others`` CPUs and had ``waiting`` threads waiting to run, timed in
+        the real-time class or not (``realtime``)."""
         k = {len(v) for v in times.values()}
         if len(k) != 1:
             raise ValueError("a pass of rounds of unequal length")
         merged = {s: tuple(self.times.get(s, ())) + tuple(times[s]) for s in times}
         most = max((o for o in (self.others, others) if o is not None), default=None)
+        wait = max((w for w in (self.waiting, waiting) if w is not None), default=None)
         rt = None if self.realtime is None or realtime is None else self.realtime and realtime
-        return Rounds(merged, self.passes + (k.pop(),), self.shape, most, self.cpus, self.nice, rt)
+        return Rounds(merged, self.passes + (k.pop(),), self.shape, most, self.cpus, self.nice, rt, wait)
 
     def to_json(self) -> dict[str, Any]:
         return {"shape": None if self.shape is None else list(self.shape), "passes": list(self.passes),
                 "times": {s: list(t) for s, t in sorted(self.times.items())},
-                "others": self.others, "cpus": self.cpus, "nice": self.nice, "realtime": self.realtime}
+                "others": self.others, "cpus": self.cpus, "nice": self.nice, "realtime": self.realtime,
+                "waiting": self.waiting}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Rounds":
@@ -233,7 +256,8 @@ class Rounds:
         return cls(times={s: tuple(t) for s, t in d["times"].items()}, passes=tuple(d["passes"]),
                    shape=None if d.get("shape") is None else tuple(d["shape"]),
                    others=None if others is None else float(others), cpus=int(d.get("cpus") or 0),
-                   nice=None if nice is None else int(nice), realtime=d.get("realtime"))
+                   nice=None if nice is None else int(nice), realtime=d.get("realtime"),
+                   waiting=None if d.get("waiting") is None else float(d["waiting"]))
 
 
 def verdict(p: Pair, margin: float) -> Verdict:
@@ -292,12 +316,14 @@ class Choice:
         return tuple(c for c, v in self.verdicts.items() if v is Verdict.NOISE)
 
 
-def choose(rounds: Rounds, preference: Sequence[str], margin: float = MARGIN) -> Choice:
+def choose(rounds: Rounds, preference: Sequence[str], margin: float = MARGIN, hold: str | None = None) -> Choice:
     """Of ``preference`` (candidate names, most preferred first, each timed in ``rounds``):
     the fastest by its median ratio to torch eager's samples in the same rounds (to
     its own times where eager was not timed), and the winner, the most preferred of
     the fastest and those it cannot be told from (``verdict``: a tie, inside the noise,
-    or, for a candidate preferred to the winner, slower but not in every pass: ``departure``)."""
+    or, for a candidate preferred to the winner, slower but not in every pass: ``departure``).
+    ``hold``: a candidate that wins whatever the rounds say (``RoundsRecord.holds``), the
+    others' verdicts ``HELD``."""
     base = EAGER if EAGER in rounds.times else None
 
     def key(c: str) -> float:
@@ -306,6 +332,8 @@ def choose(rounds: Rounds, preference: Sequence[str], margin: float = MARGIN) ->
     fastest = min(preference, key=lambda c: (key(c), preference.index(c)))
     versus = {c: rounds.pair(c, fastest) for c in preference if c != fastest}
     verdicts = {c: verdict(p, margin) for c, p in versus.items()}
+    if hold is not None and hold in preference:
+        return Choice(hold, fastest, versus, {c: Verdict.HELD for c in verdicts})
     winner = fastest
     for c in preference:  # the most preferred that the fastest is not faster than in every pass
         if c == fastest:
@@ -343,14 +371,19 @@ def extreme(p: Pair) -> bool:
     return abs(math.log(p.ratio)) > math.log(FACTOR)
 
 
-def eager_call(rounds: Rounds, kernel: str, margin: float = EAGER_MARGIN, kept: bool = False) -> EagerCall:
+def eager_call(rounds: Rounds, kernel: str, margin: float = EAGER_MARGIN, kept: bool = False,
+               held: bool = False) -> EagerCall:
     """``kernel`` against torch eager in ``rounds``. A ratio beyond ``FACTOR`` must be
     confirmed by the last pass agreeing with the first within their noise (or
     ``AGREE_FLOOR``); with one pass it is ``NOISE`` (measure again), after which
     disagreement is ``UNCONFIRMED``. ``kept``: the kernel ran torch calls in the previous
     build (``Previous``): it keeps them (``KEPT``) unless torch eager is faster beyond the
-    noise in every pass (then ``SLOWER``; one pass saying so: ``NOISE``, measure again)."""
+    noise in every pass (then ``SLOWER``; one pass saying so: ``NOISE``, measure again).
+    ``held``: the previous build's decision stands whatever the rounds say
+    (``RoundsRecord.holds``): ``KEPT`` where ``kept``, else ``HELD`` (torch eager)."""
     p = rounds.pair(kernel, EAGER)
+    if held:
+        return EagerCall(p, Verdict.KEPT if kept else Verdict.HELD)
     v = verdict(p, margin)
     if kept and not extreme(p):  # leaving the kernel departs from the previous build: every pass must say so
         slower = verdict(p, 0.0)
@@ -369,13 +402,17 @@ def eager_call(rounds: Rounds, kernel: str, margin: float = EAGER_MARGIN, kept: 
     return EagerCall(p, v if agree else Verdict.UNCONFIRMED, agree)
 
 
-def needs_more(rounds: Rounds, preference: Sequence[str], eager: bool = True, kept: str | None = None) -> list[str]:
+def needs_more(rounds: Rounds, preference: Sequence[str], eager: bool = True, kept: str | None = None,
+               previous: Previous | None = None) -> list[str]:
     """What another pass of rounds would decide (empty: nothing; ``MAX_PASSES`` reached:
     nothing more is measured): candidates inside the noise against the fastest,
     and the winner against torch eager where inside the noise or beyond ``FACTOR``
     unconfirmed (``kept``: the candidate whose torch calls the previous build ran on
-    the kernel at these rounds' size, ``eager_call``). In words, for the record."""
+    the kernel at these rounds' size, ``eager_call``). In words, for the record. Nothing
+    where ``previous`` holds (busy rounds against a quiet decision: ``Previous.holds``)."""
     if len(rounds.passes) >= MAX_PASSES or not preference:
+        return []
+    if previous is not None and previous.holds(rounds):
         return []
     out = []
     if len(preference) > 1:
@@ -399,13 +436,21 @@ class Previous:
     on ``machine`` (``machine_id``: a decision made elsewhere is not kept), and where
     torch calls ran that kernel: ``kernel`` (at every size, or at none), or per size
     timed, ``by_rows`` ((rows, the kernel ran them), ...) as the index's ``by_rows``
-    (the nearest size in rows, on a log scale, decides). ``run_id``: the build it came from."""
+    (the nearest size in rows, on a log scale, decides). ``run_id``: the build it came from;
+    ``busy``: whether its rounds ran on a busy machine (busy rounds do not overturn a
+    decision made on a quiet one: ``holds``)."""
 
     candidate: str
     machine: str
     kernel: bool = True
     by_rows: tuple[tuple[int, bool], ...] | None = None
     run_id: str | None = None
+    busy: bool = False  # made on rounds timed on a busy machine
+
+    def holds(self, rounds: Rounds) -> bool:
+        """Whether this decision stands whatever ``rounds`` (of a candidate it applies to)
+        say: they ran on a busy machine and it was made on a quiet one."""
+        return rounds.busy and not self.busy
 
     def applies(self, machine: str, candidates: Sequence[str]) -> bool:
         """Whether a benchmark on ``machine`` of ``candidates`` keeps this decision: made on
@@ -421,13 +466,15 @@ class Previous:
 
     def to_json(self) -> dict[str, Any]:
         return {"candidate": self.candidate, "machine": self.machine, "kernel": self.kernel,
-                "by_rows": None if self.by_rows is None else [list(p) for p in self.by_rows], "run_id": self.run_id}
+                "by_rows": None if self.by_rows is None else [list(p) for p in self.by_rows], "run_id": self.run_id,
+                "busy": self.busy}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Previous":
         rows = d.get("by_rows")
         return cls(candidate=d["candidate"], machine=d["machine"], kernel=bool(d.get("kernel", True)),
-                   by_rows=None if rows is None else tuple((int(r), bool(k)) for r, k in rows), run_id=d.get("run_id"))
+                   by_rows=None if rows is None else tuple((int(r), bool(k)) for r, k in rows), run_id=d.get("run_id"),
+                   busy=bool(d.get("busy", False)))
 
 
 @dataclass(frozen=True)
@@ -463,6 +510,13 @@ class RoundsRecord:
                    run_id=d.get("run_id"), machine=d.get("machine"),
                    previous=None if prev is None else Previous.from_json(prev))
 
+    @property
+    def holds(self) -> str | None:
+        """The previous build's candidate where its decision stands whatever these rounds
+        say (``Previous.holds``: the first size's rounds busy, it made on a quiet machine)."""
+        p = self.previous
+        return p.candidate if p is not None and self.sizes and p.holds(self.sizes[0]) else None
+
     def kept_at(self, size: Rounds, rows: int | None) -> str | None:
         """The candidate whose torch calls at ``size`` (of ``rows`` rows) the previous build
         ran on the kernel (``needs_more``'s and ``eager_call``'s ``kept``), None if none."""
@@ -474,6 +528,6 @@ class RoundsRecord:
         return any(r.busy for r in self.sizes)
 
 
-__all__ = ["AGREE_FLOOR", "BUSY_CORES", "BUSY_SPREAD", "Choice", "EAGER", "EAGER_MARGIN", "EagerCall", "FACTOR", "MARGIN",
+__all__ = ["AGREE_FLOOR", "BUSY_CORES", "BUSY_SPREAD", "BUSY_WAITING", "Choice", "EAGER", "EAGER_MARGIN", "EagerCall", "FACTOR", "MARGIN",
            "MAX_PASSES", "NOTCH", "Pair", "Previous", "REFERENCE", "ROUNDS", "Rounds", "RoundsRecord", "Verdict", "choose",
            "departure", "eager_call", "extreme", "needs_more", "replicated", "verdict"]

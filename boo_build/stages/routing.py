@@ -180,6 +180,7 @@ class Timing:
     eager_verdict: Verdict | None = None
     confirmed: bool | None = None
     machine: str | None = None  # where it was timed (benchmark.machine_id): a rebuild there keeps the decision
+    waiting: float | None = None  # other processes' threads waiting to run, the median round (the most of any size)
     previous: str | None = None  # the previous build's candidate, first in the preference (comparison.Previous)
 
     @property
@@ -201,7 +202,7 @@ class Timing:
         out: dict[str, Any] = {"rounds": self.rounds, "ties": self.ties, "remeasured": list(self.remeasured),
                                "busy": self.busy, "reference_spread": self.reference_spread, "others": self.others,
                                "nice": self.nice, "realtime": self.realtime, "machine": self.machine,
-                               "previous": self.previous}
+                               "previous": self.previous, "waiting": self.waiting}
         if self.eager is not None:
             out["eager"] = {**self.eager.to_json(), "verdict": str(self.eager_verdict), "confirmed": self.confirmed}
         return out
@@ -214,14 +215,17 @@ class Timing:
                    nice=d.get("nice"), realtime=d.get("realtime"), eager=None if e is None else comparison.Pair.from_json(e),
                    eager_verdict=None if e is None else Verdict(e["verdict"]),
                    confirmed=None if e is None else e.get("confirmed"), machine=d.get("machine"),
-                   previous=d.get("previous"))
+                   previous=d.get("previous"), waiting=d.get("waiting"))
 
 
 def _call(sig: KernelSignature, rounds: RoundsRecord, size: comparison.Rounds, kernel: str) -> comparison.EagerCall:
     """``kernel`` against torch eager at one size of ``rounds``, kept where the previous
-    build ran torch calls of that size on it (``comparison.eager_call``)."""
-    kept = rounds.kept_at(size, None if size.shape is None else sig.rows_of(size.shape))
-    return comparison.eager_call(size, kernel, kept=kept == kernel)
+    build ran torch calls of that size on it, and its routing held where these rounds ran
+    on a busy machine and it was made on a quiet one (``comparison.eager_call``)."""
+    prev = rounds.previous
+    kept = rounds.kept_at(size, None if size.shape is None else sig.rows_of(size.shape)) == kernel
+    held = prev is not None and prev.candidate == kernel and prev.holds(size)
+    return comparison.eager_call(size, kernel, kept=kept, held=held)
 
 
 def timing_of(sig: KernelSignature, sel: Selection, rounds: RoundsRecord) -> Timing | None:
@@ -233,19 +237,22 @@ def timing_of(sig: KernelSignature, sel: Selection, rounds: RoundsRecord) -> Tim
     ties = sum(1 for r in sel.rejected.values() if r.kind is Kind.TIE)
     call = _call(sig, rounds, r0, w) if EAGER in r0.times else None
     others = [r.others for r in rounds.sizes if r.others is not None]
+    waiting = [r.waiting for r in rounds.sizes if r.waiting is not None]
     return Timing(rounds=r0.n, ties=ties, remeasured=rounds.remeasured, busy=rounds.busy,
                   reference_spread=r0.reference_spread, others=max(others, default=None), nice=r0.nice,
                   realtime=None if any(r.realtime is None for r in rounds.sizes) else all(r.realtime for r in rounds.sizes),
                   eager=None if call is None else call.pair,
                   eager_verdict=None if call is None else call.verdict, confirmed=None if call is None else call.confirmed,
-                  machine=rounds.machine, previous=None if rounds.previous is None else rounds.previous.candidate)
+                  machine=rounds.machine, previous=None if rounds.previous is None else rounds.previous.candidate,
+                  waiting=max(waiting, default=None))
 
 
 _VERDICT_WORDS = {Verdict.SLOWER: "slower", Verdict.TIE: f"within {EAGER_MARGIN:.0%}",
                   Verdict.NOISE: "inside the noise", Verdict.FASTER: "faster",
                   Verdict.UNCONFIRMED: f"beyond {comparison.FACTOR:g}x and not confirmed by a second pass",
                   Verdict.UNREPLICATED: "faster, but not in every pass",
-                  Verdict.KEPT: "torch eager not faster in every pass: the previous build's kernel kept"}
+                  Verdict.KEPT: "torch eager not faster in every pass: the previous build's kernel kept",
+                  Verdict.HELD: "timed on a busy machine: the previous build's torch eager kept"}
 
 
 def eager_by_rounds(sig: KernelSignature, sel: Selection, rounds: RoundsRecord) -> EagerPreference | None:

@@ -245,4 +245,4 @@ class SelectRecord:
         pref = d.prefer_eager
         by_rows = None if pref is None or not pref.by_rows else tuple((r, not e) for r, e in pref.by_rows)
         return Previous(candidate=impl, machine=timing.machine, kernel=pref is None, by_rows=by_rows,
-                        run_id=self.run_id)
+                        run_id=self.run_id, busy=timing.busy)

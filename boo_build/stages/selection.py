@@ -271,16 +271,20 @@ def _by_rounds(rounds: RoundsRecord, validated: Sequence[str], rejected: dict[st
     r0 = rounds.sizes[0]
     kept = rounds.previous.candidate if rounds.previous is not None else None
     pref = preference_order([i for i in validated if i in r0.times], first=kept)
-    choice = comparison.choose(r0, pref, margin)
+    choice = comparison.choose(r0, pref, margin, hold=rounds.holds)
     w, f = choice.winner, choice.fastest
     tw = r0.median(w)
     why_w = "kept from the previous build" if w == kept else "preferred"
+    held = rounds.holds is not None and w == rounds.holds
     for c in pref:
         if c == w:
             continue
         p = r0.pair(c, w)
-        v = Verdict.TIE if c == f else choice.verdicts[c]
-        if v in (Verdict.TIE, Verdict.NOISE, Verdict.UNREPLICATED):
+        v = Verdict.HELD if held else Verdict.TIE if c == f else choice.verdicts[c]
+        if v is Verdict.HELD:
+            rejected[c] = Reason(Kind.TIE, f"not decided against {w} ({_tie_words(v, margin)}): {p.text()}; "
+                                           f"{w} {why_w}")
+        elif v in (Verdict.TIE, Verdict.NOISE, Verdict.UNREPLICATED):
             rejected[c] = Reason(Kind.TIE, f"tie with {w} ({_tie_words(v, margin)}): {p.text()}; {w} {why_w}")
         else:  # decided against the fastest (which a tie may not ship): say so, with that comparison
             by = f"{f}, the fastest" if f != w else w
@@ -294,7 +298,7 @@ def _by_rounds(rounds: RoundsRecord, validated: Sequence[str], rejected: dict[st
     others = ", ".join(f"{c} {us(r0.median(c))}" for c in pref if c != w)
     if choice.tie:
         p = r0.pair(f, w)
-        why = _tie_words(choice.verdicts.get(w, Verdict.TIE), margin)
+        why = _tie_words(Verdict.HELD if held else choice.verdicts.get(w, Verdict.TIE), margin)
         reason = Reason(Kind.TIED, f"tie ({why}) with the fastest, {f} ({p.text()}): {w} {why_w}, {us(tw)}")
     else:
         reason = Reason(Kind.FASTEST, f"fastest validated: {us(tw)}" + (f" (vs {others})" if others else "")
@@ -305,7 +309,8 @@ def _by_rounds(rounds: RoundsRecord, validated: Sequence[str], rejected: dict[st
 def _tie_words(v: Verdict, margin: float) -> str:
     """Why two candidates are a tie, in words."""
     return {Verdict.TIE: f"within {margin:.0%}", Verdict.NOISE: "inside the noise",
-            Verdict.UNREPLICATED: "faster, but not in every pass"}.get(v, str(v))
+            Verdict.UNREPLICATED: "faster, but not in every pass",
+            Verdict.HELD: "timed on a busy machine, against a decision made on a quiet one"}.get(v, str(v))
 
 
 def candidate_status(reason: Reason) -> str:
