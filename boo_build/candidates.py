@@ -20,7 +20,9 @@ A candidate is (implementation, compile variant, execution mode):
   are one more dispatch, and they cut the row pass of ``fused`` in two), offered
   with fused: variants combine with ``.`` (``fused.nosplit``). GPU variants are ranked by
   the traffic model (``stages/traffic.py``) before anything compiles: without a
-  device only the best-modelled one compiles and ships (``selection.modelled_gate``);
+  device only the best-modelled one compiles and ships (``selection.modelled_gate``),
+  or with ``--all-variants`` (``BuildConfig.all_variants``) every one modelled, for
+  ``boo-build measure`` to time on the device;
 * ``mode``: the runtime driver that runs it; ``""`` = the target's driver. CPU
   targets also offer the other CPU driver (``local-sync`` next to
   ``local-task``: the same vmfb run inline on the calling thread; a small

@@ -5,10 +5,11 @@ compiled for the CPU and validated against float64 like every kernel."""
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from helpers import CPU_TARGET, ln, rms
+from helpers import CPU_TARGET, boo_main, ln, rms
 
 from boo_build.candidates import (
     NOSPLIT,
@@ -20,6 +21,7 @@ from boo_build.candidates import (
     variant_flags,
     variants,
 )
+from boo_build.loader.archive import read_archive
 from boo_build.loader.devices import discover
 from boo_build.ops.base import FUSED
 from boo_build.signature import KernelSignature, ModuleId
@@ -141,3 +143,66 @@ def test_fused_variants_cut_what_the_model_counts():
         # 8 full tensors for a minimum of 3: grad_y's row sum (1), the row pass reading x and grad_y
         # twice (4) and writing the input gradient (1), the column sums reading both once (2)
         assert best.ratio == pytest.approx(8 / 3, abs=0.05)
+
+
+ALL_VARIANTS = """\
+[bundle]
+name = "allv"
+version = "0.1.0"
+targets = ["gfx942"]
+
+[[kernels]]
+op = "layer_norm"
+input_shape = [64, 256]
+masks = [14]
+impls = ["manual"]
+"""
+
+
+def test_all_variants_ships_every_ranked_variant_and_switches_back(tmp_path):
+    """``--all-variants`` on a GPU target without its device (gfx942: the model ranks fused and
+    fused.nosplit): both variants compile and ship beside the implementation, for ``measure``
+    to time on the device; the least modelled traffic is still the default. Built again in the
+    same folder without the option: only the variants' compile tasks run again, the one the
+    model ranks below the other is not compiled and leaves the folder and the bundle (nothing
+    stale); the selection is the same."""
+    (tmp_path / "m.toml").write_text(ALL_VARIANTS)
+    sig = KernelSignature("layer_norm", (64, 256), (256,), "float32", 14)
+    root = tmp_path / "out" / "allv"
+    names = ("manual", "manual+fused", "manual+fused.nosplit")
+
+    def records():
+        return {n: json.loads((root / f"vmfb/gfx942/{sig.key}-{n}.compile.json").read_text()) for n in names}
+
+    def entry():
+        return read_archive(tmp_path / "out/allv-0.1.0.tar.zst").bundle_index.kernels[sig.key].targets["gfx942"]
+
+    build = ("build", "m.toml", "--out", "out", "--no-validate", "-q")
+    boo_main(*build, "--all-variants", cwd=tmp_path)
+    every = records()
+    assert all(r["status"] == "ok" for r in every.values()), every
+    te = entry()
+    assert te.impls is not None and set(te.impls) == set(names) and not te.rejected, te
+    models = {n: Traffic.from_json(te.impls[n].traffic) for n in names}
+    best = min(names, key=lambda n: (models[n].modelled_bytes, models[n].dispatches, n != "manual", n))
+    assert te.selected == best and te.reason.startswith("least modelled traffic, until measured"), te.reason
+    assert best != "manual"  # the variants cut the traffic (else neither would compile without the option)
+
+    boo_main(*build, cwd=tmp_path)
+    again = records()
+    loser = next(n for n in names[1:] if n != best)
+    assert again["manual"]["run_id"] == every["manual"]["run_id"]  # the implementation: up to date
+    assert again[best]["status"] == "ok" and again[best]["run_id"] != every[best]["run_id"]
+    assert again[loser]["status"] == "unavailable" and again[loser]["reason"].startswith(
+        f"least modelled traffic is {best}'s") and again[loser]["reason"].endswith("not compiled")
+    assert not (root / f"vmfb/gfx942/{sig.key}-{loser}.vmfb").exists()
+    te = entry()
+    assert te.selected == best and te.impls is not None and set(te.impls) == {"manual", best}
+    assert te.rejected is not None and "not compiled" in te.rejected[loser].text
+
+
+def test_all_variants_needs_the_traffic_model(tmp_path):
+    (tmp_path / "m.toml").write_text(ALL_VARIANTS)
+    proc = boo_main("build", "m.toml", "--out", "out", "--all-variants", "--no-traffic", cwd=tmp_path, check=False)
+    assert proc.returncode != 0 and "--all-variants ships the variants the traffic model ranks" in proc.stderr, proc
+    assert not (tmp_path / "out").exists()

@@ -65,7 +65,8 @@ def compile_action(job: CompileJob) -> Status:
     so (a baseline record is as it always was). ``job.gate``: (candidate name, traffic
     record) of every candidate of the kernel on this target, where the traffic
     model decides: the variant compiles only where it models best
-    (``selection.modelled_gate``), else its record says why not."""
+    (``selection.modelled_gate``), else its record says why not; with
+    ``--all-variants`` its own alone: it compiles wherever it is modelled."""
     mid_key, target, flags, mlir_path, export_record = job.module, job.target, job.flags, job.mlir, job.export_record
     vmfb_path, record_path, timeout, run_id = job.vmfb, job.record, job.timeout, job.run_id
     scheduler, variant, gate = job.scheduler, job.variant, job.gate

@@ -131,8 +131,12 @@ def compile_tasks(g: Graph):
                 mlir, export_rec = str(lay.mlir(mid, ev)), str(lay.export_record(mid, ev))
                 vmfb, rec = lay.vmfb(t.name, mid, v), lay.compile_record(t.name, mid, v)
                 flags = _flags(g.config, t, mid, v)
-                # a modelled variant compiles only where the model ranks it first of its peers
+                # a modelled variant compiles only where the model ranks it first of its peers;
+                # with --all-variants wherever the model ranks it at all (its own model: modelled_gate)
                 gated = peers.get(mid.signature.key, []) if v else []
+                every = bool(gated) and g.config.all_variants
+                if every:
+                    gated = [(mid, v)]
                 gate = [(candidates.Candidate(m.impl, pv).key, str(lay.traffic(t.name, m, pv)))
                         for m, pv in gated]
                 yield {
@@ -143,7 +147,9 @@ def compile_tasks(g: Graph):
                     "task_dep": [f"export:{p.manifest.bundle.name}/{module_file(mid.key, ev)}"]
                     + [f"traffic:{p.manifest.bundle.name}/{t.name}/{module_file(m.key, pv)}" for m, pv in gated],
                     "targets": [str(rec)],
-                    "uptodate": [config_changed({"flags": flags, "compiler": g.toolchain.compiler}),
+                    # (the option only where it decides something: other builds' tasks stay up to date)
+                    "uptodate": [config_changed({"flags": flags, "compiler": g.toolchain.compiler}
+                                                | ({"all_variants": True} if every else {})),
                                  inputs_unchanged(export_rec, mlir, *(path for _, path in gate)),
                                  record_ok(rec)],
                     "clean": [_rm(vmfb), _rm(rec)],

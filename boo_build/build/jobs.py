@@ -27,7 +27,8 @@ class CompileJob:
     """Compile ``module``'s export (``mlir``, its ``export_record``) for ``target`` with
     ``flags`` into ``vmfb``, its record at ``record``. ``variant``: a variant of the
     export; ``gate``: (candidate, traffic record) of every candidate of the kernel on
-    this target where the traffic model decides which compiles (empty: it does not)."""
+    this target where the traffic model decides which compiles (empty: it does not;
+    the variant's own alone with ``--all-variants``: it compiles where modelled)."""
 
     module: str
     target: str

@@ -78,6 +78,9 @@ class BuildConfig:
     scheduler: str | None = None  # Dask scheduler address, "local", or None
     traffic: bool = True  # GPU targets: the traffic model, and the variants it ranks (candidates.modelled)
     reselect: bool = False  # benchmarks decide afresh, not keeping the folder's previous decisions (comparison.Previous)
+    # GPU targets whose variants the traffic model ranks and no device measures: every ranked variant compiles and
+    # ships, not only the best-modelled one (the selection still follows the model; `measure` chooses on the device)
+    all_variants: bool = False
 
     def __post_init__(self):
         # Absolute paths: doit keys its dependency state by path string, so

@@ -108,6 +108,10 @@ def add_build_arguments(p: argparse.ArgumentParser, packs: bool = True) -> None:
         p.add_argument("--no-validate", action="store_true", help="skip validation and benchmarks")
     p.add_argument("--no-traffic", action="store_true",
                    help="GPU targets: no traffic model and no variants ranked by it (defaults in fixed order)")
+    p.add_argument("--all-variants", action="store_true",
+                   help="GPU targets the traffic model ranks, without a device to time them: compile and ship every "
+                        "variant it ranks, not only the best-modelled one, for `boo-build measure` to time on the "
+                        "device (the build still selects by the model)")
     p.add_argument("--reselect", action="store_true",
                    help="benchmark every kernel again and decide afresh, not keeping the output folder's previous "
                         "decisions where the timings cannot tell (docs/validation-and-selection.md)")
@@ -128,7 +132,7 @@ def add_list_arguments(p: argparse.ArgumentParser) -> None:
     _add_selection(p)
     # what build_config reads of the options these commands do not take (nothing runs)
     p.set_defaults(jobs=None, quiet=False, allow_missing=False, no_bench=False, no_validate=False,
-                   no_traffic=False, reselect=False, flag=None, timeout=DEFAULT_TIMEOUT_S, scheduler=None)
+                   no_traffic=False, all_variants=False, reselect=False, flag=None, timeout=DEFAULT_TIMEOUT_S, scheduler=None)
 
 
 add_clean_arguments = add_forget_arguments = add_list_arguments
@@ -145,6 +149,9 @@ def build_config(ns: argparse.Namespace):
     missing = [str(m) for m in manifests if not Path(m).is_file()]
     if missing:
         raise UsageError(f"manifest not found: {', '.join(missing)}")
+    if ns.all_variants and ns.no_traffic:
+        raise UsageError("--all-variants ships the variants the traffic model ranks: it needs the model "
+                         "(drop --no-traffic)")
     return BuildConfig(
         manifests=manifests,
         out_dir=ns.out,
@@ -157,6 +164,7 @@ def build_config(ns: argparse.Namespace):
         scheduler=ns.scheduler,
         traffic=not ns.no_traffic,
         reselect=ns.reselect,
+        all_variants=ns.all_variants,
     )
 
 

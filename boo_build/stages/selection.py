@@ -145,7 +145,9 @@ def modelled_gate(name: str, traffic: Mapping[str, Traffic | None]) -> str | Non
     """Whether variant ``name`` of a kernel compiles where the traffic model ranks its
     candidates (``traffic``: by candidate name, None where not modelled): None when
     it has the least modelled traffic of them all (``select``'s order: bytes,
-    dispatches, then the baselines first), else why not. A baseline always compiles."""
+    dispatches, then the baselines first), else why not. A baseline always compiles.
+    A build with ``--all-variants`` gives a variant its own model alone: it compiles
+    wherever it is modelled, and ``select`` still ships the least modelled traffic."""
     mine = traffic.get(name)
     if mine is None:
         return "traffic not modelled: not compiled"
