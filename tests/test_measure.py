@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+import tarfile
 import textwrap
 from pathlib import Path
 
@@ -156,6 +157,11 @@ def test_run_script_measures_on_the_cpu_without_the_build_side(tiny, tmp_path):
     assert "measure exit 0, ordering exit 0" in (results / "summary.md").read_text()
     # the loader opens and runs the new bundle
     assert open_bundle(results / "measured.tar.zst").target.name == "cpu"
+    # everything the script wrote, in one archive too (where only one file comes back from the device)
+    with tarfile.open(results / "results.tar.gz") as tar:
+        assert sorted(tar.getnames()) == ["device.txt", "measured.tar.zst", "ordering.md", "results.json",
+                                          "results.md", "summary.md"]  # no ordering-async.md: CPU
+        assert tar.extractfile("measured.tar.zst").read() == (results / "measured.tar.zst").read_bytes()
 
 
 @pytest.mark.build

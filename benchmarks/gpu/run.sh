@@ -3,7 +3,7 @@
 # bundle on this machine's GPU (`boo-build measure`), check the loader's
 # stream ordering, and write the results. Built to run once, unattended, on a
 # machine with an NVIDIA GPU, Python 3.12 and torch but no network; about
-# 3-5 minutes (torch.compile warm-ups included; --budget bounds it).
+# 4 minutes (BUDGET bounds the measuring, torch.compile warm-ups included).
 #
 #   benchmarks/gpu/run.sh [--cpu | --vulkan] [--bundle FILE] [--out DIR] [--targets T]
 #
@@ -14,13 +14,29 @@
 #   --bundle    default benchmarks/gpu/bundle/gpu-norms-0.1.0.tar.zst
 #   --out       results folder (default $OUT, else benchmarks/gpu/results):
 #               results.md, results.json, measured.tar.zst, ordering.md,
-#               ordering-async.md (GPU), device.txt, summary.md
+#               ordering-async.md (GPU), device.txt, summary.md, and all of
+#               them again in one archive, results.tar.gz (at most 8 files:
+#               where only one comes back, that one holds everything). Files
+#               of these names from an earlier run are removed first.
 #   --targets   bundle targets to measure (default sm_80; cpu with --cpu)
 #
 # Environment: PYTHON (default python3), BUDGET (seconds for `measure`,
-# default 300), COMPILE_BUDGET (seconds of torch.compile baselines, default 180).
+# default 150), COMPILE_BUDGET (seconds of torch.compile baselines, default 60).
 # Exit status: 0 all passed, else the first failing step's status.
 set -uo pipefail
+
+# The budgets, for one run of about 4 minutes on the device machine. measure
+# checks BUDGET before each kernel, against its whole run (torch.compile
+# included), so it ends at most one kernel past it: BUDGET=150 leaves about a
+# minute and a half for the rest (wheels, imports, the device listing, the two
+# loader checks, the archive). Of those 150 s, torch.compile baselines take
+# COMPILE_BUDGET=60 at most (checked before each; one Inductor compile per
+# kernel, several seconds each, the first with Inductor's start-up): a few
+# kernels get that column, the rest say "skipped: torch.compile budget ...
+# spent". The other 90 s validate every shipped module (aten, manual, each
+# variant) against float64 and time them in paired rounds: a few seconds a
+# kernel, about 20 kernels in the GPU bundle. Validation matters most (no GPU
+# has run these kernels), torch.compile's column least.
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 PY=${PYTHON:-python3}
@@ -46,7 +62,25 @@ DEVICE_ARGS=()
 [ "$MODE" = vulkan ] && DEVICE_ARGS=(--device vulkan)
 mkdir -p "$RESULTS"
 RESULTS=$(cd "$RESULTS" && pwd)
-[ -f "$BUNDLE" ] || { echo "run.sh: no bundle at $BUNDLE (build it: see README.md, 'GPU results')" >&2; exit 2; }
+# What this run writes under $RESULTS; none of an earlier run's is taken for its own.
+OUTPUTS=(device.txt results.md results.json measured.tar.zst ordering.md ordering-async.md summary.md)
+for f in "${OUTPUTS[@]}" results.tar.gz; do rm -f "$RESULTS/$f"; done
+# Everything written, packed into results.tar.gz however the script ends.
+pack_results() {
+  local have=() f
+  for f in "${OUTPUTS[@]}"; do [ -f "$RESULTS/$f" ] && have+=("$f"); done
+  [ ${#have[@]} -gt 0 ] || return 0
+  (cd "$RESULTS" && "$PY" -c 'import os, sys, tarfile
+with tarfile.open("results.tar.gz.part", "w:gz") as tar:
+    for name in sys.argv[1:]:
+        tar.add(name)
+os.replace("results.tar.gz.part", "results.tar.gz")' "${have[@]}") \
+    && echo "-- packed ${#have[@]} file(s) into $RESULTS/results.tar.gz"
+}
+trap pack_results EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
+[ -f "$BUNDLE" ] || { echo "run.sh: no bundle at $BUNDLE (build it: docs/measuring.md, 'The prepared GPU run')" >&2; exit 2; }
 start=$(date +%s)
 echo "== boo-build GPU run ($MODE, targets $TARGETS) -> $RESULTS"
 
@@ -57,7 +91,7 @@ if ! "$PY" -c "import iree._runtime_libs, zstandard, ml_dtypes" 2>/dev/null; the
   shopt -s nullglob
   wheels=("$ROOT"/.whl/*.whl)
   if [ ${#wheels[@]} -eq 0 ]; then
-    echo "run.sh: $PY lacks iree-base-runtime/zstandard/ml_dtypes and .whl/ holds no wheels (see README.md)" >&2
+    echo "run.sh: $PY lacks iree-base-runtime/zstandard/ml_dtypes and .whl/ holds no wheels (docs/measuring.md, 'The prepared GPU run')" >&2
     exit 2
   fi
   SITE=$(mktemp -d /tmp/boo-site.XXXXXX)
@@ -109,7 +143,7 @@ cat "$RESULTS/device.txt"
 #    eager and torch.compile, select, write the new bundle and the tables.
 "$PY" -m boo_build.cli measure "$BUNDLE" --out "$RESULTS/measured.tar.zst" --targets "$TARGETS" \
   --report "$RESULTS/results.md" --json "$RESULTS/results.json" \
-  --budget "${BUDGET:-300}" --compile-budget "${COMPILE_BUDGET:-180}" > /dev/null
+  --budget "${BUDGET:-150}" --compile-budget "${COMPILE_BUDGET:-60}" > /dev/null
 rc_measure=$?
 echo "-- measure exited $rc_measure after $(( $(date +%s) - start )) s"
 
