@@ -25,7 +25,9 @@ def first_time(mean_s: float | None, median_s: float | None, min_s: float | None
 _VERDICTS = {"faster": "faster than torch eager", "slower": "slower than torch eager",
              "tie": "a tie with torch eager (within the margin)", "inside the noise": "inside the noise (a tie)",
              "not in every pass": "faster, but not in every pass (a tie)",
-             "unconfirmed": "beyond the confirmation factor, not confirmed by a second pass (not recorded)"}
+             "unconfirmed": "beyond the confirmation factor, not confirmed by a second pass (not recorded)",
+             "kept": "the kernel kept from the previous build (torch eager not faster in every pass)",
+             "held": "the previous build's torch eager kept (timed on a busy machine)"}
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,9 @@ import pytest
 from boo_build.reasons import Kind
 from boo_build.signature import KernelSignature
 from boo_build.stages import comparison as cmp
-from boo_build.stages.benchmark import Timed, _cpu_use, bench_rounds, others_between, time_rounds
+from boo_build.stages.benchmark import Timed, bench_rounds, time_rounds
 from boo_build.stages.comparison import EAGER, REFERENCE, Rounds, RoundsRecord, Verdict
+from boo_build.stages.load import cpu_use, others_between
 from boo_build.stages.routing import eager_by_rounds
 from boo_build.stages.selection import decide, select
 
@@ -294,7 +295,7 @@ def test_other_processes_cpu_from_the_machines_counters():
                           waiting=lambda: None)
     assert got.others is not None and got.others > cmp.BUSY_CORES and got.busy
     assert Rounds.from_json(got.to_json()) == got
-    real = _cpu_use()
+    real = cpu_use()
     assert real is None or (real[0] >= 0 and real[1] >= 0)
 
 
@@ -517,7 +518,7 @@ def test_busy_rounds_do_not_overturn_a_decision_made_on_a_quiet_machine():
     the fastest local-sync one in every pass where it had tied quietly (selection_stability.md): other
     processes' threads waiting to run make the rounds busy, and busy rounds leave a quiet decision,
     candidate and torch calls, as it was (held), and take no second pass."""
-    from boo_build.stages.benchmark import waiting_threads
+    from boo_build.stages.load import waiting_threads
 
     prev = cmp.Previous("aten", HERE, kernel=False)
     loaded = rounds(aten=129.0, manual=100.0, eager=70.0)

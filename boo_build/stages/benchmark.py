@@ -31,7 +31,7 @@ from .. import ops
 from ..records import COMPILED, EAGER, BenchResult, BenchStatus, SizeTiming
 from ..signature import KernelSignature, ModuleId
 from ..targets import Target
-from . import comparison
+from . import comparison, load
 from .bench_process import timing_priority
 
 # A CPU sample is the mean per call over about this long: the occasional stall of
@@ -273,7 +273,7 @@ def time_rounds(subjects: Sequence[Timed], rounds: int, batches: Mapping[str, in
     """``rounds`` rounds: in each, every subject's sample (the mean per call over its
     batch of calls), the order rotated by one from round to round (``start``: the
     first round's rotation), so that no subject always follows the same one.
-    ``between``: called before each round, untimed (``waiting_threads``' sampling)."""
+    ``between``: called before each round, untimed (``load.waiting_threads``' sampling)."""
     times: dict[str, list[float]] = {t.name: [] for t in subjects}
     n = len(subjects)
     for r in range(rounds):
@@ -309,10 +309,10 @@ def bench_rounds(subjects: Sequence[Timed], preference: Sequence[str], *, shape:
     ``comparison.MAX_PASSES`` passes (``comparison.needs_more``; ``kept``: the candidate
     whose torch calls the previous build ran on the kernel at this size): (the rounds, what
     each further pass was for; none where ``previous``, the previous build's decision,
-    holds: ``comparison.Previous.holds``). ``cpu_use`` (default ``_cpu_use``, read with
+    holds: ``comparison.Previous.holds``). ``cpu_use`` (default ``load.cpu_use``, read with
     ``clock``) says how much CPU other processes took during each pass, ``waiting``
-    (default ``waiting_threads``, before each round) how many of their threads waited to run."""
-    use, wait = cpu_use or _cpu_use, waiting or waiting_threads
+    (default ``load.waiting_threads``, before each round) how many of their threads waited to run."""
+    use, wait = cpu_use or load.cpu_use, waiting or load.waiting_threads
     batches = {t.name: _batch(t, min_sample_s, clock, warmup) for t in subjects}
 
     def one_pass(start: int) -> tuple[dict[str, list[float]], float | None, bool, float | None]:
@@ -327,10 +327,10 @@ def bench_rounds(subjects: Sequence[Timed], preference: Sequence[str], *, shape:
             u0, t0 = use(), clock()
             times = time_rounds(subjects, rounds, batches, clock=clock, start=start, between=sample)
             waited = float(statistics.median(seen)) if seen else None
-            return times, others_between(u0, use(), clock() - t0), rt, waited
+            return times, load.others_between(u0, use(), clock() - t0), rt, waited
 
     times, others, rt, waited = one_pass(0)
-    got = comparison.Rounds(times, (rounds,), shape, others, os.cpu_count() or 0, _nice(), rt, waited)
+    got = comparison.Rounds(times, (rounds,), shape, others, os.cpu_count() or 0, load.nice(), rt, waited)
     remeasured: list[str] = []
     eager = any(t.name == comparison.EAGER for t in subjects)
     while why := comparison.needs_more(got, preference, eager, kept, previous):
@@ -338,72 +338,6 @@ def bench_rounds(subjects: Sequence[Timed], preference: Sequence[str], *, shape:
         more, others, rt, waited = one_pass(got.n)
         got = got.with_pass(more, others, rt, waited)
     return got, remeasured
-
-
-SETTLE_S = 0.002  # waiting_threads' pause first: this process's threads that spin after a call go to sleep
-
-
-def waiting_threads() -> int | None:
-    """Threads of other processes ready to run now: the machine's runnable threads
-    (``procs_running`` in ``/proc/stat``) less this process's (its threads in state R,
-    the more of a count before and one after), read after ``SETTLE_S`` (torch's OpenMP
-    team and IREE's workers spin a while after a call; one that went to sleep between
-    the reads would count as another process's); None where the counters cannot be read."""
-    time.sleep(SETTLE_S)
-    try:
-        before = _own_running()
-        with open("/proc/stat") as f:
-            running = next(int(line.split()[1]) for line in f if line.startswith("procs_running"))
-        own = max(before, _own_running())
-    except (OSError, StopIteration, ValueError, IndexError):
-        return None
-    return max(0, running - own)
-
-
-def _own_running() -> int:
-    """This process's threads in state R (running or ready)."""
-    own = 0
-    for task in os.scandir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{task.name}/stat") as f:
-                stat = f.read()
-        except OSError:  # a thread that ended meanwhile
-            continue
-        own += stat[stat.rindex(")") + 2] == "R"
-    return own
-
-
-def _cpu_use() -> tuple[float, float] | None:
-    """(CPU seconds the machine has run anything since boot, of them this process's), None
-    where the machine's counters cannot be read (no ``/proc/stat``)."""
-    try:
-        with open("/proc/stat") as f:
-            fields = f.readline().split()
-    except OSError:
-        return None
-    if not fields or fields[0] != "cpu":
-        return None
-    # user nice system idle iowait irq softirq steal: all but idle and iowait ran something
-    # (steal: another virtual machine on the same host, which is other work too)
-    ticks = [int(x) for x in fields[1:9]]
-    busy = sum(ticks) - ticks[3] - ticks[4]
-    return busy / os.sysconf("SC_CLK_TCK"), time.process_time()
-
-
-def others_between(before: tuple[float, float] | None, after: tuple[float, float] | None,
-                   wall_s: float) -> float | None:
-    """The CPUs other processes used on average between two ``cpu_use`` readings ``wall_s``
-    apart (the machine's CPU time less this process's), None where either is missing."""
-    if before is None or after is None or wall_s <= 0:
-        return None
-    return max(0.0, ((after[0] - before[0]) - (after[1] - before[1])) / wall_s)
-
-
-def _nice() -> int | None:
-    try:
-        return os.getpriority(os.PRIO_PROCESS, 0)
-    except (OSError, AttributeError):
-        return None
 
 
 @dataclass(frozen=True)
@@ -439,14 +373,6 @@ class KernelBench:
                    BenchResult.not_run(EAGER, sig.key, target, why))
 
 
-def machine_id(device) -> str:
-    """The machine a benchmark ran on, as a rebuild recognises it (``comparison.Previous``):
-    the device's model and arch, and on the CPU how many CPUs the process may use."""
-    text = f"{device.name} ({device.arch})"
-    return f"{text}, {len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()} CPUs" \
-        if device.is_cpu else text
-
-
 def bench_candidates(sig: KernelSignature, target: Target, device, candidates: Sequence[tuple[str, bytes]],
                      shapes=(), *, seed: int = 0, torch_device: str | None = None,
                      rounds: int = comparison.ROUNDS, eager_threads: int | None = None,
@@ -475,7 +401,7 @@ def bench_candidates(sig: KernelSignature, target: Target, device, candidates: S
         return KernelBench.not_run(sig, target.name, candidates, software_reason(device))
     from ..stages.selection import preference_order
 
-    machine = machine_id(device)
+    machine = load.machine_id(device)
     if previous is not None and not previous.applies(machine, [name for name, _ in candidates]):
         previous = None  # made on another machine, or of a candidate no longer timed: decided afresh
     first = previous.candidate if previous is not None else None
