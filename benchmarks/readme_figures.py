@@ -94,8 +94,7 @@ def timed_build(which: str, folder: Path, log: Path) -> dict:
         raise SystemExit(f"{which} build failed ({rc}); its output: {log}")
     after = os.times()
     cpu = (after.children_user + after.children_system) - (before.children_user + before.children_system)
-    return {"seconds": round(t1 - t0, 1), "log": str(log), "when": datetime.date.today().isoformat(),
-            "cpu_s": round(cpu, 1)}
+    return {"seconds": round(t1 - t0, 1), "when": datetime.date.today().isoformat(), "cpu_s": round(cpu, 1)}
 
 
 def minutes(s: float) -> str:

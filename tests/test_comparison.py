@@ -548,5 +548,12 @@ def test_busy_rounds_do_not_overturn_a_decision_made_on_a_quiet_machine():
     got, why = bench_rounds(subjects, ["manual", "aten"], rounds=12, min_sample_s=1e-3, warmup=0, clock=sc.clock,
                             cpu_use=lambda: None, waiting=lambda: 2, previous=cmp.Previous("manual", HERE))
     assert got.passes == (12,) and why == [] and got.waiting == 2.0 and got.busy
+    # but a speed-up beyond the factor is confirmed as ever, held or not
+    sc = Scripted(lambda name, i: {"manual": 1e-3, "aten": 2e-3, EAGER: 10e-3, REFERENCE: 1e-3}[name])
+    subjects = [sc.subject("manual"), sc.subject("aten"), sc.subject(EAGER), sc.subject(REFERENCE)]
+    got, why = bench_rounds(subjects, ["manual", "aten"], rounds=12, min_sample_s=1e-3, warmup=0, clock=sc.clock,
+                            cpu_use=lambda: None, waiting=lambda: 2, previous=cmp.Previous("manual", HERE))
+    assert got.passes == (12, 12) and why == [f"manual against torch eager (beyond {cmp.FACTOR:g}x: to confirm)"]
+    assert cmp.eager_call(got, "manual", kept=True, held=True).verdict is Verdict.FASTER
     n = waiting_threads()  # the real counters: a count, where /proc can be read
     assert n is None or n >= 0

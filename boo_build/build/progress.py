@@ -38,6 +38,11 @@ REPLAY_EVERY_S = 0.5  # the schedule is replayed at most this often (clock secon
 TICK_S = 1.0  # a terminal's line is redrawn this often
 
 
+def _bundle(name: str) -> str:
+    """The bundle a task name belongs to (``<stage>:<bundle>[/...]``)."""
+    return name.partition(":")[2].split("/", 1)[0]
+
+
 def _stage(name: str) -> str:
     return name.split(":", 1)[0]
 
@@ -88,9 +93,16 @@ class Estimate:
         for n, ds in self.deps.items():
             for d in ds:
                 self.dependents[d].append(n)
-        # a barrier (no actions) takes no time; a page, longer when its bundle holds dynamic kernels
+        # a barrier (no actions) takes no time; a page, longer when its bundle holds dynamic kernels,
+        # and by its kernel x target cells (its bundle's select tasks: durations.PAGE_CELL_S)
         dynamic = durations.dynamic_bundles(order)
-        self.base = {n: (durations.expected(n, prior, dynamic.get(n.partition(":")[2].split("/", 1)[0])) or FALLBACK_S)
+        cells: dict[str, int] = {}
+        for n in order:
+            if n.startswith("select:"):
+                cells[_bundle(n)] = cells.get(_bundle(n), 0) + 1
+        self.base = {n: ((durations.expected(n, prior, dynamic.get(_bundle(n))) or FALLBACK_S)
+                         + (durations.PAGE_CELL_S * max(0, cells.get(_bundle(n), 0) - durations.PAGE_PRIOR_CELLS)
+                            if n.startswith("page:") else 0.0))
                      if tasks[n].actions else 0.0 for n in order}
         self.stage = {n: _stage(n) for n in order}
         self.done: set[str] = set()

@@ -380,9 +380,10 @@ def eager_call(rounds: Rounds, kernel: str, margin: float = EAGER_MARGIN, kept: 
     build (``Previous``): it keeps them (``KEPT``) unless torch eager is faster beyond the
     noise in every pass (then ``SLOWER``; one pass saying so: ``NOISE``, measure again).
     ``held``: the previous build's decision stands whatever the rounds say
-    (``RoundsRecord.holds``): ``KEPT`` where ``kept``, else ``HELD`` (torch eager)."""
+    (``RoundsRecord.holds``): ``KEPT`` where ``kept``, else ``HELD`` (torch eager), but
+    for a ratio beyond ``FACTOR``, which is confirmed or not as ever."""
     p = rounds.pair(kernel, EAGER)
-    if held:
+    if held and not extreme(p):
         return EagerCall(p, Verdict.KEPT if kept else Verdict.HELD)
     v = verdict(p, margin)
     if kept and not extreme(p):  # leaving the kernel departs from the previous build: every pass must say so
@@ -408,21 +409,24 @@ def needs_more(rounds: Rounds, preference: Sequence[str], eager: bool = True, ke
     nothing more is measured): candidates inside the noise against the fastest,
     and the winner against torch eager where inside the noise or beyond ``FACTOR``
     unconfirmed (``kept``: the candidate whose torch calls the previous build ran on
-    the kernel at these rounds' size, ``eager_call``). In words, for the record. Nothing
-    where ``previous`` holds (busy rounds against a quiet decision: ``Previous.holds``)."""
+    the kernel at these rounds' size, ``eager_call``). In words, for the record. Where
+    ``previous`` holds (busy rounds against a quiet decision: ``Previous.holds``), only a
+    speed-up beyond ``FACTOR`` to confirm."""
     if len(rounds.passes) >= MAX_PASSES or not preference:
         return []
-    if previous is not None and previous.holds(rounds):
-        return []
+    hold = previous is not None and previous.holds(rounds) and previous.candidate in preference
     out = []
-    if len(preference) > 1:
+    if hold:
+        assert previous is not None
+        winner = previous.candidate
+    elif len(preference) > 1:
         choice = choose(rounds, preference)
         out += [f"{c} against {choice.fastest}" for c in choice.undecided]
         winner = choice.winner
     else:
         winner = preference[0]
     if eager and EAGER in rounds.times:
-        call = eager_call(rounds, winner, kept=winner == kept)
+        call = eager_call(rounds, winner, kept=winner == kept, held=hold)
         if call.verdict is Verdict.NOISE:
             out.append(f"{winner} against torch eager" + (" (beyond {:g}x: to confirm)".format(FACTOR)
                                                           if extreme(call.pair) else ""))
