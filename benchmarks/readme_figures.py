@@ -41,7 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import quickstart  # noqa: E402 - benchmarks/ on sys.path
-from machine import cpu_model  # noqa: E402 - benchmarks/ on sys.path
+from machine import Hogs, cpu_model  # noqa: E402 - benchmarks/ on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -49,24 +49,6 @@ STATE = RESULTS / "readme_figures.json"
 BIN = Path(sys.executable).parent
 WHAT = {"quickstart": "the README's quick start (`boo-build build quickstart.toml`)",
         "default": "`make build`'s build (`boo-build build manifests/default.toml`)"}
-
-
-class Hogs:
-    """``n`` processes spinning on the CPU while the ``with`` block runs."""
-
-    def __init__(self, n: int):
-        self.n, self.procs = n, []
-
-    def __enter__(self) -> "Hogs":
-        self.procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(self.n)]
-        time.sleep(1.0)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for p in self.procs:
-            p.kill()
-        for p in self.procs:
-            p.wait()
 
 
 def timed_build(which: str, folder: Path, log: Path) -> dict:

@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import quickstart  # noqa: E402 - benchmarks/ on sys.path
-from machine import cpu_model  # noqa: E402 - benchmarks/ on sys.path
+from machine import Hogs, cpu_model  # noqa: E402 - benchmarks/ on sys.path
 
 FACTOR = 5.0
 
@@ -96,24 +96,6 @@ def build(tree: Path, manifest: Path, out: Path) -> float:
     if proc.returncode != 0:
         raise SystemExit(f"build of {manifest} with {tree} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return time.monotonic() - t0
-
-
-class Hogs:
-    """``n`` processes spinning on the CPU while the ``with`` block runs."""
-
-    def __init__(self, n: int):
-        self.n, self.procs = n, []
-
-    def __enter__(self):
-        self.procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(self.n)]
-        time.sleep(1.0)
-        return self
-
-    def __exit__(self, *exc):
-        for p in self.procs:
-            p.kill()
-        for p in self.procs:
-            p.wait()
 
 
 def bundle_of(out: Path, name: str) -> Path:
