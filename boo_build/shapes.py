@@ -91,6 +91,19 @@ def dims_text(shape: Iterable[int | str]) -> str:
 
 
 # -- problems: one message (or None) each -------------------------------------------
+def log_rows(per_size: Iterable[tuple[int, Any]]) -> tuple[tuple[float, Any], ...]:
+    """Per-size decisions ``((rows, decision), ...)``, rows ascending, with the rows on a
+    log scale: what ``nearest_in_rows`` reads (computed once, where it is read per call)."""
+    return tuple((math.log(max(int(rows), 1)), decision) for rows, decision in per_size)
+
+
+def nearest_in_rows(logged: Sequence[tuple[float, Any]], rows: int) -> Any:
+    """The decision of the size nearest to ``rows`` rows on a log scale (of two as near, the
+    smaller): how a dynamic kernel's per-size decisions (``by_rows``) answer any size."""
+    at = math.log(max(rows, 1))
+    return min(logged, key=lambda p: abs(p[0] - at))[1]
+
+
 def eps_problem(eps: Any) -> str | None:
     """eps is a real number (not a bool or a string, which torch refuses too), positive and finite."""
     if isinstance(eps, bool) or not isinstance(eps, numbers.Real):

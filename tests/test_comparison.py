@@ -467,7 +467,7 @@ def test_torch_calls_that_ran_the_kernel_keep_it_unless_eager_is_faster_in_every
     # 20 % slower in one pass: measured again; then in the second too: torch eager takes them
     slow = rounds(12, aten=120.0, eager=100.0)
     assert cmp.eager_call(slow, "aten", kept=True).verdict is Verdict.NOISE
-    assert cmp.needs_more(slow, ["aten"], kept="aten") == ["aten against torch eager"]
+    assert cmp.needs_more(slow, ["aten"], previous=cmp.Previous("aten", HERE)) == ["aten against torch eager"]
     assert cmp.eager_call(slow.with_pass(rounds(12, aten=118.0, eager=100.0).times), "aten",
                           kept=True).verdict is Verdict.SLOWER
     # but not in the second: kept
@@ -485,7 +485,7 @@ def test_the_previous_decision_per_size_and_where_it_applies():
     prev = cmp.Previous("aten", HERE, kernel=False, by_rows=((1, False), (4096, True)))
     assert [prev.kernel_at(r) for r in (1, 3, 100, 4096, 10**6)] == [False, False, True, True, True]
     rec = RoundsRecord(DYN.key, "cpu", ("aten",), (small, big), machine=HERE, previous=prev)
-    assert rec.kept_at(small, 1) is None and rec.kept_at(big, 4096) == "aten"
+    assert rec.previous.kept_at(1) is None and rec.previous.kept_at(4096) == "aten"
     s = select(DYN, "cpu", ["aten"], {"aten": _passed()["aten"]}, {}, rounds=rec)
     assert eager_by_rounds(DYN, s, rec).by_rows == ((1, True), (4096, False))
     assert eager_by_rounds(DYN, s, dataclass_replace(rec, previous=None)).by_rows == ((1, True), (4096, True))

@@ -19,7 +19,7 @@ import heapq
 import shutil
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from typing import Mapping
 
 from doit.reporter import ConsoleReporter
@@ -96,14 +96,17 @@ class Estimate:
         # a barrier (no actions) takes no time; a page, longer when its bundle holds dynamic kernels,
         # and by its kernel x target cells (its bundle's select tasks: durations.PAGE_CELL_S)
         dynamic = durations.dynamic_bundles(order)
-        cells: dict[str, int] = {}
-        for n in order:
-            if n.startswith("select:"):
-                cells[_bundle(n)] = cells.get(_bundle(n), 0) + 1
-        self.base = {n: ((durations.expected(n, prior, dynamic.get(_bundle(n))) or FALLBACK_S)
-                         + (durations.PAGE_CELL_S * max(0, cells.get(_bundle(n), 0) - durations.PAGE_PRIOR_CELLS)
-                            if n.startswith("page:") else 0.0))
-                     if tasks[n].actions else 0.0 for n in order}
+        cells = Counter(_bundle(n) for n in order if _stage(n) == "select")
+
+        def base(n: str) -> float:
+            if not tasks[n].actions:
+                return 0.0
+            b = _bundle(n)
+            seconds = durations.expected(n, prior, dynamic.get(b)) or FALLBACK_S
+            if _stage(n) == "page":
+                seconds += durations.PAGE_CELL_S * max(0, cells[b] - durations.PAGE_PRIOR_CELLS)
+            return seconds
+        self.base = {n: base(n) for n in order}
         self.stage = {n: _stage(n) for n in order}
         self.done: set[str] = set()
         self.running: dict[str, float] = {}  # name -> clock at start

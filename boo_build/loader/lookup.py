@@ -8,13 +8,13 @@ shape. When none does, ``not_found`` says why, with the nearest keys.
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from typing import Any
 
 from .. import ops
 from ..errors import SignatureError
 from ..ops.base import DEFAULT_EPS
+from ..shapes import log_rows, nearest_in_rows
 from ..signature import KernelSignature
 from .errors import KernelNotFound
 from .format import BundleIndex
@@ -37,7 +37,7 @@ class BundledKernel:
         self.prefer_eager = prefer_eager is not None
         # [(log rows, eager faster)] of a kernel timed at several sizes; None: one decision for all
         rows = prefer_eager.by_rows if prefer_eager is not None else None
-        self.by_rows = tuple((math.log(max(int(r), 1)), bool(won)) for r, won in rows) if rows else None
+        self.by_rows = log_rows((r, bool(won)) for r, won in rows) if rows else None
         self.runner = None
         self.verified = False
 
@@ -46,8 +46,7 @@ class BundledKernel:
         the decision of the timed size nearest in rows (log scale), else the kernel's."""
         if self.by_rows is None:
             return self.prefer_eager
-        at = math.log(max(call.rows, 1))
-        return min(self.by_rows, key=lambda p: abs(p[0] - at))[1]
+        return nearest_in_rows(self.by_rows, call.rows)
 
 
 class KernelTable:

@@ -301,15 +301,14 @@ def bench_rounds(subjects: Sequence[Timed], preference: Sequence[str], *, shape:
                  rounds: int = comparison.ROUNDS, min_sample_s: float = CPU_ROUND_S, warmup: int = 3,
                  clock: Callable[[], float] = time.perf_counter,
                  cpu_use: Callable[[], tuple[float, float] | None] | None = None,
-                 waiting: Callable[[], int | None] | None = None, kept: str | None = None,
-                 previous: comparison.Previous | None = None) -> tuple[comparison.Rounds, list[str]]:
+                 waiting: Callable[[], int | None] | None = None, previous: comparison.Previous | None = None,
+                 rows: int | None = None) -> tuple[comparison.Rounds, list[str]]:
     """Time ``subjects`` (candidates named in ``preference``, most preferred first;
     ``comparison.EAGER``; ``comparison.REFERENCE``) in passes of ``rounds`` rounds
     until no comparison the selection makes is left inside the noise, or
-    ``comparison.MAX_PASSES`` passes (``comparison.needs_more``; ``kept``: the candidate
-    whose torch calls the previous build ran on the kernel at this size): (the rounds, what
-    each further pass was for; none where ``previous``, the previous build's decision,
-    holds: ``comparison.Previous.holds``). ``cpu_use`` (default ``load.cpu_use``, read with
+    ``comparison.MAX_PASSES`` passes (``comparison.needs_more``, with ``previous``, the
+    previous build's decision, and ``rows``, this size's): (the rounds, what each further
+    pass was for; none where ``previous`` holds: ``comparison.Previous.holds``). ``cpu_use`` (default ``load.cpu_use``, read with
     ``clock``) says how much CPU other processes took during each pass, ``waiting``
     (default ``load.waiting_threads``, before each round) how many of their threads waited to run."""
     use, wait = cpu_use or load.cpu_use, waiting or load.waiting_threads
@@ -333,7 +332,7 @@ def bench_rounds(subjects: Sequence[Timed], preference: Sequence[str], *, shape:
     got = comparison.Rounds(times, (rounds,), shape, others, os.cpu_count() or 0, load.nice(), rt, waited)
     remeasured: list[str] = []
     eager = any(t.name == comparison.EAGER for t in subjects)
-    while why := comparison.needs_more(got, preference, eager, kept, previous):
+    while why := comparison.needs_more(got, preference, eager, previous, rows):
         remeasured += why
         more, others, rt, waited = one_pass(got.n)
         got = got.with_pass(more, others, rt, waited)
@@ -442,8 +441,6 @@ def bench_candidates(sig: KernelSignature, target: Target, device, candidates: S
             threads[name] = dev.threads()
             subjects.append(Timed(name, _call(runner, args), companion))
         pref = preference_order([t.name for t in subjects], first=first)
-        kept = previous.candidate if previous is not None and previous.kernel_at(
-            None if shape is None else sig.rows_of(shape)) else None
         with _torch_for(bound, eager_threads, cpu=cpu) as used:
             torch_threads = used
             # eager, too, right after an eager call: each timed call follows the same kind of torch
@@ -452,7 +449,8 @@ def bench_candidates(sig: KernelSignature, target: Target, device, candidates: S
             subjects.append(Timed(comparison.REFERENCE, reference_work))
             sample = min_sample_s if min_sample_s is not None else CPU_ROUND_S if cpu else 20e-6
             got, passes_for = bench_rounds(subjects, pref, shape=shape, rounds=rounds, min_sample_s=sample,
-                                           kept=kept, previous=previous, **kw)
+                                           previous=previous, rows=None if shape is None else sig.rows_of(shape),
+                                           **kw)
         per_size.append(got)
         remeasured += [w + (f" at {list(shape)}" if shape is not None else "") for w in passes_for]
     results.update(errors)

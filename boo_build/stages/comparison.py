@@ -67,7 +67,7 @@ allows it (``bench_process.raise_priority``, recorded as ``Rounds.nice``), and
 while it times, its threads in the real-time class, the timed ones above torch's
 (``bench_process.timing_priority``, ``Rounds.realtime``), so other work waits.
 
-Pure (stdlib): the benchmark process decides between passes with it, the
+Pure Python (stdlib and ``shapes``): the benchmark process decides between passes with it, the
 select stage decides on the recorded rounds (``RoundsRecord``), and the tests
 on recorded or made-up samples.
 """
@@ -79,6 +79,8 @@ import math
 import statistics
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
+
+from ..shapes import log_rows, nearest_in_rows
 
 EAGER = "eager"  # the subject of torch eager's samples
 REFERENCE = "reference"  # the subject of the reference loop's samples
@@ -403,15 +405,15 @@ def eager_call(rounds: Rounds, kernel: str, margin: float = EAGER_MARGIN, kept: 
     return EagerCall(p, v if agree else Verdict.UNCONFIRMED, agree)
 
 
-def needs_more(rounds: Rounds, preference: Sequence[str], eager: bool = True, kept: str | None = None,
-               previous: Previous | None = None) -> list[str]:
+def needs_more(rounds: Rounds, preference: Sequence[str], eager: bool = True, previous: Previous | None = None,
+               rows: int | None = None) -> list[str]:
     """What another pass of rounds would decide (empty: nothing; ``MAX_PASSES`` reached:
     nothing more is measured): candidates inside the noise against the fastest,
     and the winner against torch eager where inside the noise or beyond ``FACTOR``
-    unconfirmed (``kept``: the candidate whose torch calls the previous build ran on
-    the kernel at these rounds' size, ``eager_call``). In words, for the record. Where
-    ``previous`` holds (busy rounds against a quiet decision: ``Previous.holds``), only a
-    speed-up beyond ``FACTOR`` to confirm."""
+    unconfirmed (``eager_call``, kept where ``previous``, the previous build's decision,
+    ran torch calls of these rounds' ``rows`` on it: ``Previous.kept_at``). In words, for
+    the record. Where ``previous`` holds (busy rounds against a quiet decision:
+    ``Previous.holds``), only a speed-up beyond ``FACTOR`` to confirm."""
     if len(rounds.passes) >= MAX_PASSES or not preference:
         return []
     hold = previous is not None and previous.holds(rounds) and previous.candidate in preference
@@ -426,7 +428,8 @@ def needs_more(rounds: Rounds, preference: Sequence[str], eager: bool = True, ke
     else:
         winner = preference[0]
     if eager and EAGER in rounds.times:
-        call = eager_call(rounds, winner, kept=winner == kept, held=hold)
+        kept = previous is not None and previous.kept_at(rows) == winner
+        call = eager_call(rounds, winner, kept=kept, held=hold)
         if call.verdict is Verdict.NOISE:
             out.append(f"{winner} against torch eager" + (" (beyond {:g}x: to confirm)".format(FACTOR)
                                                           if extreme(call.pair) else ""))
@@ -466,7 +469,12 @@ class Previous:
         (None: a static kernel's one size)."""
         if rows is None or not self.by_rows:
             return self.kernel
-        return min(self.by_rows, key=lambda p: (abs(math.log(max(p[0], 1) / max(rows, 1))), p[0]))[1]
+        return bool(nearest_in_rows(log_rows(self.by_rows), rows))
+
+    def kept_at(self, rows: int | None) -> str | None:
+        """The candidate whose torch calls of ``rows`` rows the previous build ran on the
+        kernel (``eager_call``'s ``kept``), None where it ran them on torch eager."""
+        return self.candidate if self.kernel_at(rows) else None
 
     def to_json(self) -> dict[str, Any]:
         return {"candidate": self.candidate, "machine": self.machine, "kernel": self.kernel,
@@ -521,11 +529,6 @@ class RoundsRecord:
         p = self.previous
         return p.candidate if p is not None and self.sizes and p.holds(self.sizes[0]) else None
 
-    def kept_at(self, size: Rounds, rows: int | None) -> str | None:
-        """The candidate whose torch calls at ``size`` (of ``rows`` rows) the previous build
-        ran on the kernel (``needs_more``'s and ``eager_call``'s ``kept``), None if none."""
-        p = self.previous
-        return p.candidate if p is not None and p.kernel_at(rows) else None
 
     @property
     def busy(self) -> bool:

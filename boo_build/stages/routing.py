@@ -223,9 +223,10 @@ def _call(sig: KernelSignature, rounds: RoundsRecord, size: comparison.Rounds, k
     build ran torch calls of that size on it, and its routing held where these rounds ran
     on a busy machine and it was made on a quiet one (``comparison.eager_call``)."""
     prev = rounds.previous
-    kept = rounds.kept_at(size, None if size.shape is None else sig.rows_of(size.shape)) == kernel
-    held = prev is not None and prev.candidate == kernel and prev.holds(size)
-    return comparison.eager_call(size, kernel, kept=kept, held=held)
+    if prev is None:
+        return comparison.eager_call(size, kernel)
+    kept = prev.kept_at(None if size.shape is None else sig.rows_of(size.shape)) == kernel
+    return comparison.eager_call(size, kernel, kept=kept, held=prev.candidate == kernel and prev.holds(size))
 
 
 def timing_of(sig: KernelSignature, sel: Selection, rounds: RoundsRecord) -> Timing | None:
