@@ -6,9 +6,12 @@ inference step (forward under ``no_grad``) each:
 * the README quick start's model: x [8, 16, 64] -> Linear -> LayerNorm ->
   GELU -> Linear -> RMSNorm(eps 1e-6), MSE loss (module norms);
 * a small GPT-style model with functional norms (``F.layer_norm`` in
-  pre-norm blocks; transformers is not a dependency, so written here): tokens
-  [8, 64], width 128, 2 blocks of 4-head attention and a 4x MLP, a final norm,
-  cross-entropy over 256 tokens.
+  pre-norm blocks, written here): tokens [8, 64], width 128, 2 blocks of
+  4-head attention and a 4x MLP, a final norm, cross-entropy over 256 tokens;
+* a Llama-style model whose norms are classes written by hand: transformers'
+  ``LlamaForCausalLM`` (its ``LlamaRMSNorm``: ``pow``/``mean``/``rsqrt``, found by
+  its math), the same sizes (2 layers, 4 heads, 2 key-value heads, a 2x MLP), random
+  weights, cross-entropy of its logits.
 
 Variants, each on its own copy of the model (same weights): plain
 ``torch.compile`` (the baseline); ``backend="boo"`` with the bundle's default
@@ -48,12 +51,18 @@ from machine import cpu_model
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-# the quick start's kernels, and the GPT-style model's layer norm
+# the quick start's kernels, the GPT-style model's layer norm and the Llama-style model's RMS norm
 MANIFEST = quickstart.manifest().replace('name = "quickstart"', 'name = "compile-backend"') + """
 [[kernels]]
 op = "layer_norm"
 input_shape = ["batch", "seq", 128]
 masks = [1, 14]
+
+[[kernels]]
+op = "rms_norm"
+input_shape = ["batch", "seq", 128]
+eps = 1e-6
+masks = [1, 6]
 """
 
 GPT_WIDTH, GPT_HEADS, GPT_LAYERS, GPT_VOCAB, GPT_SEQ, BATCH = 128, 4, 2, 256, 64, 8
@@ -120,6 +129,28 @@ def gpt_model():
     return GPT()
 
 
+def llama_model():
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    class Logits(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.lm = LlamaForCausalLM(LlamaConfig(
+                vocab_size=GPT_VOCAB, hidden_size=GPT_WIDTH, intermediate_size=2 * GPT_WIDTH,
+                num_hidden_layers=GPT_LAYERS, num_attention_heads=GPT_HEADS, num_key_value_heads=GPT_HEADS // 2,
+                max_position_embeddings=GPT_SEQ, rms_norm_eps=1e-6, use_cache=False, attn_implementation="sdpa"))
+
+        def forward(self, idx):
+            return self.lm(input_ids=idx).logits
+
+    return Logits()
+
+
+CASES = 3
+
+
 def cases():
     """(model name, model, input, loss of the output)."""
     import torch
@@ -132,6 +163,8 @@ def cases():
     return [
         ("quick start model (module norms)", quickstart_model(), x, lambda y: F.mse_loss(y, target)),
         ("GPT-style model (functional norms)", gpt_model(), idx,
+         lambda y: F.cross_entropy(y.reshape(-1, GPT_VOCAB), nxt.reshape(-1))),
+        ("Llama-style model (norm classes written by hand)", llama_model(), idx,
          lambda y: F.cross_entropy(y.reshape(-1, GPT_VOCAB), nxt.reshape(-1))),
     ]
 
@@ -227,7 +260,7 @@ def first_call(path: Path, case: int, phase: str, variant: str) -> float:
 def first_calls(path: Path, tmp: Path) -> dict:
     """(case, phase, variant) -> first step seconds, each in a fresh process with an empty Inductor cache."""
     out = {}
-    for case in range(2):
+    for case in range(CASES):
         for phase in PHASES:
             for variant in VARIANTS:
                 cache = tempfile.mkdtemp(prefix="inductor-", dir=tmp)
@@ -241,7 +274,7 @@ def first_calls(path: Path, tmp: Path) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--first-call", help=argparse.SUPPRESS)  # CASE:PHASE:VARIANT, in a child process
-    ap.add_argument("--bundle", type=Path, help="a bundle of the quick start's kernels and the width-128 layer norm")
+    ap.add_argument("--bundle", type=Path, help="a bundle of the quick start's kernels and the width-128 norms")
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--steps", type=int, default=3, help="steps per round")
     ap.add_argument("--warmup", type=int, default=3)
@@ -264,7 +297,7 @@ def main() -> int:
         lines = ["# `torch.compile(backend=\"boo\")` against plain `torch.compile`", ""]
         lines.append(f"Machine: {platform.platform()}; CPU {cpu_model()}; {os.cpu_count()} logical CPUs; torch "
                      f"{torch.__version__}, {torch.get_num_threads()} threads; the bundle on its best device.")
-        lines.append(f"Bundle: built here from the quick start's manifest plus a width-128 layer norm "
+        lines.append(f"Bundle: built here from the quick start's manifest plus a width-128 layer norm and RMS norm "
                      f"(benchmarks included: its records decide `prefer_eager`). {ns.rounds} rounds of {ns.steps} "
                      "steps per variant, interleaved, after warm-up; one process. Speed ratio: plain "
                      "torch.compile's round median over the variant's (above 1: faster), the median and the "

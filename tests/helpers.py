@@ -553,7 +553,7 @@ class GemmaRMSNorm(torch.nn.Module):
 
 
 class CohereLayerNorm(_WeightAndVarianceEpsilon):
-    """Cohere's: a ``variance_epsilon``, but it subtracts the mean."""
+    """Cohere's: a ``variance_epsilon``, but it subtracts the mean: a layer norm without a bias."""
 
     def forward(self, hidden_states):
         dtype = hidden_states.dtype
@@ -570,5 +570,21 @@ class RMSNormGated(LlamaRMSNorm):
         return super().forward(hidden_states) * torch.nn.functional.silu(gate.float()).to(hidden_states.dtype)
 
 
-LOOKALIKES = {CohereLayerNorm: "subtracts the mean",
-              RMSNormGated: "forward takes more than the input (forward(hidden_states, gate))"}
+class LayerNorm1P(torch.nn.Module):
+    """Nemotron's (Megatron's zero-centred gamma): a layer norm scaling by 1 + weight, written out."""
+
+    def __init__(self, dim, eps=1e-5):
+        super().__init__()
+        self.weight, self.bias = torch.nn.Parameter(torch.zeros(dim)), torch.nn.Parameter(torch.zeros(dim))
+        self.eps = eps
+
+    def forward(self, x):
+        h = x.float()
+        h = h - h.mean(-1, keepdim=True)
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (h * (1 + self.weight.float()) + self.bias.float()).to(x.dtype)
+
+
+# look-alikes: the reason each is left with begins so (probe.norm_form); Cohere's is a layer norm
+LOOKALIKES = {LayerNorm1P: "subtracts the mean and scales by 1 + weight",
+              RMSNormGated: "a gate multiplies the output (forward(hidden_states, gate))"}

@@ -19,6 +19,7 @@ from helpers import (
     REPO,
     CohereLayerNorm,
     GemmaRMSNorm,
+    LayerNorm1P,
     LlamaRMSNorm,
     RMSNormGated,
     _ln,
@@ -266,16 +267,17 @@ def test_replace_norms_keeps_parameters_and_reports_what_it_left(path):
     opt = torch.optim.SGD(m.parameters(), lr=0.5)  # built before the swap
     report = boo_nn.replace_norms(m, b, rms_classes=[LlamaRMSNorm, "NoEps"])
 
+    # the subclass of torch's LayerNorm is probed: its math is a layer norm's
     assert [(s.name, s.now.rsplit(".", 1)[1]) for s in report.replaced] == [
-        ("ln", "LayerNorm"), ("rms", "RMSNorm"), ("llama", "RMSNorm")]
+        ("ln", "LayerNorm"), ("rms", "RMSNorm"), ("sub", "LayerNorm"), ("llama", "RMSNorm")]
     left = {s.name: s.reason for s in report.left}
-    assert set(left) == {"rms_eps", "wide", "plain", "f64", "sub", "noeps"}
+    assert set(left) == {"rms_eps", "wide", "plain", "f64", "noeps"}
     assert "eps 0.001" in left["rms_eps"] and "[10] float32" in left["rms_eps"]  # what it lacks, what it has
     assert "normalized shape [12]" in left["wide"] and "no weight" in left["plain"]
-    assert "dtype float64" in left["f64"] and "subclass of torch.nn.LayerNorm" in left["sub"]
-    assert left["noeps"] == ("named in rms_classes, but it has no numeric eps (`variance_epsilon` or `eps`); "
-                             "it defines no forward")
-    assert "3 replaced, 6 left" in str(report) and "rms_eps" in str(report)
+    assert "dtype float64" in left["f64"]
+    assert left["noeps"] == ("named in rms_classes, but it has no numeric eps (`variance_epsilon`, `eps`, "
+                             "`epsilon`); it defines no forward")
+    assert "4 replaced, 5 left" in str(report) and "rms_eps" in str(report)
     # exactly what the kernels serve, per mask where they differ: the forward also has a bounded dynamic kernel
     assert report.replaced[0].serves == (
         "serves input shapes [rows, 10] (any leading dims, of any rank: [..., 10], at most 65536 elements), "
@@ -289,7 +291,8 @@ def test_replace_norms_keeps_parameters_and_reports_what_it_left(path):
     assert not m.ln.bias.requires_grad and m.ln.weight.requires_grad
     assert isinstance(m.llama, boo_nn.RMSNorm) and m.blocks[0] is m.llama and m.llama.eps == F32_EPS
     assert m.llama.weight is params["llama.weight"]
-    assert type(m.wide) is torch.nn.LayerNorm and type(m.sub) is MyLayerNorm
+    assert type(m.wide) is torch.nn.LayerNorm and type(m.sub) is boo_nn.LayerNorm
+    assert m.sub.weight is params["sub.weight"] and m.sub.bias is params["sub.bias"]
 
     # the optimizer built before the swap trains the swapped norms, through the kernels
     x = torch.randn(4, 6, W)
@@ -307,7 +310,7 @@ def test_replace_norms_keeps_parameters_and_reports_what_it_left(path):
     # stats of the bundle given, which the swapped norms share); a path is opened with it, as open_bundle does
     m = _zoo()
     report = boo_nn.replace_norms(m, b, fallback="eager")
-    assert {s.name for s in report.left} == {"f64", "sub"}
+    assert {s.name for s in report.left} == {"f64"}
     assert "no kernel" in next(s.note for s in report.replaced if s.name == "wide")
     assert m.wide.bundle.fallback == "eager" and b.fallback is None
     b.reset_stats()
@@ -317,31 +320,42 @@ def test_replace_norms_keeps_parameters_and_reports_what_it_left(path):
     assert b.stats(totals=True) == {"static_hits": 0, "dynamic_hits": 0, "misses": 1, "eager": 0}
     m = _zoo()
     report = boo_nn.replace_norms(m, str(path), fallback="eager")
-    assert {s.name for s in report.left} == {"f64", "sub"} and m.wide.bundle.fallback == "eager"
+    assert {s.name for s in report.left} == {"f64"} and m.wide.bundle.fallback == "eager"
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
-def test_rms_form_names_what_each_lookalike_computes(dtype):
-    from boo_build.torch_classes import rms_form
+def test_norm_form_names_what_each_lookalike_computes(dtype):
+    from boo_build.probe import norm_form
+
+    def found(m):
+        f = norm_form(m)
+        return f.op, f.eps, f.problems, f.weight_offset, f.bias
 
     dt = getattr(torch, dtype)
     for cls, why in LOOKALIKES.items():
         m = cls(W).to(dt)
-        form = rms_form(m)
-        assert len(form.problems) == 1 and form.problems[0].startswith(why), (cls.__name__, form)
-    assert rms_form(LlamaRMSNorm(W, eps=1e-6).to(dt)) == (1e-6, (), 0.0)
+        form = norm_form(m)
+        assert len(form.problems) == 1 and form.problems[0].startswith(why) and form.op is None, (cls.__name__, form)
+    assert found(LlamaRMSNorm(W, eps=1e-6).to(dt)) == ("rms_norm", 1e-6, (), 0.0, False)
     # Gemma's 1 + weight is an RMS norm with a weight offset, read from its output (its own
     # weight, zeros, would hide it: the probe's weight is random), whatever the class is called
-    assert rms_form(GemmaRMSNorm(W, eps=1e-6).to(dt)) == (1e-6, (), 1.0)
+    assert found(GemmaRMSNorm(W, eps=1e-6).to(dt)) == ("rms_norm", 1e-6, (), 1.0, False)
+    # Cohere's subtracts the mean: a layer norm with a weight and no bias; torch's own, subclassed, with both
+    assert found(CohereLayerNorm(W, eps=1e-6).to(dt)) == ("layer_norm", 1e-6, (), 0.0, False)
+    assert found(MyLayerNorm(W, eps=1e-4).to(dt)) == ("layer_norm", 1e-4, (), 0.0, True)
 
     class Shifted(GemmaRMSNorm):  # another offset: found as well, not assumed to be 1
         def forward(self, x):
             out = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.eps)
             return (out * (0.25 + self.weight.float())).type_as(x)
-    assert rms_form(Shifted(W, eps=1e-6).to(dt)) == (1e-6, (), 0.25)
-    noeps = rms_form(NoEps())
-    assert noeps.eps is None and noeps.problems == ("it has no numeric eps (`variance_epsilon` or `eps`)",
+    assert found(Shifted(W, eps=1e-6).to(dt)) == ("rms_norm", 1e-6, (), 0.25, False)
+    noeps = norm_form(NoEps())
+    assert noeps.eps is None and noeps.problems == ("it has no numeric eps (`variance_epsilon`, `eps`, `epsilon`)",
                                                     "it defines no forward"), noeps
+    # the dtype each returns per input dtype, as its code gives it (Llama: the promotion with its weight's)
+    llama = norm_form(LlamaRMSNorm(W).to(dt))
+    assert llama.out_dtype(torch.bfloat16) == torch.promote_types(torch.bfloat16, dt)
+    assert norm_form(GemmaRMSNorm(W).to(dt)).out_dtype(torch.float16) == torch.float16
 
 
 def test_replace_norms_leaves_lookalikes_and_swaps_what_computes_rms_norm(path):
@@ -352,22 +366,22 @@ def test_replace_norms_leaves_lookalikes_and_swaps_what_computes_rms_norm(path):
     torch.manual_seed(0)
     m = torch.nn.Module()
     m.llama, m.torch_rms = LlamaRMSNorm(W, eps=F32_EPS), torch.nn.RMSNorm(W)
-    m.gemma, m.cohere, m.gated = GemmaRMSNorm(W, eps=F32_EPS), CohereLayerNorm(W, eps=F32_EPS), RMSNormGated(W)
+    m.gemma, m.ln1p, m.gated = GemmaRMSNorm(W, eps=F32_EPS), LayerNorm1P(W, eps=F32_EPS), RMSNormGated(W)
     with torch.no_grad():
         m.gemma.weight.add_(0.3)  # trained weights: the check does not depend on them
     weights = {n: p.detach().clone() for n, p in m.named_parameters()}
     seen = []
-    for name in ("llama", "gemma", "cohere"):
+    for name in ("llama", "gemma", "ln1p"):
         getattr(m, name).register_forward_hook(lambda mod, a, out, name=name: seen.append(name))
     state = torch.random.get_rng_state()
-    report = boo_nn.replace_norms(m, b, rms_classes=[LlamaRMSNorm, GemmaRMSNorm, CohereLayerNorm, RMSNormGated])
+    report = boo_nn.replace_norms(m, b, rms_classes=[LlamaRMSNorm, GemmaRMSNorm, LayerNorm1P, RMSNormGated])
 
     assert sorted(s.name for s in report.replaced) == ["llama", "torch_rms"], report
     left = {s.name: s.reason for s in report.left}
     assert left["gemma"].startswith(f"the bundle has no rms_norm kernel for normalized shape [{W}], float32, weight "
                                     f"only, eps {F32_EPS:g}, weight offset 1 on target cpu"), left
     assert type(m.gemma) is GemmaRMSNorm
-    for name, cls in (("cohere", CohereLayerNorm), ("gated", RMSNormGated)):
+    for name, cls in (("ln1p", LayerNorm1P), ("gated", RMSNormGated)):
         assert left[name].startswith("named in rms_classes, but " + LOOKALIKES[cls]), left
         assert type(getattr(m, name)) is cls  # left as it was
     assert isinstance(m.llama, boo_nn.RMSNorm) and m.llama.eps == F32_EPS

@@ -17,8 +17,8 @@ from helpers import (
     F32_EPS,
     LOOKALIKES,
     REPO,
-    CohereLayerNorm,
     GemmaRMSNorm,
+    LayerNorm1P,
     LlamaRMSNorm,
     RMSNormGated,
     assert_close,
@@ -266,11 +266,11 @@ class _Mixed(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.llama = LlamaRMSNorm(10, eps=F32_EPS)
-        self.gemma, self.cohere, self.gated = _CountedGemma(10), CohereLayerNorm(10), RMSNormGated(10)
+        self.gemma, self.ln1p, self.gated = _CountedGemma(10), LayerNorm1P(10), RMSNormGated(10)
         self.ln = torch.nn.LayerNorm(10)
 
     def forward(self, x):
-        h = self.cohere(self.gemma(self.llama(x)))
+        h = self.ln1p(self.gemma(self.llama(x)))
         h = self.gated(h, x)
         return self.ln(F.layer_norm(h, [10]))
 
@@ -283,15 +283,15 @@ def test_lookalikes_are_checked_before_recording_and_function_calls_are_listed(b
     ref = model(x.clone().requires_grad_())
     ref.sum().backward()
     _CountedGemma.runs = 0
-    with record_norms(rms_classes=[LlamaRMSNorm, _CountedGemma, CohereLayerNorm, RMSNormGated]) as rec:
+    with record_norms(rms_classes=[LlamaRMSNorm, _CountedGemma, LayerNorm1P, RMSNormGated]) as rec:
         for _ in range(2):
             out = twin(x.clone().requires_grad_())
             out.sum().backward()
     assert torch.equal(out, ref)  # the checks change nothing the model computes
-    assert _CountedGemma.runs == 2 + 1  # the model's two calls, and one check (once per module)
+    assert _CountedGemma.runs == 2 + 3  # the model's two calls; the probe (once per module): its math, two more dtypes
     unrecorded = {u.source.rsplit(".", 1)[1]: u for u in rec.unrecorded}
-    assert sorted(unrecorded) == ["CohereLayerNorm", "RMSNormGated"], rec.unrecorded
-    for name, cls in (("CohereLayerNorm", CohereLayerNorm), ("RMSNormGated", RMSNormGated)):
+    assert sorted(unrecorded) == ["LayerNorm1P", "RMSNormGated"], rec.unrecorded
+    for name, cls in (("LayerNorm1P", LayerNorm1P), ("RMSNormGated", RMSNormGated)):
         u = unrecorded[name]
         assert u.calls == 2 and u.reason.startswith("named in rms_classes, but " + LOOKALIKES[cls]), u
         assert u.reason.endswith("(replace_norms leaves it)") and ";" not in u.reason  # one condition failed
@@ -308,7 +308,7 @@ def test_lookalikes_are_checked_before_recording_and_function_calls_are_listed(b
 
     # replace_norms with the recording: the same list, beside what it swapped and left
     report = replace_norms(twin, open_bundle(built.path, device="local-task"),
-                           rms_classes=[LlamaRMSNorm, _CountedGemma, CohereLayerNorm, RMSNormGated], recording=rec)
+                           rms_classes=[LlamaRMSNorm, _CountedGemma, LayerNorm1P, RMSNormGated], recording=rec)
     assert sorted(s.name for s in report.replaced) == ["llama", "ln"] and len(report.left) == 3, report
     # the bundle has no kernel of Gemma's offset: left, and why (the trace above recorded what to build)
     assert any(s.name == "gemma" and "weight offset 1" in s.reason for s in report.left), report

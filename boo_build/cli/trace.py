@@ -41,7 +41,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--static", type=int, default=4, metavar="N",
                    help="static entries beside a dynamic one: its N most-called shapes (default 4)")
     p.add_argument("--rms-class", action="append", default=[], metavar="module.Class",
-                   help="a Llama-style RMS norm class (weight, variance_epsilon or eps) to record; repeatable")
+                   help="a norm class written by hand to probe whatever it holds (norms with a weight and an eps "
+                        "are probed anyway: Llama's, Gemma's, T5's...); repeatable")
+    p.add_argument("--no-auto", dest="auto", action="store_false",
+                   help="probe only the --rms-class classes: record no other norm written by hand")
     p.add_argument("--merge", type=Path, metavar="OLD.toml",
                    help="add to this manifest (its text, comments and [bundle] kept) what it does not cover")
     p.add_argument("script", type=Path, metavar="SCRIPT", help="the Python script to run")
@@ -149,7 +152,7 @@ def run(ns: argparse.Namespace) -> int:
             classes = resolve_rms_classes(ns.rms_class)
         except UnknownRmsClass as e:
             raise UsageError(f"--rms-class: {e}") from None
-        with record_norms(classes, source=f"`{shown}`") as rec:
+        with record_norms(classes, source=f"`{shown}`", auto=ns.auto) as rec:
             status, text, raised = _run_script(ns.script)
     sys.stdout.flush()
     if text:

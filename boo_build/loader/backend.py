@@ -108,7 +108,7 @@ def _view(bundle: Bundle, fallback: str | None, prefer_eager: bool) -> tuple[Bun
 
 
 # ------------------------------------------------------------- the backend
-_OPTIONS = ("bundle", "prefer_eager", "fallback", "inner", "device")
+_OPTIONS = ("bundle", "prefer_eager", "fallback", "inner", "device", "auto")
 
 
 class Backend:
@@ -123,13 +123,17 @@ class Backend:
     not served keeps the graph's code; a size outside a dynamic kernel's bounds
     runs torch's op) or None (``NormNotServed`` at compile time, ``KernelNotFound``
     at run time). ``inner``: the backend that compiles the rewritten graph, a
-    name (``torch._dynamo.list_backends()``) or a callable.
+    name (``torch._dynamo.list_backends()``) or a callable. ``auto``: probe the
+    modules that may be norms written by hand (a weight and an eps: Llama's, Gemma's,
+    T5's... RMS norms) and serve those whose math is a norm's (False: only norms
+    spelled as one node: torch's modules, functions and ATen ops).
 
     ``decisions``: every norm of every graph compiled, and what runs it;
     ``graphs``: graphs compiled; ``stats()``: the serving bundle's calls."""
 
     def __init__(self, bundle: Bundle | str | os.PathLike | None = None, *, prefer_eager: bool = True,
-                 fallback: str | None = "eager", inner: str | Callable = "inductor", device: Any = None):
+                 fallback: str | None = "eager", inner: str | Callable = "inductor", device: Any = None,
+                 auto: bool = True):
         if fallback not in FALLBACKS:
             raise ValueError(f"fallback must be one of {FALLBACKS}, got {fallback!r}")
         if not isinstance(prefer_eager, bool):
@@ -137,10 +141,12 @@ class Backend:
         if bundle is not None and not isinstance(bundle, (Bundle, str, os.PathLike)):
             raise TypeError(f"bundle must be a Bundle, a bundle path or None (the default bundle), "
                             f"got {type(bundle).__name__}")
+        if not isinstance(auto, bool):
+            raise TypeError(f"auto must be True or False, got {auto!r}")
         if not (isinstance(inner, str) or callable(inner)):
             raise TypeError(f"inner must be a backend name or a callable, got {inner!r}")
         self._given, self.device = bundle, device
-        self.prefer_eager, self.fallback, self.inner = prefer_eager, fallback, inner
+        self.prefer_eager, self.fallback, self.inner, self.auto = prefer_eager, fallback, inner, auto
         self._by_graph: dict[str, list[NormDecision]] = {}  # Dynamo's compile id -> its graph's norms
         self._served: tuple[Bundle, str] | None = None
         self._lock = threading.Lock()
@@ -164,7 +170,7 @@ class Backend:
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]):
         bundle, token = self.serving()
-        found = rewrite(gm, bundle, token, self.prefer_eager, self.fallback)
+        found = rewrite(gm, bundle, token, self.prefer_eager, self.fallback, self.auto)
         for d in found:
             log.info("boo backend: %s", d)
         from torch._guards import CompileContext
@@ -206,7 +212,7 @@ def boo(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: Mappin
         **kwargs: Any):
     """The ``"boo"`` backend: ``torch.compile(model, backend="boo", options={...})``,
     ``options`` as ``Backend``'s arguments (``bundle``, ``prefer_eager``,
-    ``fallback``, ``inner``, ``device``)."""
+    ``fallback``, ``inner``, ``device``, ``auto``)."""
     if kwargs:
         raise TypeError(f"backend 'boo' takes options={{...}}, not {', '.join(kwargs)}= (mode= is Inductor's: "
                         "torch.compile(..., backend='boo', options={'inner': ...}))")
@@ -226,10 +232,17 @@ class Explanation:
     def served(self) -> tuple[NormDecision, ...]:
         return tuple(d for d in self.norms if d.runs is Runs.KERNEL)
 
+    @property
+    def not_norms(self) -> tuple[NormDecision, ...]:
+        """Modules that may be norms written by hand (a weight and an eps) whose probe found none a kernel computes."""
+        return tuple(d for d in self.norms if d.why is Why.FORM)
+
     def __str__(self) -> str:
-        n, k = len(self.norms), len(self.served)
+        n, k, f = len(self.norms) - len(self.not_norms), len(self.served), len(self.not_norms)
         head = (f"{n} norm{'s' * (n != 1)} in {self.graphs} graph{'s' * (self.graphs != 1)}: {k} run the "
                 f"bundle's kernels, {n - k} the graph's code")
+        if f:
+            head += f"; {f} module{'s' * (f != 1)} probed, no norm a kernel computes"
         return "\n".join([head] + [f"  {d}" for d in self.norms])
 
 

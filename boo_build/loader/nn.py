@@ -34,9 +34,10 @@ import torch
 from .. import dtypes
 from .. import ops as op_registry
 from ..errors import SignatureError
+from ..probe import NormForm, is_candidate, never_served, norm_form
 from ..shapes import DEFAULT_MAX_ELEMENTS
 from ..signature import KernelSignature
-from ..torch_classes import FunctionCalls, class_label, rms_form, spelling_of
+from ..torch_classes import FunctionCalls, class_label, spelling_of
 from . import custom_ops
 from .bundle import FALLBACKS, Bundle, open_bundle
 from .custom_ops import BUNDLE_ENV, default_bundle, set_default_bundle
@@ -85,7 +86,17 @@ torch.fx.wrap("_group_sizes")  # as ``_like``: a traced graph calls it
 
 class _BundleAttr:
     """``bundle``: the module's Bundle (None: the default), and the token the
-    op names it by (``custom_ops.bundle_token``), kept together."""
+    op names it by (``custom_ops.bundle_token``), kept together; and, for a
+    module ``replace_norms`` put where a norm written by hand was, the output
+    dtype that norm's forward gave per input dtype where it differs from the
+    input's (``probe.NormForm.out_dtypes``: Llama's returns the promotion of
+    weight and input, T5's its weight's), so the swap returns what it did."""
+
+    _boo_out_dtypes: dict | None = None  # a class default: torch's own modules made ours in place have none
+
+    def _as_swapped(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        to = self._boo_out_dtypes.get(x.dtype) if self._boo_out_dtypes else None
+        return y if to is None or to == y.dtype else y.to(to)
 
     @property
     def bundle(self) -> Bundle | None:
@@ -113,8 +124,11 @@ class LayerNorm(_BundleAttr, torch.nn.LayerNorm):
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         w, b = _like(input, self.weight), _like(input, self.bias)
         if _direct(input):
-            return custom_ops.bundle_for(self._boo_token).native_layer_norm(input, self.normalized_shape, w, b, self.eps)[0]
-        return torch.ops.boo.layer_norm(input, self.normalized_shape, w, b, self.eps, self._boo_token)[0]
+            y = custom_ops.bundle_for(self._boo_token).native_layer_norm(input, self.normalized_shape, w, b,
+                                                                         self.eps)[0]
+        else:
+            y = torch.ops.boo.layer_norm(input, self.normalized_shape, w, b, self.eps, self._boo_token)[0]
+        return self._as_swapped(input, y) if self._boo_out_dtypes else y
 
     def extra_repr(self) -> str:
         return super().extra_repr() + self._bundle_repr()
@@ -149,9 +163,11 @@ class RMSNorm(_BundleAttr, torch.nn.RMSNorm):
         # eps None: torch's default (float32's epsilon), resolved by the entry point
         w = _like(x, self.weight)
         if _direct(x):
-            return custom_ops.bundle_for(self._boo_token).fused_rms_norm(x, self.normalized_shape, w, self.eps,
-                                                                         self.weight_offset)[0]
-        return torch.ops.boo.rms_norm(x, self.normalized_shape, w, self.eps, self.weight_offset, self._boo_token)[0]
+            y = custom_ops.bundle_for(self._boo_token).fused_rms_norm(x, self.normalized_shape, w, self.eps,
+                                                                      self.weight_offset)[0]
+        else:
+            y = torch.ops.boo.rms_norm(x, self.normalized_shape, w, self.eps, self.weight_offset, self._boo_token)[0]
+        return self._as_swapped(x, y) if self._boo_out_dtypes else y
 
     def extra_repr(self) -> str:
         off = f", weight_offset={self.weight_offset}" if self.weight_offset else ""
@@ -379,20 +395,39 @@ def _serves(bundle: Bundle, op: str, normalized_shape: tuple[int, ...], params: 
 
 
 def replace_norms(model: torch.nn.Module, bundle: Bundle | str | os.PathLike | None = None, *,
-                  fallback: str | None = None, rms_classes: Iterable[type | str] = (),
+                  fallback: str | None = None, rms_classes: Iterable[type | str] = (), auto: bool = True,
                   recording: Any = None) -> ReplaceReport:
-    """Replace, in place, every ``torch.nn.LayerNorm``, ``torch.nn.RMSNorm`` and ``torch.nn.GroupNorm``
-    of ``model`` with this module's ``LayerNorm`` / ``RMSNorm`` / ``GroupNorm`` running
-    ``bundle``'s kernels; returns a ``ReplaceReport`` of the norms replaced and
-    of those left, each with its reason; a replaced one's ``serves`` says exactly
-    which input shapes the bundle's kernels take, per mask where they differ (a
-    dynamic kernel's named dims any size; a static kernel its shape), and what a
-    call of another shape does.
+    """Replace, in place, every norm of ``model`` a kernel computes with this module's
+    ``LayerNorm`` / ``RMSNorm`` / ``GroupNorm`` running ``bundle``'s kernels: torch's own
+    ``torch.nn.LayerNorm``, ``torch.nn.RMSNorm`` and ``torch.nn.GroupNorm``, and the norms
+    written by hand that their math shows to be RMS or layer norms (Llama's, Qwen's,
+    Gemma's, T5's...; ``probe.norm_form``). Returns a ``ReplaceReport`` of the norms
+    replaced and of those left, each with its reason; a replaced one's ``serves`` says
+    exactly which input shapes the bundle's kernels take, per mask where they differ (a
+    dynamic kernel's named dims any size; a static kernel its shape), and what a call of
+    another shape does.
 
-    A replaced norm keeps its ``Parameter`` objects (an optimizer built before
-    keeps working), their ``requires_grad``, device and dtype, its eps (None
-    stays torch's default), hooks and training mode: torch's classes become
-    ours in place (their subclasses are left: their forward may differ).
+    torch's classes become ours in place: a replaced norm keeps its ``Parameter`` objects
+    (an optimizer built before keeps working), their ``requires_grad``, device and dtype,
+    its eps (None stays torch's default), hooks and training mode.
+
+    A norm written by hand (``probe.is_candidate``: a module of a class not torch's own,
+    subclasses of torch's norms included, with a ``weight`` Parameter and a numeric eps,
+    ``variance_epsilon``, ``eps`` or ``epsilon``) is probed: its form (the input alone in,
+    nothing held but the weight and a bias) and its math (its forward in eval mode, on a
+    small input with a non-zero mean and random parameters in place of its own: nothing
+    of the model changes, none of its hooks runs) must be an RMS norm's, ``x * rsqrt(
+    mean(x**2) + eps) * (offset + weight)`` (the offset, Llama's 0 or Gemma's 1, read from
+    the output), or a layer norm's, with its weight and, if it has one, its bias, over
+    its weight's shape, within the validation tolerance. One that passes is replaced by
+    an ``RMSNorm`` (with that ``weight_offset``) or a ``LayerNorm`` over its weight's
+    shape, holding the same Parameters (a new module: hooks on the old one are not
+    carried over), which returns the dtype the old forward returned for each input dtype
+    (its kernel runs in the input's dtype, the parameters cast to it, as torch's modules
+    do). One that fails is left, its reason naming each condition it fails ("subtracts
+    the mean and scales by 1 + weight", "a gate multiplies the output", "per-head
+    weight"...). torch's batch, instance and local response norms are never swapped
+    (left, saying so).
 
     ``bundle``: a ``Bundle``, a path, or None for the default bundle.
     ``fallback``: as in ``open_bundle``; "eager" also replaces norms with no
@@ -401,31 +436,21 @@ def replace_norms(model: torch.nn.Module, bundle: Bundle | str | os.PathLike | N
     shape, affine form and eps, on the bundle's device), and keeps an open
     bundle's own fallback.
 
-    ``rms_classes``: classes (or class names) of RMS norms written in other
-    libraries, Llama's way (``F.rms_norm(x, weight.shape, weight, eps)`` in
-    float32) or Gemma's (``x * rsqrt(mean(x**2) + eps) * (1 + weight)`` in
-    float32, then cast): a ``weight`` Parameter and an eps (``variance_epsilon``
-    or ``eps``). Each module of such a class is checked first
-    (``torch_classes.rms_form``: its forward takes the input alone, and on a
-    small input with a non-zero mean its output is that math within the
-    validation tolerance, the weight offset, 0 or Gemma's 1, read from the
-    output); one that fails is left, its reason naming each condition (it
-    "subtracts the mean", its "forward takes more than the input"...). The
-    others are replaced by an ``RMSNorm`` over the weight's shape with that
-    ``weight_offset``, holding the same weight (a new module: hooks on the old
-    one are not carried over), served by kernels built with the same offset; it
-    then computes in float32 and casts the output to the input's dtype.
+    ``rms_classes``: classes (or class names) probed whatever they hold (a class
+    without a numeric eps is left, saying so, where ``auto`` would pass it by).
+    ``auto=False``: probe only those; other candidates are left, named, unprobed.
 
     ``recording``: a ``boo_build.trace.Recording`` of the model's calls
     (``with record_norms() as rec: model(x)``): the report then lists the norm
-    calls made through functions (``F.layer_norm``, ``torch.ops.aten.*``,
-    subclasses of torch's norms), which have no module to swap, and how to
-    serve them (``function_calls``).
+    calls made through functions (``F.layer_norm``, ``torch.ops.aten.*``), which
+    have no module to swap, and how to serve them (``function_calls``).
     """
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     if fallback not in FALLBACKS:
         raise ValueError(f"fallback must be one of {FALLBACKS}, got {fallback!r}")
+    if not isinstance(auto, bool):
+        raise TypeError(f"auto must be True or False, got {auto!r}")
     if bundle is None:
         b = default_bundle()
     elif isinstance(bundle, Bundle):
@@ -446,10 +471,10 @@ def replace_norms(model: torch.nn.Module, bundle: Bundle | str | os.PathLike | N
     for name, m in list(model.named_modules()):
         cls = type(m)
         was = class_label(cls)
+        named = bool(rms_classes) and spelling_of(cls, rms_classes) is not None
         if isinstance(m, (LayerNorm, RMSNorm, GroupNorm)):
             left.append(Left(name, was, "already a boo_build.loader.nn module"))
-            continue
-        if cls in _SWAPS:
+        elif cls in _SWAPS:
             op, ours = _SWAPS[cls]
             # group norm: its channels and groups stand where the others' normalized shape does
             ns = _Groups(m.num_channels, m.num_groups) if cls is torch.nn.GroupNorm else tuple(m.normalized_shape)
@@ -463,29 +488,55 @@ def replace_norms(model: torch.nn.Module, bundle: Bundle | str | os.PathLike | N
             m.bundle = b
             serves = _serves(b, op, ns, params, m.weight is not None, getattr(m, "bias", None) is not None, eps)
             replaced.append(Swapped(name, was, class_label(m.__class__), note, serves))
-        elif isinstance(m, (torch.nn.LayerNorm, torch.nn.RMSNorm, torch.nn.GroupNorm)):
-            base = next(c.__name__ for c in _SWAPS if isinstance(m, c))
-            left.append(Left(name, was, f"a subclass of torch.nn.{base}: its forward may differ"))
-        elif rms_classes and spelling_of(cls, rms_classes) is not None:
-            form = rms_form(m)  # not torch's class: its form and math are checked before it is swapped
-            why = ("named in rms_classes, but " + "; ".join(form.problems) if form.problems
+        elif (never := never_served(m)) is not None:
+            left.append(Left(name, was, never))
+        elif named or (auto and is_candidate(m)):
+            form = norm_form(m)  # not torch's class: its form and math are checked before it is swapped
+            why = (("named in rms_classes, but " if named else "probed: ") + form.why() if not form.ok
                    else "the model itself: swap it where it is held" if not name else "")
+            note = ""
             if not why:
-                w, eps, off = m.weight, form.eps, form.weight_offset
-                assert eps is not None  # no problems
-                why, note = _check(b, "rms_norm", tuple(w.shape), [w], True, False, eps, off)
+                why, note = _check(b, form.op or "", form.normalized_shape, _params(m, form), True, form.bias,
+                                   form.eps or 0.0, form.weight_offset)
             if why:
                 left.append(Left(name, was, why))
                 continue
-            new = RMSNorm(tuple(w.shape), eps=eps, weight_offset=off, device="meta", bundle=b)
-            new.weight = w  # the same Parameter
-            new.train(m.training)
+            new = _swapped(m, form, b)
             for parent, attr in parents.get(id(m), ()):
                 setattr(parent, attr, new)
-            serves = _serves(b, "rms_norm", tuple(w.shape), [w], True, False, eps, off)
-            replaced.append(Swapped(name, was, class_label(RMSNorm), note, serves))
+            serves = _serves(b, form.op or "", form.normalized_shape, _params(m, form), True, form.bias,
+                             form.eps or 0.0, form.weight_offset)
+            replaced.append(Swapped(name, was, class_label(type(new)), note, serves))
+        elif isinstance(m, (torch.nn.LayerNorm, torch.nn.RMSNorm, torch.nn.GroupNorm)):
+            base = next(c.__name__ for c in _SWAPS if isinstance(m, c))
+            left.append(Left(name, was, f"a subclass of torch.nn.{base}: its forward may differ" + (
+                "" if base == "GroupNorm" or not auto else " (without a weight and an eps it is not probed)")))
+        elif is_candidate(m):  # auto=False
+            left.append(Left(name, was, "not probed (auto=False): a weight and an eps, it may be a norm written "
+                                        "by hand; name its class in rms_classes to probe it"))
     calls = tuple(recording.function_calls()) if recording is not None else ()
     return ReplaceReport(repr(b), tuple(replaced), tuple(left), calls)
+
+
+def _params(m: torch.nn.Module, form: NormForm) -> list[torch.Tensor]:
+    return [m.weight] + ([m.bias] if form.bias else [])
+
+
+def _swapped(m: torch.nn.Module, form: NormForm, b: Bundle) -> torch.nn.Module:
+    """The module replacing ``m``, a norm written by hand of ``form``: ours, over its
+    weight's shape, holding its Parameters, returning the dtypes its forward returned."""
+    assert form.eps is not None
+    new: LayerNorm | RMSNorm
+    if form.op == "rms_norm":
+        new = RMSNorm(form.normalized_shape, eps=form.eps, weight_offset=form.weight_offset, device="meta", bundle=b)
+    else:
+        new = LayerNorm(form.normalized_shape, eps=form.eps, bias=form.bias, device="meta", bundle=b)
+        if form.bias:
+            new.bias = m.bias
+    new.weight = m.weight  # the same Parameters
+    new.train(m.training)
+    new._boo_out_dtypes = {i: o for i, o in form.out_dtypes if i != o} or None
+    return new
 
 
 # the default bundle's functions and variable are documented here too (docs/torch.md): users import them from nn

@@ -13,7 +13,7 @@ import os
 import re
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 import torch
 
@@ -21,9 +21,11 @@ from .. import ops
 from ..dtypes import name_of
 from ..errors import SignatureError
 from ..ops.base import FORWARD
+from ..probe import BATCH_NORM, INSTANCE_NORM, LOCAL_RESPONSE_NORM
 from ..signature import KernelSignature
 from . import entries
 from .bundle import Bundle
+from .module_norms import Region, regions
 
 
 class Runs(StrEnum):
@@ -41,6 +43,8 @@ class Why(StrEnum):
     DEVICE = "device"  # its tensors are not on the bundle's device
     DTYPE = "dtype"  # a dtype no kernel takes
     UNSUPPORTED = "unsupported"  # arguments no kernel takes (a symbolic normalized shape or eps, ...)
+    FORM = "form"  # a module that may be a norm written by hand, whose probe found no norm a kernel computes
+    KIND = "kind"  # a norm no kernel computes: batch, instance, local response norms
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,10 @@ class NormDecision:
         runs = ("kernels " + ", ".join(self.kernels)) if self.runs is Runs.KERNEL else "the graph's code"
         return (f"{self.where}{at}: {self.spelling} {self.dtype} {shape} (masks {', '.join(map(str, self.masks))})"
                 f" -> {runs}: {self.detail}")
+
+
+# not norms the bundle could serve: fallback=None raises for none of them
+NEVER_SERVED = (Why.FORM, Why.KIND, Why.EAGER_FASTER)
 
 
 class NormNotServed(ValueError):
@@ -117,7 +125,27 @@ def _spellings() -> dict[Any, _Spelling]:
     return table
 
 
+def _never() -> dict[Any, tuple[str, str]]:
+    """torch's norms no kernel computes, as graph nodes: target -> (spelling, why)."""
+    F, aten = torch.nn.functional, torch.ops.aten
+    batch, inst, lrn = (f"{why}; no kernel computes it" for why in (BATCH_NORM, INSTANCE_NORM, LOCAL_RESPONSE_NORM))
+    table = {F.batch_norm: ("F.batch_norm", batch), torch.batch_norm: ("torch.batch_norm", batch),
+             F.instance_norm: ("F.instance_norm", inst), torch.instance_norm: ("torch.instance_norm", inst),
+             F.local_response_norm: ("F.local_response_norm", lrn)}
+    for name in ("batch_norm", "native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
+                 "instance_norm"):
+        packet = getattr(aten, name, None)
+        if packet is not None:
+            table[packet.default] = (f"aten.{name}", batch if "batch" in name else inst)
+    return table
+
+
 _SPELLINGS: dict[Any, _Spelling] | None = None  # built on first use (a cache: torch's functions as keys)
+_NEVER: dict[Any, tuple[str, str]] | None = None  # the same, of the norms no kernel computes
+
+
+def _target(target: Any) -> Any:
+    return getattr(target, "default", target) if isinstance(target, torch._ops.OpOverloadPacket) else target
 
 
 def spelling_of(target: Any) -> _Spelling | None:
@@ -125,30 +153,51 @@ def spelling_of(target: Any) -> _Spelling | None:
     global _SPELLINGS
     if _SPELLINGS is None:
         _SPELLINGS = _spellings()
-    if isinstance(target, torch._ops.OpOverloadPacket):
-        target = getattr(target, "default", target)
     try:
-        return _SPELLINGS.get(target)
+        return _SPELLINGS.get(_target(target))
+    except TypeError:  # unhashable
+        return None
+
+
+def never_served(target: Any) -> tuple[str, str] | None:
+    """(spelling, why) where a graph node's target is a norm no kernel computes (batch norm...), else None."""
+    global _NEVER
+    if _NEVER is None:
+        _NEVER = _never()
+    try:
+        return _NEVER.get(_target(target))
     except TypeError:  # unhashable
         return None
 
 
 # -------------------------------------------------- what replaces a norm node
-# Plain functions in the graph: AOT autograd traces through them to the custom ops.
-def boo_layer_norm(input, normalized_shape, weight, bias, eps, bundle, native):
-    out = torch.ops.boo.layer_norm(input, normalized_shape, weight, bias, eps, bundle)
-    return out if native else out[0]
+# Plain functions in the graph: AOT autograd traces through them to the custom ops. The
+# kernels take one dtype: parameters of another (float32 weights beside a bfloat16 input)
+# are cast to the input's, whose kernel runs, as the nn modules do; ``out_dtype``: the
+# dtype the replaced code gave (a norm written by hand may return its weight's), if other.
+def _like(x, p):
+    return p if p is None or p.dtype == x.dtype else p.to(x.dtype)
 
 
-def boo_rms_norm(input, normalized_shape, weight, eps, bundle, native):
-    out = torch.ops.boo.rms_norm(input, normalized_shape, weight, eps, 0.0, bundle)  # no weight offset: ATen's math
-    return out if native else out[0]
+def _out(y, dtype):
+    return y if dtype is None or y.dtype == dtype else y.to(dtype)
 
 
-def boo_group_norm(input, weight, bias, group, eps, bundle, native):
+def boo_layer_norm(input, normalized_shape, weight, bias, eps, bundle, native, out_dtype=None):
+    out = torch.ops.boo.layer_norm(input, normalized_shape, _like(input, weight), _like(input, bias), eps, bundle)
+    return out if native else _out(out[0], out_dtype)
+
+
+def boo_rms_norm(input, normalized_shape, weight, eps, bundle, native, weight_offset=0.0, out_dtype=None):
+    out = torch.ops.boo.rms_norm(input, normalized_shape, _like(input, weight), eps, weight_offset, bundle)
+    return out if native else _out(out[0], out_dtype)
+
+
+def boo_group_norm(input, weight, bias, group, eps, bundle, native, out_dtype=None):
     shape = input.shape
-    out = torch.ops.boo.group_norm(input, weight, bias, shape[0], shape[1], math.prod(shape[2:]), group, eps, bundle)
-    return out if native else out[0]
+    out = torch.ops.boo.group_norm(input, _like(input, weight), _like(input, bias), shape[0], shape[1],
+                                   math.prod(shape[2:]), group, eps, bundle)
+    return out if native else _out(out[0], out_dtype)
 
 
 # ---------------------------------------------------------------- the pass
@@ -216,7 +265,7 @@ def _where(node: torch.fx.Node) -> tuple[str, str]:
         source = f"{os.path.basename(file)}:{line}"
     if stack:
         path, cls = list(stack.values())[-1]
-        path = re.sub(r"^L\['[^']*'\]\.?", "", str(path))
+        path = re.sub(r"^L\['[^']*'\](?:\[\d+\])?\.?", "", str(path))  # the frame's root (self, args[0])
         path = _MODULE_PART.sub(lambda m: "." + (m.group(1) or m.group(2) or m.group(3)), path).lstrip(".")
         name = getattr(cls, "__name__", str(cls))
         return (f"{path} ({name})" if path else f"the model ({name})"), source
@@ -240,11 +289,11 @@ def _pinned(dims: Sequence[tuple[int, str | None]], kernels: Sequence[KernelSign
 
 
 def _signature(op: str, shape: tuple[int, ...], dtype: str, mask: int, eps: Any, param: Any, weight: bool,
-               bias: bool) -> KernelSignature:
+               bias: bool, offset: float = 0.0) -> KernelSignature:
     spec = ops.get(op)
     fields = spec.call_fields(shape, param)
     return KernelSignature(op=op, input_shape=shape, dtype=dtype, mask=mask, eps=spec.none_eps if eps is None else eps,
-                           affine=weight or bias, bias=bias, **fields)
+                           affine=weight or bias, bias=bias, weight_offset=offset, **fields)
 
 
 def _masks(op: str, x: Any, w: Any, b: Any, out: Any) -> tuple[int, ...]:
@@ -259,14 +308,31 @@ def _masks(op: str, x: Any, w: Any, b: Any, out: Any) -> tuple[int, ...]:
     return (FORWARD, mask) if mask else (FORWARD,)
 
 
+class _Call(NamedTuple):
+    """One norm of the graph, as traced: what the decision reads."""
+
+    op: str
+    spelling: str
+    where: str
+    source: str
+    x: Any  # the input's example value
+    w: Any
+    b: Any
+    eps: float | None
+    param: Any  # group norm's groups, else the normalized shape as traced
+    out: Any  # the output's example value
+    native: bool  # ATen's native op: returns (out, *statistics)
+    offset: float = 0.0
+
+
 class _Pass:
     """One graph's rewrite for one serving bundle."""
 
     def __init__(self, bundle: Bundle, token: str, prefer_eager: bool, gm: torch.fx.GraphModule):
         self.bundle, self.token, self.prefer_eager, self.gm = bundle, token, prefer_eager, gm
 
-    def decide(self, sp: _Spelling, node: torch.fx.Node) -> tuple[NormDecision, dict[str, Any] | None]:
-        """The decision on one norm node, and its arguments by name where it runs the kernels."""
+    def call_of(self, sp: _Spelling, node: torch.fx.Node) -> tuple[_Call, dict[str, Any]] | NormDecision:
+        """A norm node's call and its arguments by name, or the decision where they were not traced."""
         args: dict[str, Any] = dict(zip(sp.params, node.args))
         args.update(node.kwargs)
         for k, v in sp.defaults.items():
@@ -274,114 +340,202 @@ class _Pass:
         where, source = _where(node)
         gm = self.gm
         x = _value(args.get("input"), gm)
-        shape: tuple = ()
-        dtype = str(getattr(x, "dtype", "?")).removeprefix("torch.")
-
-        def decision(runs: Runs, why: Why, detail: str, masks=(FORWARD,), kernels=()) -> NormDecision:
-            return NormDecision(where, source, sp.name, sp.op, shape, dtype, tuple(masks), tuple(kernels), runs, why,
-                                detail)
-
         if not isinstance(x, torch.Tensor) or any(n not in args for n in sp.params):
-            return decision(Runs.GRAPH, Why.UNSUPPORTED, "arguments not traced"), None
+            dtype = str(getattr(x, "dtype", "?")).removeprefix("torch.")
+            return NormDecision(where, source, sp.name, sp.op, (), dtype, (FORWARD,), (), Runs.GRAPH,
+                                Why.UNSUPPORTED, "arguments not traced")
+        out = node.meta.get("example_value")
+        out = out[0] if sp.native and isinstance(out, (tuple, list)) else out
+        param = (_value(args.get("num_groups", args.get("group")), gm) if sp.op == "group_norm"
+                 else _value(args["normalized_shape"], gm))
+        call = _Call(sp.op, sp.name, where, source, x, _value(args.get("weight"), gm), _value(args.get("bias"), gm),
+                     _number(_value(args.get("eps"), gm)), param, out, sp.native)
+        return call, args
+
+    def decide(self, c: _Call) -> tuple[NormDecision, bool]:
+        """The decision on one norm, and whether it runs the kernels."""
+        x, w, b = c.x, c.w, c.b
         dims = [_dim(d) for d in x.shape]
         hints = tuple(h for h, _ in dims)
         symbols = [s for _, s in dims if s is not None]
         shape = tuple(s or h for h, s in dims)
-        w, b = _value(args.get("weight"), gm), _value(args.get("bias"), gm)
-        out = node.meta.get("example_value")
-        out = out[0] if sp.native and isinstance(out, (tuple, list)) else out
-        masks = _masks(sp.op, x, w, b, out)
+        dtype = str(x.dtype).removeprefix("torch.")
+        masks = _masks(c.op, x, w, b, c.out)
+
+        def decision(runs: Runs, why: Why, detail: str, kernels=()) -> tuple[NormDecision, bool]:
+            return NormDecision(c.where, c.source, c.spelling, c.op, shape, dtype, tuple(masks), tuple(kernels), runs,
+                                why, detail), runs is Runs.KERNEL
+
         if x.device.type != self.bundle.device_type:
-            return decision(Runs.GRAPH, Why.DEVICE, f"on {x.device}, the bundle runs on {self.bundle.device.uri}",
-                            masks), None
+            return decision(Runs.GRAPH, Why.DEVICE, f"on {x.device}, the bundle runs on {self.bundle.device.uri}")
         kdt = name_of(x.dtype)
         if kdt is None:
-            return decision(Runs.GRAPH, Why.DTYPE, f"{dtype}: kernels take float32, float16 or bfloat16", masks), None
+            return decision(Runs.GRAPH, Why.DTYPE, f"{dtype}: kernels take float32, float16 or bfloat16")
         mixed = [f"{n} {str(t.dtype).removeprefix('torch.')}" for n, t in (("weight", w), ("bias", b))
                  if isinstance(t, torch.Tensor) and t.dtype != x.dtype]
-        if mixed:  # (torch's op takes float32 parameters beside a half-precision input; the kernels do not)
-            return decision(Runs.GRAPH, Why.DTYPE, f"{', '.join(mixed)} beside a {dtype} input", masks), None
-        eps = _number(_value(args.get("eps"), gm))
-        if sp.op == "group_norm":
-            param = _value(args.get("num_groups", args.get("group")), gm)
-            if not isinstance(param, int):
-                return decision(Runs.GRAPH, Why.UNSUPPORTED, f"groups {param!r} not a constant", masks), None
+        if mixed and c.native:  # (its statistics' dtypes are ATen's for the mix; the kernels' are their dtype's)
+            return decision(Runs.GRAPH, Why.DTYPE, f"{', '.join(mixed)} beside a {dtype} input to ATen's native op")
+        if c.op == "group_norm":
+            if not isinstance(c.param, int):
+                return decision(Runs.GRAPH, Why.UNSUPPORTED, f"groups {c.param!r} not a constant")
+            param: Any = c.param
         else:
-            ns = [_dim(d) for d in _value(args["normalized_shape"], gm)]
-            if any(s is not None for _, s in ns):
-                return decision(Runs.GRAPH, Why.UNSUPPORTED, "a symbolic normalized shape", masks), None
+            ns = [_dim(d) for d in c.param]
+            if any(sym is not None for _, sym in ns):
+                return decision(Runs.GRAPH, Why.UNSUPPORTED, "a symbolic normalized shape")
             param = tuple(h for h, _ in ns)
-        if sp.op != "rms_norm" and eps is None:
-            return decision(Runs.GRAPH, Why.UNSUPPORTED, "eps unknown while tracing", masks), None
+        if c.op != "rms_norm" and c.eps is None:
+            return decision(Runs.GRAPH, Why.UNSUPPORTED, "eps unknown while tracing")
         try:
-            sigs = [_signature(sp.op, hints, kdt, m, eps, param, w is not None, b is not None) for m in masks]
+            sigs = [_signature(c.op, hints, kdt, m, c.eps, param, w is not None, b is not None, c.offset)
+                    for m in masks]
         except (SignatureError, ValueError, TypeError) as e:
-            return decision(Runs.GRAPH, Why.UNSUPPORTED, str(e), masks), None
+            return decision(Runs.GRAPH, Why.UNSUPPORTED, str(e))
         found = [self.bundle.serving(s) for s in sigs]
         kernels = [k.key for k in found if k is not None]
         missing = [s.key for s, k in zip(sigs, found) if k is None]
         if missing:
-            return decision(Runs.GRAPH, Why.NO_KERNEL, "no kernel " + ", ".join(missing), masks, kernels), None
+            return decision(Runs.GRAPH, Why.NO_KERNEL, "no kernel " + ", ".join(missing), kernels)
         fixed = ""
         if symbols:
             static = [k.key for k in found if k is not None and not k.sig.is_dynamic]
             if static:
-                return decision(Runs.GRAPH, Why.STATIC_ONLY,
-                                f"sizes {', '.join(symbols)} are symbolic, kernel {', '.join(static)} serves "
-                                f"{list(hints)} only", masks, kernels), None
+                return decision(Runs.GRAPH, Why.STATIC_ONLY, f"sizes {', '.join(symbols)} are symbolic, kernel "
+                                f"{', '.join(static)} serves {list(hints)} only", kernels)
             pinned = _pinned(dims, [k.sig for k in found if k is not None])
             if pinned:
                 fixed = f"; other sizes of {', '.join(pinned)} (fixed in the kernels) run torch's op"
         if self.prefer_eager:
             slower = [k.key for s, k in zip(sigs, found) if k is not None and k.eager_for(s)]
             if slower:
-                return decision(Runs.GRAPH, Why.EAGER_FASTER,
-                                f"torch eager beat kernel {', '.join(slower)} in the build's timings "
-                                "(prefer_eager=False runs it)", masks, kernels), None
+                return decision(Runs.GRAPH, Why.EAGER_FASTER, f"torch eager beat kernel {', '.join(slower)} in the "
+                                "build's timings (prefer_eager=False runs it)", kernels)
         detail = "the bundle's kernels" + ("; the build did not find torch eager faster" if self.prefer_eager
                                             else " (prefer_eager=False)")
-        return decision(Runs.KERNEL, Why.SERVED, detail + fixed, masks, kernels), args
+        if mixed:
+            detail += f"; {', '.join(mixed)} cast to {dtype}, whose kernel runs"
+        return decision(Runs.KERNEL, Why.SERVED, detail + fixed, kernels)
 
-    def replace(self, sp: _Spelling, node: torch.fx.Node, args: dict[str, Any]) -> None:
+    def replace(self, sp: _Spelling, node: torch.fx.Node, args: dict[str, Any], out_dtype: Any) -> None:
         tok = self.token
         if sp.op == "layer_norm":
             node.target = boo_layer_norm
             node.args = (args["input"], args["normalized_shape"], args["weight"], args["bias"], args["eps"], tok,
-                         sp.native)
+                         sp.native, out_dtype)
         elif sp.op == "rms_norm":
             node.target = boo_rms_norm
-            node.args = (args["input"], args["normalized_shape"], args["weight"], args["eps"], tok, sp.native)
+            node.args = (args["input"], args["normalized_shape"], args["weight"], args["eps"], tok, sp.native, 0.0,
+                         out_dtype)
         else:
             node.target = boo_group_norm
             node.args = (args["input"], args["weight"], args["bias"], args.get("num_groups", args.get("group")),
-                         args["eps"], tok, sp.native)
+                         args["eps"], tok, sp.native, out_dtype)
         node.kwargs = {}
+
+    def region_call(self, r: Region) -> _Call | NormDecision:
+        """A probed module's call, or the decision where it is not served as one (its probe, its nodes)."""
+        where, source = _where(r.output if r.output is not None else r.nodes[-1])
+        spelling = f"{type(r.module).__name__}.forward"
+        x = r.input.meta.get("example_value") if r.input is not None else None
+        shape = tuple(_dim(d)[1] or _dim(d)[0] for d in x.shape) if isinstance(x, torch.Tensor) else ()
+        dtype = str(x.dtype).removeprefix("torch.") if isinstance(x, torch.Tensor) else "?"
+        form = r.form
+        why = ("not probed (auto=False): a weight and an eps, it may be a norm written by hand" if form is None
+               else "probed: " + form.why() if not form.ok else r.problem)
+        if why or form is None:
+            op = form.op or "" if form is not None else ""
+            return NormDecision(where, source, spelling, op, shape, dtype, (FORWARD,), (), Runs.GRAPH, Why.FORM, why)
+        assert r.weight is not None and r.output is not None and form.op is not None
+        w = r.weight.meta.get("example_value")
+        b = r.bias.meta.get("example_value") if r.bias is not None and form.bias else None
+        return _Call(form.op, spelling, where, source, x, w, b, form.eps, form.normalized_shape,
+                     r.output.meta.get("example_value"), False, form.weight_offset)
+
+    def replace_region(self, r: Region, c: _Call) -> None:
+        """Its nodes replaced by one call of the op's graph function, giving the dtype its output had."""
+        assert r.input is not None and r.output is not None and r.weight is not None
+        g, y = self.gm.graph, r.output
+        out_dtype = c.out.dtype if c.out.dtype != c.x.dtype else None
+        with g.inserting_after(y):
+            # an eps the graph takes as an input is read at each call: the op looks its kernel up by it
+            eps: Any = c.eps if r.eps is None else g.call_method("item", (r.eps,))
+            if r.eps is not None:
+                eps.meta["example_value"] = c.eps
+        if c.op == "rms_norm":
+            target: Any = boo_rms_norm
+            args: tuple = (r.input, list(c.param), r.weight, eps, self.token, False, c.offset, out_dtype)
+        else:
+            target = boo_layer_norm
+            bias = r.bias if c.b is not None else None
+            args = (r.input, list(c.param), r.weight, bias, eps, self.token, False, out_dtype)
+        with g.inserting_after(eps if isinstance(eps, torch.fx.Node) else y):
+            new = g.call_function(target, args)
+        new.meta.update(y.meta)  # its example value (shape, dtype), module stack and source line
+        y.replace_all_uses_with(new)
+        for n in reversed(r.nodes):
+            if not n.users:
+                g.erase_node(n)
 
 
 def rewrite(gm: torch.fx.GraphModule, bundle: Bundle, token: str, prefer_eager: bool,
-            fallback: str | None) -> list[NormDecision]:
+            fallback: str | None, auto: bool = True) -> list[NormDecision]:
     """Rewrite, in place, the norms of Dynamo graph ``gm`` that ``bundle`` serves
     (named by ``token`` in the graph) into its custom ops; -> every norm found and
-    what runs it. ``fallback=None``: ``NormNotServed`` for a norm it cannot serve."""
+    what runs it, and every module that may be a norm written by hand and why it
+    is not served. ``fallback=None``: ``NormNotServed`` for a norm it cannot serve.
+    ``auto=False``: modules written by hand are not probed (``module_norms``)."""
     p = _Pass(bundle, token, prefer_eager, gm)
-    out = []
+    out: list[tuple[torch.fx.Node, NormDecision]] = []
+    spelled: list[torch.fx.Node] = []
+
+    def decided(node: torch.fx.Node, d: NormDecision) -> None:
+        if fallback is None and d.runs is Runs.GRAPH and d.why not in NEVER_SERVED:
+            raise NormNotServed(d)
+        out.append((node, d))
+
     for node in list(gm.graph.nodes):
         if node.op != "call_function":
             continue
         sp = spelling_of(node.target)
         if sp is None:
+            never = never_served(node.target)
+            if never is not None:
+                spelled.append(node)
+                where, source = _where(node)
+                x = _value(node.args[0] if node.args else node.kwargs.get("input"), gm)
+                shape = tuple(_dim(d)[1] or _dim(d)[0] for d in x.shape) if isinstance(x, torch.Tensor) else ()
+                decided(node, NormDecision(where, source, never[0], "", shape,
+                                           str(getattr(x, "dtype", "?")).removeprefix("torch."), (FORWARD,), (),
+                                           Runs.GRAPH, Why.KIND, never[1]))
             continue
-        decision, args = p.decide(sp, node)
-        if fallback is None and decision.runs is Runs.GRAPH and decision.why is not Why.EAGER_FASTER:
-            raise NormNotServed(decision)
-        if args is not None:
-            p.replace(sp, node, args)
-        out.append(decision)
-    if any(d.runs is Runs.KERNEL for d in out):
+        spelled.append(node)
+        got = p.call_of(sp, node)
+        if isinstance(got, NormDecision):
+            decided(node, got)
+            continue
+        call, args = got
+        d, runs = p.decide(call)
+        decided(node, d)
+        if runs:
+            out_dtype = call.out.dtype if isinstance(call.out, torch.Tensor) and call.out.dtype != call.x.dtype \
+                else None
+            p.replace(sp, node, args, out_dtype)
+    for r in regions(gm, spelled, auto):
+        where = r.output if r.output is not None else r.nodes[-1]
+        rc = p.region_call(r)
+        if isinstance(rc, NormDecision):
+            decided(where, rc)
+            continue
+        d, runs = p.decide(rc)
+        decided(where, d)
+        if runs:
+            p.replace_region(r, rc)
+    if any(d.runs is Runs.KERNEL for _, d in out):
         gm.graph.lint()
         gm.recompile()
-    return out
+    order = {n: i for i, n in enumerate(gm.graph.nodes)}  # graph order (a replaced region's node is gone: last)
+    return [d for _, d in sorted(out, key=lambda nd: order.get(nd[0], len(order)))]
 
 
-__all__ = ["NormDecision", "NormNotServed", "Runs", "Why", "boo_group_norm", "boo_layer_norm", "boo_rms_norm",
-           "rewrite", "spelling_of"]
+__all__ = ["NEVER_SERVED", "NormDecision", "NormNotServed", "Runs", "Why", "boo_group_norm", "boo_layer_norm",
+           "boo_rms_norm", "never_served", "rewrite", "spelling_of"]

@@ -7,10 +7,11 @@ iree-turbine, doit or the loader's runtime.
 How calls are seen, all undone on exit:
 
 * global module forward hooks see ``torch.nn.LayerNorm`` / ``RMSNorm`` /
-  ``GroupNorm`` (exactly those classes: what ``replace_norms`` swaps) and the Llama-style
-  classes named in ``rms_classes`` (they compute with elementwise ops no mode
-  could tell from other math), recorded as the module replacing them calls
-  its kernel; on other threads the hooks return at once;
+  ``GroupNorm`` (exactly those classes: what ``replace_norms`` swaps in place) and
+  the norms written by hand (Llama's, Gemma's, T5's... classes: they compute with
+  elementwise ops no mode could tell from other math), found by their math as
+  ``replace_norms`` finds them (``probe.norm_form``, once per module), recorded as
+  the module replacing them calls its kernel; on other threads the hooks return at once;
 * a ``TorchFunctionMode`` on the recording thread (torch's modes are
   thread-local: other threads are neither recorded nor slowed) sees the
   functional calls: ``F.layer_norm`` / ``F.rms_norm`` / ``F.group_norm``,
@@ -45,8 +46,9 @@ from .. import ops as op_registry
 from ..dtypes import NAMES, name_of
 from ..errors import SignatureError
 from ..ops.base import BIAS_GRAD, FORWARD, INPUT_GRAD, WEIGHT_GRAD
+from ..probe import NormForm, is_candidate, is_torch_class, norm_form
 from ..signature import KernelSignature
-from ..torch_classes import FunctionCalls, autocast_devices, class_label, rms_form, spelling_of
+from ..torch_classes import FunctionCalls, autocast_devices, class_label, spelling_of
 
 __all__ = ["RecordedCall", "Recording", "UnknownRmsClass", "Unrecorded", "from_misses", "record_norms", "resolve_rms_classes"]
 
@@ -307,35 +309,42 @@ def _needs_grad(t: Any) -> bool:
 class _Recorder:
     """What one ``record_norms`` context runs: the mode, the hooks, the counts."""
 
-    def __init__(self, rec: Recording, rms_classes: tuple[type | str, ...]) -> None:
+    def __init__(self, rec: Recording, rms_classes: tuple[type | str, ...], auto: bool = True) -> None:
         self.rec = rec
         self.rms_classes = rms_classes
+        self.auto = auto
         self.active = True
         self.thread = threading.get_ident()
         # on the recording thread: .depth, inside a recorded norm module (its own
         # functional call is not recorded again); .lifted, the fast-path modules' popped modes
         self.local = threading.local()
         self.table = _function_table()
-        self.kinds: dict[type, str] = {}  # module class -> "norm", "rms", "fast" or ""
-        # an rms_classes module -> (it, torch_classes.rms_form of it): checked once per recording
-        self.forms: dict[int, tuple[torch.nn.Module, Any]] = {}
+        self.kinds: dict[type, str] = {}  # module class -> "norm", "probe", "fast" or ""
+        # a module of a "probe" class -> (it, probe.norm_form of it or None where it is no candidate, its
+        # rms_classes spelling or None): checked once per recording
+        self.forms: dict[int, tuple[torch.nn.Module, NormForm | None, type | str | None]] = {}
         self.mode: _Mode | None = None
 
     def inside_module(self) -> bool:
         """Inside a recorded norm module, or checking one's math (its calls are not the model's)."""
         return getattr(self.local, "depth", 0) > 0 or getattr(self.local, "probing", False)
 
-    def form_of(self, module: torch.nn.Module):
-        """``rms_form(module)``, once per module, its probe unrecorded."""
+    def form_of(self, module: torch.nn.Module) -> tuple[NormForm | None, type | str | None]:
+        """(``norm_form(module)``, or None where replace_norms would not probe it; the
+        ``rms_classes`` spelling naming its class, or None), once per module, its probe unrecorded."""
         hit = self.forms.get(id(module))
         if hit is None or hit[0] is not module:
-            self.local.probing = True
-            try:
-                hit = (module, rms_form(module))
-            finally:
-                self.local.probing = False
+            named = spelling_of(type(module), self.rms_classes) if self.rms_classes else None
+            form = None
+            if named is not None or (self.auto and is_candidate(module)):
+                self.local.probing = True
+                try:
+                    form = norm_form(module)
+                finally:
+                    self.local.probing = False
+            hit = (module, form, named)
             self.forms[id(module)] = hit
-        return hit[1]
+        return hit[1], hit[2]
 
     def record(self, op: str, x: Any, param: Any, weight: Any, bias: Any, eps: Any, out: Any, source: str,
                function: bool = False, offset: float = 0.0) -> None:
@@ -385,8 +394,9 @@ class _Recorder:
     def kind(self, cls: type) -> str:
         k = self.kinds.get(cls)
         if k is None:
-            k = ("norm" if cls in _TORCH_NORMS else "rms" if spelling_of(cls, self.rms_classes) is not None
-                 else "fast" if getattr(cls, "forward", None) in _FAST_PATHS else "")
+            k = ("norm" if cls in _TORCH_NORMS else "fast" if getattr(cls, "forward", None) in _FAST_PATHS
+                 else "probe" if (self.auto and not is_torch_class(cls)) or spelling_of(cls, self.rms_classes)
+                 is not None else "")
             self.kinds[cls] = k
         return k
 
@@ -394,7 +404,7 @@ class _Recorder:
         if threading.get_ident() != self.thread or not self.active or getattr(self.local, "probing", False):
             return
         k = self.kind(type(module))
-        if k in ("norm", "rms"):
+        if k == "norm" or (k == "probe" and self.swapped(module)):
             self.local.depth = getattr(self.local, "depth", 0) + 1
         elif k == "fast":
             lifted = self.local.__dict__.setdefault("lifted", [])
@@ -412,9 +422,13 @@ class _Recorder:
             if mode is not None:
                 torch._C._push_on_torch_function_stack(mode)
             return
-        if k not in ("norm", "rms"):
+        if k not in ("norm", "probe"):
             return
-        self.local.depth = max(0, getattr(self.local, "depth", 0) - 1)
+        form, named = self.form_of(module) if k == "probe" else (None, None)
+        if k == "probe" and form is None:
+            return  # not a norm candidate
+        if k == "norm" or form is not None and form.ok:
+            self.local.depth = max(0, getattr(self.local, "depth", 0) - 1)
         x = args[0] if args else next(iter(kwargs.values()), None)
         label = class_label(type(module))
         if output is None:
@@ -425,17 +439,21 @@ class _Recorder:
             param = module.num_groups if op == "group_norm" else module.normalized_shape
             self.record(op, x, param, module.weight, getattr(module, "bias", None), module.eps, output, label)
             return
-        spelling = spelling_of(type(module), self.rms_classes)
-        assert spelling is not None  # kind "rms"
-        self.rec.note_rms_class(spelling)
-        form = self.form_of(module)  # replace_norms' own check: what it leaves is not recorded
-        if form.problems:
-            self.rec.add_unrecorded(label, "named in rms_classes, but " + "; ".join(form.problems)
-                                    + " (replace_norms leaves it)")
+        assert form is not None  # kind "probe", a candidate
+        if named is not None:
+            self.rec.note_rms_class(named)
+        if not form.ok:  # replace_norms' own check: what it leaves is not recorded
+            self.rec.add_unrecorded(label, ("named in rms_classes, but " if named is not None else "probed: ")
+                                    + form.why() + " (replace_norms leaves it)")
             return
-        # replace_norms makes it a boo_build.loader.nn.RMSNorm over its weight's shape, with its offset
-        w = module.weight
-        self.record("rms_norm", x, tuple(w.shape), w, None, form.eps, output, label, offset=form.weight_offset)
+        # replace_norms makes it a boo_build.loader.nn.RMSNorm (with its offset) or LayerNorm over its weight's shape
+        self.record(form.op or "", x, form.normalized_shape, module.weight, module.bias if form.bias else None,
+                    form.eps, output, label, offset=form.weight_offset)
+
+    def swapped(self, module: torch.nn.Module) -> bool:
+        """Whether replace_norms swaps this module of a "probe" class (its own calls are then not the model's)."""
+        form, _ = self.form_of(module)
+        return form is not None and form.ok
 
 
 class _Mode(TorchFunctionMode):
@@ -462,26 +480,29 @@ class _Mode(TorchFunctionMode):
 
 
 @contextlib.contextmanager
-def record_norms(rms_classes: Iterable[type | str] = (), source: str = "") -> Iterator[Recording]:
+def record_norms(rms_classes: Iterable[type | str] = (), source: str = "", auto: bool = True) -> Iterator[Recording]:
     """Record every norm call made on this thread inside the ``with`` block
     (and the backwards autograd runs for them inside it):
 
-        with record_norms(rms_classes=["LlamaRMSNorm"]) as rec:
+        with record_norms() as rec:
             train_one_step(model)
         rec.write("model.toml", name="my-model", targets=["cpu"])
 
-    ``rms_classes``: RMS norm classes of other libraries, Llama's or Gemma's (a ``weight`` Parameter and
-    an eps, ``variance_epsilon`` or ``eps``; a module whose form or math
-    ``replace_norms`` would refuse, ``torch_classes.rms_form``, is left out with
-    its reasons: ``unrecorded``), spelled as ``replace_norms`` takes them: a class,
-    its name or ``module.Class`` (``resolve_rms_classes``; ``UnknownRmsClass``
-    for a dotted name that names no class). ``source``: what runs, for the
+    Norms are recorded as ``replace_norms`` swaps them: torch's norm modules, and the
+    norms written by hand their math shows to be RMS or layer norms (``probe.norm_form``;
+    a candidate that fails is left out with its reasons: ``unrecorded``), and the
+    functional calls. ``rms_classes``: classes probed whatever they hold, spelled as
+    ``replace_norms`` takes them: a class, its name or ``module.Class``
+    (``resolve_rms_classes``; ``UnknownRmsClass`` for a dotted name that names no
+    class); ``auto=False``: probe only those. ``source``: what runs, for the
     manifest's header. Results are those of an unrecorded run, bit for bit;
     on exit nothing stays installed."""
+    if not isinstance(auto, bool):
+        raise TypeError(f"auto must be True or False, got {auto!r}")
     classes = resolve_rms_classes(rms_classes)
     rec = Recording(source)
     rec.rms_classes = classes
-    recorder = _Recorder(rec, classes)
+    recorder = _Recorder(rec, classes, auto)
     from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 
     with contextlib.ExitStack() as stack:
