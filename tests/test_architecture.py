@@ -223,8 +223,8 @@ def package_cycles(package_dir: Path) -> list[str]:
 # shapes, the op descriptions the signatures consult, targets, reasons, errors);
 # the loader runs kernels in applications and needs nothing of the build. The bundle
 # format (``loader/format.py``) is the loader's: the build writes what it reads.
-CORE = ("dtypes", "shapes", "signature", "ops", "targets", "reasons", "errors", "torch_classes", "probe",
-        "bundle_names", "compared")
+CORE = ("dtypes", "shapes", "signature", "ops", "targets", "reasons", "errors", "torch_classes", "bundle_names",
+        "compared", "probe", "inline_norms", "graph_ops")
 LOADER = ("loader",)
 BUILD = ("stages", "build", "report", "manifest", "measure", "trace", "cli", "records", "candidates", "layout",
          "files", "store")
