@@ -234,15 +234,20 @@ class Explanation:
 
     @property
     def not_norms(self) -> tuple[NormDecision, ...]:
-        """Modules that may be norms written by hand (a weight and an eps) whose probe found none a kernel computes."""
+        """Modules that may be norms written by hand (a weight and an eps) whose probe found none a kernel
+        computes, and code written inline that looks like a norm but is not one exactly (look-alikes)."""
         return tuple(d for d in self.norms if d.why is Why.FORM)
 
     def __str__(self) -> str:
-        n, k, f = len(self.norms) - len(self.not_norms), len(self.served), len(self.not_norms)
+        n, k = len(self.norms) - len(self.not_norms), len(self.served)
         head = (f"{n} norm{'s' * (n != 1)} in {self.graphs} graph{'s' * (self.graphs != 1)}: {k} run the "
                 f"bundle's kernels, {n - k} the graph's code")
+        looks = sum(d.spelling.startswith("inline ") for d in self.not_norms)
+        f = len(self.not_norms) - looks
         if f:
             head += f"; {f} module{'s' * (f != 1)} probed, no norm a kernel computes"
+        if looks:
+            head += f"; {looks} look-alike{'s' * (looks != 1)} written inline, left as written"
         return "\n".join([head] + [f"  {d}" for d in self.norms])
 
 

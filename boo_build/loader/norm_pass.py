@@ -8,10 +8,9 @@ Imports torch.
 
 from __future__ import annotations
 
-import math
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any, Mapping, NamedTuple, Sequence
 
@@ -20,11 +19,13 @@ import torch
 from .. import ops
 from ..dtypes import name_of
 from ..errors import SignatureError
+from ..inline_norms import InlineNorm, find
 from ..ops.base import FORWARD
 from ..probe import BATCH_NORM, INSTANCE_NORM, LOCAL_RESPONSE_NORM
 from ..signature import KernelSignature
 from . import entries
 from .bundle import Bundle
+from .graph_functions import boo_group_norm, boo_layer_norm, boo_rms_norm
 from .module_norms import Region, regions
 
 
@@ -43,7 +44,8 @@ class Why(StrEnum):
     DEVICE = "device"  # its tensors are not on the bundle's device
     DTYPE = "dtype"  # a dtype no kernel takes
     UNSUPPORTED = "unsupported"  # arguments no kernel takes (a symbolic normalized shape or eps, ...)
-    FORM = "form"  # a module that may be a norm written by hand, whose probe found no norm a kernel computes
+    FORM = "form"  # a module that may be a norm written by hand, whose probe found no norm a kernel computes,
+    # or code written inline that looks like a norm and is not one exactly (``inline_norms``: a look-alike)
     KIND = "kind"  # a norm no kernel computes: batch, instance, local response norms
 
 
@@ -168,36 +170,6 @@ def never_served(target: Any) -> tuple[str, str] | None:
         return _NEVER.get(_target(target))
     except TypeError:  # unhashable
         return None
-
-
-# -------------------------------------------------- what replaces a norm node
-# Plain functions in the graph: AOT autograd traces through them to the custom ops. The
-# kernels take one dtype: parameters of another (float32 weights beside a bfloat16 input)
-# are cast to the input's, whose kernel runs, as the nn modules do; ``out_dtype``: the
-# dtype the replaced code gave (a norm written by hand may return its weight's), if other.
-def _like(x, p):
-    return p if p is None or p.dtype == x.dtype else p.to(x.dtype)
-
-
-def _out(y, dtype):
-    return y if dtype is None or y.dtype == dtype else y.to(dtype)
-
-
-def boo_layer_norm(input, normalized_shape, weight, bias, eps, bundle, native, out_dtype=None):
-    out = torch.ops.boo.layer_norm(input, normalized_shape, _like(input, weight), _like(input, bias), eps, bundle)
-    return out if native else _out(out[0], out_dtype)
-
-
-def boo_rms_norm(input, normalized_shape, weight, eps, bundle, native, weight_offset=0.0, out_dtype=None):
-    out = torch.ops.boo.rms_norm(input, normalized_shape, _like(input, weight), eps, weight_offset, bundle)
-    return out if native else _out(out[0], out_dtype)
-
-
-def boo_group_norm(input, weight, bias, group, eps, bundle, native, out_dtype=None):
-    shape = input.shape
-    out = torch.ops.boo.group_norm(input, _like(input, weight), _like(input, bias), shape[0], shape[1],
-                                   math.prod(shape[2:]), group, eps, bundle)
-    return out if native else _out(out[0], out_dtype)
 
 
 # ---------------------------------------------------------------- the pass
@@ -416,7 +388,7 @@ class _Pass:
             detail += f"; {', '.join(mixed)} cast to {dtype}, whose kernel runs"
         return decision(Runs.KERNEL, Why.SERVED, detail + fixed, kernels)
 
-    def replace(self, sp: _Spelling, node: torch.fx.Node, args: dict[str, Any], out_dtype: Any) -> None:
+    def respell(self, sp: _Spelling, node: torch.fx.Node, args: dict[str, Any], out_dtype: Any) -> None:
         tok = self.token
         if sp.op == "layer_norm":
             node.target = boo_layer_norm
@@ -451,30 +423,50 @@ class _Pass:
         return _Call(form.op, spelling, where, source, x, w, b, form.eps, form.normalized_shape,
                      r.output.meta.get("example_value"), False, form.weight_offset)
 
-    def replace_region(self, r: Region, c: _Call) -> None:
-        """Its nodes replaced by one call of the op's graph function, giving the dtype its output had."""
-        assert r.input is not None and r.output is not None and r.weight is not None
-        g, y = self.gm.graph, r.output
+    def inline_call(self, n: InlineNorm) -> _Call | NormDecision:
+        """A norm written inline's call (its input permuted where it is normalized over other dims than
+        the last), or the decision where its match is not exact."""
+        where, source = _where(n.output if n.output is not None else n.anchor)
+        x = n.input.meta.get("example_value") if n.input is not None else None
+        shape = tuple(_dim(d)[1] or _dim(d)[0] for d in x.shape) if isinstance(x, torch.Tensor) else ()
+        dtype = str(x.dtype).removeprefix("torch.") if isinstance(x, torch.Tensor) else "?"
+        if n.problem or n.output is None or not isinstance(x, torch.Tensor):
+            return NormDecision(where, source, n.spelling, n.op, shape, dtype, (FORWARD,), (), Runs.GRAPH, Why.FORM,
+                                n.problem)
+        perm = n.permutation
+        spelling = n.spelling if perm is None else f"{n.spelling} over dims {list(n.dims)}, permuted last"
+        w, b = (p.meta.get("example_value") if p is not None else None for p in (n.weight, n.bias))
+        return _Call(n.op, spelling, where, source, x if perm is None else x.permute(perm), w, b, n.eps,
+                     n.normalized_shape, n.output.meta.get("example_value"), False, n.offset)
+
+    def replace(self, input: torch.fx.Node, output: torch.fx.Node, weight: torch.fx.Node | None,
+                bias: torch.fx.Node | None, eps_input: torch.fx.Node | None, nodes: Sequence[torch.fx.Node], c: _Call,
+                perm: Sequence[int] | None = None) -> torch.fx.Node:
+        """A norm's nodes (a module's region, a norm written inline) replaced by one call of the op's graph
+        function, giving the dtype its output had; -> that call."""
+        g, y = self.gm.graph, output
         out_dtype = c.out.dtype if c.out.dtype != c.x.dtype else None
         with g.inserting_after(y):
             # an eps the graph takes as an input is read at each call: the op looks its kernel up by it
-            eps: Any = c.eps if r.eps is None else g.call_method("item", (r.eps,))
-            if r.eps is not None:
+            eps: Any = c.eps if eps_input is None else g.call_method("item", (eps_input,))
+            if eps_input is not None:
                 eps.meta["example_value"] = c.eps
+        perm = list(perm) if perm is not None else None
         if c.op == "rms_norm":
             target: Any = boo_rms_norm
-            args: tuple = (r.input, list(c.param), r.weight, eps, self.token, False, c.offset, out_dtype)
+            args: tuple = (input, list(c.param), weight, eps, self.token, False, c.offset, out_dtype, perm)
         else:
             target = boo_layer_norm
-            bias = r.bias if c.b is not None else None
-            args = (r.input, list(c.param), r.weight, bias, eps, self.token, False, out_dtype)
+            args = (input, list(c.param), weight, bias if c.b is not None else None, eps, self.token, False,
+                    out_dtype, perm)
         with g.inserting_after(eps if isinstance(eps, torch.fx.Node) else y):
             new = g.call_function(target, args)
         new.meta.update(y.meta)  # its example value (shape, dtype), module stack and source line
         y.replace_all_uses_with(new)
-        for n in reversed(r.nodes):
+        for n in reversed(nodes):
             if not n.users:
                 g.erase_node(n)
+        return new
 
 
 def rewrite(gm: torch.fx.GraphModule, bundle: Bundle, token: str, prefer_eager: bool,
@@ -519,17 +511,33 @@ def rewrite(gm: torch.fx.GraphModule, bundle: Bundle, token: str, prefer_eager: 
         if runs:
             out_dtype = call.out.dtype if isinstance(call.out, torch.Tensor) and call.out.dtype != call.x.dtype \
                 else None
-            p.replace(sp, node, args, out_dtype)
-    for r in regions(gm, spelled, auto):
+            p.respell(sp, node, args, out_dtype)
+    found = regions(gm, spelled, auto)
+    for r in found:
         where = r.output if r.output is not None else r.nodes[-1]
         rc = p.region_call(r)
         if isinstance(rc, NormDecision):
             decided(where, rc)
             continue
         d, runs = p.decide(rc)
-        decided(where, d)
         if runs:
-            p.replace_region(r, rc)
+            assert r.input is not None and r.output is not None
+            where = p.replace(r.input, r.output, r.weight, r.bias, r.eps, r.nodes, rc)
+        decided(where, d)
+    inline = find(gm.graph, [n for r in found for n in r.nodes] + spelled) if auto else []
+    for n in inline:
+        ic = p.inline_call(n)
+        if isinstance(ic, NormDecision):
+            decided(n.anchor, ic)
+            continue
+        d, runs = p.decide(ic)
+        if n.permutation is not None and not runs:
+            d = replace(d, detail=f"normalized over dim{'s' * (len(n.dims) > 1)} {', '.join(map(str, n.dims))}: "
+                        f"{d.detail}")
+        if runs:
+            assert n.input is not None and n.output is not None
+            node = p.replace(n.input, n.output, n.weight, n.bias, n.eps_input, n.nodes, ic, n.permutation)
+        decided(node if runs else n.anchor, d)
     if any(d.runs is Runs.KERNEL for _, d in out):
         gm.graph.lint()
         gm.recompile()
