@@ -63,8 +63,12 @@ class FunctionCalls(NamedTuple):
 
     def __str__(self) -> str:
         sigs = f"{len(self.keys)} kernel signature{'s' if len(self.keys) > 1 else ''}"
-        return (f"{self.source}: {self.calls} call{'s' if self.calls != 1 else ''} ({sigs}) are function calls, "
-                f"not modules: replace_norms cannot swap them; to serve them, {SERVE_CALLS[self.op]}")
+        calls = f"{self.source}: {self.calls} call{'s' if self.calls != 1 else ''} ({sigs})"
+        if self.source.startswith("inline "):  # a norm written inline (boo_build.inline_norms)
+            return (f"{calls} are written inline, not modules: replace_norms cannot swap them; "
+                    f"torch.compile(model, backend=\"boo\") serves them")
+        return f"{calls} are function calls, not modules: replace_norms cannot swap them; to serve them, " \
+            f"{SERVE_CALLS[self.op]}"
 
 
 __all__ = ["class_label", "spelling_of", "FunctionCalls", "SERVE_CALLS"]

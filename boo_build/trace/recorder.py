@@ -20,6 +20,9 @@ How calls are seen, all undone on exit:
   are bit for bit those of an unrecorded run. A torch module whose inference
   fast path is taken only without a mode (``_FAST_PATHS``) runs with the mode
   lifted, as it runs unrecorded and as the swapped model runs it;
+* the same mode writes the forward's calls as a graph (``inline.EagerGraph``), matched
+  when the outermost module returns by the compile backend's matcher for norms written
+  inline (``boo_build.inline_norms``), each recorded as the kernel the backend calls;
 * a pre-hook on the autograd node of each recorded output counts the backward
   when autograd runs it: the swapped module's custom op runs one backward
   kernel for the gradients of the inputs that required grad at the forward
@@ -36,6 +39,7 @@ import os
 import threading
 from collections import Counter
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, Callable, Iterable, Iterator
 
 import torch
@@ -45,10 +49,12 @@ from torch.overrides import TorchFunctionMode
 from .. import ops as op_registry
 from ..dtypes import NAMES, name_of
 from ..errors import SignatureError
+from ..inline_norms import InlineNorm
 from ..ops.base import BIAS_GRAD, FORWARD, INPUT_GRAD, WEIGHT_GRAD
 from ..probe import NormForm, is_candidate, is_torch_class, norm_form
 from ..signature import KernelSignature
 from ..torch_classes import FunctionCalls, autocast_devices, class_label, spelling_of
+from .inline import EagerGraph
 
 __all__ = ["RecordedCall", "Recording", "UnknownRmsClass", "Unrecorded", "from_misses", "record_norms", "resolve_rms_classes"]
 
@@ -324,6 +330,7 @@ class _Recorder:
         # rms_classes spelling or None): checked once per recording
         self.forms: dict[int, tuple[torch.nn.Module, NormForm | None, type | str | None]] = {}
         self.mode: _Mode | None = None
+        self.eager = EagerGraph() if auto else None  # the forward's calls, for the norms written inline
 
     def inside_module(self) -> bool:
         """Inside a recorded norm module, or checking one's math (its calls are not the model's)."""
@@ -404,6 +411,11 @@ class _Recorder:
         if threading.get_ident() != self.thread or not self.active or getattr(self.local, "probing", False):
             return
         k = self.kind(type(module))
+        stack = self.local.__dict__.setdefault("modules", [])
+        if not stack:
+            self.close(None)  # calls made outside any module so far
+        # inside a module that may be a norm written by hand, its own calls are not matched (as the pass's regions)
+        stack.append(k == "probe" and self.form_of(module)[0] is not None)
         if k == "norm" or (k == "probe" and self.swapped(module)):
             self.local.depth = getattr(self.local, "depth", 0) + 1
         elif k == "fast":
@@ -415,6 +427,11 @@ class _Recorder:
     def post_hook(self, module: torch.nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
         if threading.get_ident() != self.thread or not self.active or getattr(self.local, "probing", False):
             return
+        stack = self.local.__dict__.get("modules")
+        if stack:
+            stack.pop()
+            if not stack:  # the outermost module's forward ended: its calls matched
+                self.close(output)
         k = self.kind(type(module))
         if k == "fast":
             lifted = self.local.__dict__.get("lifted")
@@ -450,6 +467,37 @@ class _Recorder:
         self.record(form.op or "", x, form.normalized_shape, module.weight, module.bias if form.bias else None,
                     form.eps, output, label, offset=form.weight_offset)
 
+    def quiet(self) -> bool:
+        """Inside a module that may be a norm written by hand (its calls are its own, not matched inline)."""
+        return any(self.local.__dict__.get("modules", ()))
+
+    def close(self, outputs: Any) -> None:
+        """The norms written inline in the calls logged so far, recorded as the compile backend's pass
+        serves them (the kernel of the permuted shape for one over other dims than the last); those it
+        leaves, unrecorded with the reason."""
+        eager = self.eager
+        if eager is None or not len(eager):
+            return
+        self.eager = EagerGraph()
+        self.local.probing = True  # the matcher's own calls are not the model's
+        try:
+            found = eager.close(outputs)
+        finally:
+            self.local.probing = False
+        for n in found:
+            self.record_inline(n)
+
+    def record_inline(self, n: InlineNorm) -> None:
+        source = f"{n.spelling.split(' (')[0]} ({n.anchor.meta.get('source') or n.anchor.name})"
+        if n.problem or n.input is None or n.output is None:
+            self.rec.add_unrecorded(source, f"left as written: {n.problem}")
+            return
+        x = n.input.meta["example_value"]
+        w, b = (p.meta.get("example_value") if p is not None else None for p in (n.weight, n.bias))
+        perm = n.permutation
+        self.record(n.op, x if perm is None else x.permute(perm), n.normalized_shape, w, b, n.eps,
+                    SimpleNamespace(grad_fn=n.output.meta.get("grad_fn")), source, function=True, offset=n.offset)
+
     def swapped(self, module: torch.nn.Module) -> bool:
         """Whether replace_norms swaps this module of a "probe" class (its own calls are then not the model's)."""
         form, _ = self.form_of(module)
@@ -465,6 +513,8 @@ class _Mode(TorchFunctionMode):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)  # the mode is off inside: torch's own calls are not seen twice
         r = self.recorder
+        if r.eager is not None and not r.inside_module() and not r.quiet():
+            r.eager.log(func, args, kwargs, out)
         try:
             entry = r.table.get(func)
         except TypeError:  # an unhashable callable: not a norm
@@ -519,4 +569,5 @@ def record_norms(rms_classes: Iterable[type | str] = (), source: str = "", auto:
         try:
             yield rec
         finally:
+            recorder.close(None)  # calls made outside any module
             recorder.active = False

@@ -1,0 +1,130 @@
+"""Norms written inline, seen while recording: the dataflow of a forward's torch calls,
+written as the graph the compile backend's pass reads (``boo_build.inline_norms``), so that
+one matcher decides what the pass serves and what ``record_norms`` records.
+
+``record_norms``' function mode hands every call it sees to ``EagerGraph.log``: each call
+that takes or gives a tensor becomes a ``call_function`` node (its target the function the
+mode saw: ``Tensor.pow``, ``torch.rsqrt``...), a tensor no logged call made becomes a
+graph input, and each node keeps its value's shape and dtype (a meta tensor: no data is
+kept) and its autograd node. At the end of the outermost module's forward the graph is
+closed (the forward's outputs are its last users), matched, and dropped.
+
+What differs from the compiled graph: calls torch's function modes do not see (inside
+C++ and autograd) are missing, and so are uses no torch function makes (a tensor kept in
+an attribute); such a use of an intermediate leaves the norm in the compiled graph and is
+recorded here: the manifest may hold a kernel the backend does not use, never miss one it
+asks for because of this.
+
+Imports torch, never the compiler, iree-turbine, doit or the loader.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Callable
+
+import torch
+from torch.fx import Graph, Node
+from torch.utils.weak import WeakIdKeyDictionary
+
+from ..inline_norms import InlineNorm, find, root_kind
+
+_USES = ("item", "tolist", "numpy")  # calls that use a tensor and give no tensor
+_HERE = (os.path.dirname(torch.__file__) + os.sep, os.path.dirname(os.path.dirname(__file__)) + os.sep)
+
+
+def _returned(*values: Any) -> None:
+    """The target of the node that uses a forward's outputs (never called)."""
+
+
+def _meta(t: torch.Tensor) -> torch.Tensor:
+    return torch.empty(tuple(t.shape), dtype=t.dtype, device="meta", requires_grad=t.requires_grad)
+
+
+def _caller() -> str:
+    """``file.py:12`` of the model's line making the current call."""
+    f = sys._getframe(2)
+    while f is not None and f.f_code.co_filename.startswith(_HERE):
+        f = f.f_back  # type: ignore[assignment]
+    return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}" if f is not None else ""
+
+
+class EagerGraph:
+    """One forward's torch calls as a graph (on the recording thread only)."""
+
+    def __init__(self) -> None:
+        self.graph = Graph()
+        self.nodes: WeakIdKeyDictionary = WeakIdKeyDictionary()  # tensor -> the node that gave it
+
+    def __len__(self) -> int:
+        return len(self.graph.nodes)
+
+    def node(self, t: torch.Tensor) -> Node:
+        n = self.nodes.get(t)
+        if n is None:
+            n = self.graph.placeholder(f"input{len(self.graph.nodes)}")
+            n.meta["example_value"] = _meta(t)
+            self.nodes[t] = n
+        return n
+
+    def arg(self, a: Any) -> Any:
+        if isinstance(a, torch.Tensor):
+            return self.node(a)
+        if isinstance(a, (list, tuple)) and any(isinstance(i, torch.Tensor) for i in a):
+            return type(a)(self.arg(i) for i in a)
+        return a
+
+    def log(self, func: Callable, args: tuple, kwargs: dict, out: Any) -> None:
+        """One call the mode saw: a node where it takes a tensor and gives one (or uses one: ``item``)."""
+        outs = [out] if isinstance(out, torch.Tensor) else [o for o in out if isinstance(o, torch.Tensor)] \
+            if isinstance(out, (tuple, list)) else []
+        flat = list(args) + list(kwargs.values())
+        if not any(isinstance(a, torch.Tensor) or isinstance(a, (list, tuple)) and
+                   any(isinstance(i, torch.Tensor) for i in a) for a in flat):
+            return
+        if not outs and getattr(func, "__name__", "") not in _USES:
+            return  # metadata (``x.shape``, ``x.dtype``...): no use of its value
+        n = self.graph.call_function(func, tuple(self.arg(a) for a in args),
+                                     {k: self.arg(v) for k, v in kwargs.items()})
+        if isinstance(out, torch.Tensor):
+            n.meta["example_value"] = _meta(out)
+            n.meta["grad_fn"] = out.grad_fn
+            self.nodes[out] = n  # (an in-place call gives its input: later uses read this node)
+            if root_kind(n) is not None:
+                n.meta["source"] = _caller()
+        else:
+            for i, o in enumerate(outs):
+                g = self.graph.call_function(_getitem, (n, i))
+                g.meta["example_value"], g.meta["grad_fn"] = _meta(o), o.grad_fn
+                self.nodes[o] = g
+
+    def close(self, outputs: Any) -> list[InlineNorm]:
+        """The norms written inline the forward made (``outputs``: what it returned, their last user)."""
+        flat: list[Any] = []
+
+        def walk(v: Any) -> None:
+            if isinstance(v, torch.Tensor):
+                if v in self.nodes:
+                    flat.append(self.nodes[v])
+            elif isinstance(v, (list, tuple)):
+                for i in v:
+                    walk(i)
+            elif isinstance(v, dict):
+                for i in v.values():
+                    walk(i)
+            elif hasattr(v, "to_tuple"):  # transformers' ModelOutput
+                walk(v.to_tuple())
+
+        walk(outputs)
+        if flat:
+            self.graph.create_node("call_function", _returned, tuple(flat), name="output")
+        return find(self.graph)
+
+
+def _getitem(v: Any, i: int) -> Any:
+    """One tensor of a call's results (a node's target; never called)."""
+    return v[i]
+
+
+__all__ = ["EagerGraph"]
