@@ -28,7 +28,7 @@ import pytest
 # helpers.py holds asserts too: rewrite them as in the test files
 pytest.register_assert_rewrite("helpers")
 
-from helpers import build_group_norms, build_kernels, compiles  # noqa: E402
+from helpers import backend_bundle, build_group_norms, build_kernels, compiles  # noqa: E402
 
 from boo_build.loader import open_bundle  # noqa: E402
 
@@ -45,6 +45,14 @@ def built(tmp_path_factory):
 def gn_built(tmp_path_factory):
     """The session's group-norm build (helpers.GN_MANIFEST): its output folder."""
     return build_group_norms(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+@compiles
+def backend_built(tmp_path_factory):
+    """The compile backend's bundle (helpers.backend_bundle): tests/test_compile_backend.py's and
+    tests/test_inline_norms.py's dynamic width-8 kernels."""
+    return backend_bundle(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

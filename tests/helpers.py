@@ -339,6 +339,49 @@ def with_extra_kernels(tmp_path_factory, extra, name: str) -> Path:
                        provenance=PROVENANCE, csv_bytes=CSV)
 
 
+# ------------------------------------------- the compile backend's kernels
+# (tests/test_compile_backend.py and tests/test_inline_norms.py: one bundle, built once a session)
+BW, BC, BL, BG = 8, 4, 3, 2  # the norms' width; the group norm's channels, length and groups
+BMAX = 1 << 16
+
+
+def backend_sigs() -> list[tuple[KernelSignature, str]]:
+    """Dynamic ``[batch, seq, 8]`` kernels: float32 layer norms (affine: 1, 14, 2; plain: 1, 2),
+    RMS norms of eps 1e-6 (1, 6, 2; Gemma's offset 1.0: 1, 6; bfloat16: 1, 6), a group norm."""
+    out = []
+    for m in (1, 14, 2):
+        out.append((KernelSignature("layer_norm", ("batch", "seq", BW), (BW,), "float32", m, max_elements=BMAX),
+                    "aten"))
+        out.append((KernelSignature("group_norm", ("batch", BC, BL), (), "float32", m, groups=BG, max_elements=BMAX),
+                    "manual"))
+    for m in (1, 6, 2):
+        out.append((KernelSignature("rms_norm", ("batch", "seq", BW), (BW,), "float32", m, eps=1e-6, bias=False,
+                                    max_elements=BMAX), "aten"))
+    for m in (1, 6):
+        for dtype, offset in (("float32", 1.0), ("bfloat16", 0.0)):
+            out.append((KernelSignature("rms_norm", ("batch", "seq", BW), (BW,), dtype, m, eps=1e-6, bias=False,
+                                        weight_offset=offset, max_elements=BMAX), "aten"))
+    for m in (1, 2):
+        out.append((KernelSignature("layer_norm", ("batch", "seq", BW), (BW,), "float32", m, affine=False, bias=False,
+                                    max_elements=BMAX), "aten"))
+    return out
+
+
+_BACKEND: Path | None = None
+
+
+def backend_bundle(tmp_path_factory) -> Path:
+    """The bundle of ``backend_sigs`` and the session's kernels (built once across test files)."""
+    global _BACKEND
+    with _BUILT_LOCK:
+        built = _BACKEND
+    if built is None:
+        built = with_extra_kernels(tmp_path_factory, backend_sigs(), "compile-backend")
+        with _BUILT_LOCK:
+            _BACKEND = built
+    return built
+
+
 def write_decision(root: Path, target: str, sig: KernelSignature, impl: str | None, reason: str,
                    rejected: dict | None = None, kind=None, measured: bool = True) -> Path:
     """A select record (``stages/select.py``) in build folder ``root``: ``impl`` shipped

@@ -14,26 +14,13 @@ import logging
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import assert_close, compiles, with_extra_kernels, with_prefer_eager
+from helpers import BC, BG, BL, BW, assert_close, backend_sigs, with_prefer_eager
 
 from boo_build.loader import open_bundle
 from boo_build.loader.backend import Backend, NormNotServed, Runs, Why, explain
-from boo_build.signature import KernelSignature
 
-W, C, L, G = 8, 4, 3, 2  # the norms' width; the group norm's channels, length and groups
-MAX = 1 << 16
-
-
-def _sigs() -> list[tuple[KernelSignature, str]]:
-    out = []
-    for m in (1, 14, 2):
-        out.append((KernelSignature("layer_norm", ("batch", "seq", W), (W,), "float32", m, max_elements=MAX), "aten"))
-        out.append((KernelSignature("group_norm", ("batch", C, L), (), "float32", m, groups=G, max_elements=MAX),
-                    "manual"))
-    for m in (1, 6, 2):
-        out.append((KernelSignature("rms_norm", ("batch", "seq", W), (W,), "float32", m, eps=1e-6, bias=False,
-                                    max_elements=MAX), "aten"))
-    return out
+W, C, L, G = BW, BC, BL, BG  # the norms' width; the group norm's channels, length and groups
+_sigs = backend_sigs  # the bundle's kernels (shared with tests/test_inline_norms.py)
 
 
 def key(op: str, mask: int) -> str:
@@ -41,15 +28,9 @@ def key(op: str, mask: int) -> str:
     return next(s.key for s, _ in _sigs() if s.op == op and s.mask == mask)
 
 
-@pytest.fixture(scope="module")
-@compiles
-def path(tmp_path_factory):
-    return with_extra_kernels(tmp_path_factory, _sigs(), "compile-backend")
-
-
 @pytest.fixture
-def bundle(path):
-    return open_bundle(path, device="local-task")
+def bundle(backend_built):
+    return open_bundle(backend_built, device="local-task")
 
 
 class Model(torch.nn.Module):
@@ -175,12 +156,12 @@ def test_inference_runs_forward_kernels_only(bundle, mode):
 
 
 @pytest.mark.slow
-def test_inductor_by_name_with_the_bundles_records(path, tmp_path):
+def test_inductor_by_name_with_the_bundles_records(backend_built, tmp_path):
     """``backend="boo"`` by name (the entry point), Inductor inside, the default
     decisions: a kernel the records call slower than torch eager keeps the graph's
     code, the others run; no graph break added."""
     torch._dynamo.reset()
-    slower = with_prefer_eager(path, tmp_path / "slower.tar.zst", [key("rms_norm", 6)])
+    slower = with_prefer_eager(backend_built, tmp_path / "slower.tar.zst", [key("rms_norm", 6)])
     b = open_bundle(slower, device="local-task")
     model = _model()
     x, z, gy, gz = _inputs(3)
@@ -275,7 +256,8 @@ def test_symbolic_sizes_need_dynamic_kernels(built):
             assert d.why is Why.STATIC_ONLY and "serves [4, 6, 10] only" in d.detail
 
 
-def test_options_and_the_token(bundle, path, tmp_path):
+def test_options_and_the_token(bundle, backend_built, tmp_path):
+    path = backend_built
     torch._dynamo.reset()
     model = torch.nn.LayerNorm(W)
     x = torch.randn(2, 3, W)
