@@ -42,6 +42,15 @@ def _meta(t: torch.Tensor) -> torch.Tensor:
     return torch.empty(tuple(t.shape), dtype=t.dtype, device="meta", requires_grad=t.requires_grad)
 
 
+def _grad_fn(t: torch.Tensor) -> Any:
+    """``t.grad_fn``, None where torch refuses to give it (a view made under no_grad whose base was
+    modified in place: an embedding's padding row set at initialization)."""
+    try:
+        return t.grad_fn
+    except RuntimeError:
+        return None
+
+
 def _caller() -> str:
     """``file.py:12`` of the model's line making the current call."""
     f = sys._getframe(2)
@@ -56,6 +65,7 @@ class EagerGraph:
     def __init__(self) -> None:
         self.graph = Graph()
         self.nodes: WeakIdKeyDictionary = WeakIdKeyDictionary()  # tensor -> the node that gave it
+        self.broken = ""  # why a call could not be written: the graph is not matched
 
     def __len__(self) -> int:
         return len(self.graph.nodes)
@@ -76,7 +86,17 @@ class EagerGraph:
         return a
 
     def log(self, func: Callable, args: tuple, kwargs: dict, out: Any) -> None:
-        """One call the mode saw: a node where it takes a tensor and gives one (or uses one: ``item``)."""
+        """One call the mode saw: a node where it takes a tensor and gives one (or uses one: ``item``).
+        A call that cannot be written (a tensor of a kind a meta tensor cannot stand for) breaks the
+        graph: nothing of this forward is matched, and ``broken`` says why."""
+        if self.broken:
+            return
+        try:
+            self._log(func, args, kwargs, out)
+        except Exception as e:  # noqa: BLE001 - the model's call already ran: only the matching stops
+            self.broken = f"{getattr(func, '__name__', func)}: {type(e).__name__}: {e}"
+
+    def _log(self, func: Callable, args: tuple, kwargs: dict, out: Any) -> None:
         outs = [out] if isinstance(out, torch.Tensor) else [o for o in out if isinstance(o, torch.Tensor)] \
             if isinstance(out, (tuple, list)) else []
         flat = list(args) + list(kwargs.values())
@@ -89,18 +109,21 @@ class EagerGraph:
                                      {k: self.arg(v) for k, v in kwargs.items()})
         if isinstance(out, torch.Tensor):
             n.meta["example_value"] = _meta(out)
-            n.meta["grad_fn"] = out.grad_fn
+            n.meta["grad_fn"] = _grad_fn(out)
             self.nodes[out] = n  # (an in-place call gives its input: later uses read this node)
             if root_kind(n) is not None:
                 n.meta["source"] = _caller()
         else:
             for i, o in enumerate(outs):
                 g = self.graph.call_function(_getitem, (n, i))
-                g.meta["example_value"], g.meta["grad_fn"] = _meta(o), o.grad_fn
+                g.meta["example_value"], g.meta["grad_fn"] = _meta(o), _grad_fn(o)
                 self.nodes[o] = g
 
     def close(self, outputs: Any) -> list[InlineNorm]:
-        """The norms written inline the forward made (``outputs``: what it returned, their last user)."""
+        """The norms written inline the forward made (``outputs``: what it returned, their last user);
+        none where the graph is ``broken``."""
+        if self.broken:
+            return []
         flat: list[Any] = []
 
         def walk(v: Any) -> None:

@@ -484,6 +484,8 @@ class _Recorder:
             found = eager.close(outputs)
         finally:
             self.local.probing = False
+        if eager.broken:
+            self.rec.add_unrecorded("norms written inline", f"a forward's calls could not be followed ({eager.broken})")
         for n in found:
             self.record_inline(n)
 
