@@ -125,8 +125,9 @@ class Backend:
     at run time). ``inner``: the backend that compiles the rewritten graph, a
     name (``torch._dynamo.list_backends()``) or a callable. ``auto``: probe the
     modules that may be norms written by hand (a weight and an eps: Llama's, Gemma's,
-    T5's... RMS norms) and serve those whose math is a norm's (False: only norms
-    spelled as one node: torch's modules, functions and ATen ops).
+    T5's... RMS norms) and serve those whose math is a norm's, and the norms
+    written inline in a forward (``inline_norms``) (False: only norms spelled as
+    one node: torch's modules, functions and ATen ops).
 
     ``decisions``: every norm of every graph compiled, and what runs it;
     ``graphs``: graphs compiled; ``stats()``: the serving bundle's calls."""

@@ -473,9 +473,10 @@ def rewrite(gm: torch.fx.GraphModule, bundle: Bundle, token: str, prefer_eager: 
             fallback: str | None, auto: bool = True) -> list[NormDecision]:
     """Rewrite, in place, the norms of Dynamo graph ``gm`` that ``bundle`` serves
     (named by ``token`` in the graph) into its custom ops; -> every norm found and
-    what runs it, and every module that may be a norm written by hand and why it
-    is not served. ``fallback=None``: ``NormNotServed`` for a norm it cannot serve.
-    ``auto=False``: modules written by hand are not probed (``module_norms``)."""
+    what runs it, and every module that may be a norm written by hand, and every
+    look-alike written inline, and why it is not served. ``fallback=None``: ``NormNotServed`` for a norm it cannot serve.
+    ``auto=False``: modules written by hand are not probed (``module_norms``), norms
+    written inline not matched (``inline_norms``)."""
     p = _Pass(bundle, token, prefer_eager, gm)
     out: list[tuple[torch.fx.Node, NormDecision]] = []
     spelled: list[torch.fx.Node] = []
