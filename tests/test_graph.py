@@ -272,7 +272,7 @@ def test_sigterm_keeps_progress(tmp_path):
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_interrupt_stops_the_compilers_in_flight(tmp_path, sig):
     """Compilers run in their own sessions, out of reach of the signal: the
-    build kills them, records nothing for them, and a rerun compiles them."""
+    build kills them and records nothing for them; a rerun (after SIGTERM) compiles them."""
     slow = tmp_path / "slow-iree-compile"
     slow.write_text(f"#!/bin/sh\n[ \"$1\" = --version ] || sleep 120\nexec {compiler_path()} \"$@\"\n")
     slow.chmod(0o755)
@@ -292,8 +292,9 @@ def test_interrupt_stops_the_compilers_in_flight(tmp_path, sig):
     time.sleep(0.5)
     assert marked_processes(mark) == [], "a compiler outlived the interrupted build"
     assert records(tmp_path / "out", "compile") == {}  # killed compiles are not failures
-    boo("build", "small.toml", "--out", "out", "--no-validate", "--targets", "cpu", cwd=tmp_path)
-    assert all(r["status"] == "ok" for r in records(tmp_path / "out", "compile").values())
+    if sig == signal.SIGTERM:  # what a rerun does after either signal is the same: checked once
+        boo("build", "small.toml", "--out", "out", "--no-validate", "--targets", "cpu", cwd=tmp_path)
+        assert all(r["status"] == "ok" for r in records(tmp_path / "out", "compile").values())
 
 
 def test_dodo_loads_the_same_graph():
