@@ -20,14 +20,25 @@ from pathlib import Path
 
 import pytest
 import torch
+import zstandard
 
 from boo_build.dtypes import tolerance
 from boo_build.errors import ManifestError
 from boo_build.loader.archive import read_archive
-from boo_build.loader.format import CandidateRecord, EagerPreference, KernelRecord, TargetRecord
+from boo_build.loader.format import BundleIndex, CandidateRecord, EagerPreference, KernelRecord, TargetRecord
+from boo_build.loader.split_format import RECORDS_NAME, Frame
 from boo_build.manifest.reader import Manifest, load_manifest
 from boo_build.signature import KernelSignature, ModuleId
-from boo_build.stages.pack import canonical_json, compress, kernel_record, pack_bundle, packed_impl, tar_bytes
+from boo_build.stages.pack import (
+    FrameWriter,
+    canonical_json,
+    compress,
+    kernel_record,
+    pack_bundle,
+    packed_impl,
+    tar_bytes,
+    tar_member,
+)
 from boo_build.targets import catalogue
 
 REPO = Path(__file__).resolve().parents[1]
@@ -401,15 +412,21 @@ def write_decision(root: Path, target: str, sig: KernelSignature, impl: str | No
 
 
 # ------------------------------------------------------ changed bundle copies
-def rewrite(src: Path, dst: Path, *, members=None, index=None, extra=()) -> Path:
-    """Copy of a bundle with members and/or the index changed (index checksums kept)."""
+def rewrite(src: Path, dst: Path, *, members=None, index=None, extra=(), header=None) -> Path:
+    """Copy of a bundle with members and/or the index changed (index checksums kept).
+    A format-5 source stays format 5 (``split_copy``): ``index`` edits its records
+    (the header and routes follow them), ``header`` its header, last; an older one
+    stays one zstd frame with ``bundle.json`` first."""
     a = read_archive(src)
-    ix = json.loads(a.members["bundle.json"])
+    ix = json.loads(a.members[RECORDS_NAME] if a.header is not None else a.members["bundle.json"])
     if index:
         index(ix)
-    mem = dict(a.members)
+    mem = {k: v for k, v in a.members.items() if k != "bundle.json" and k not in a.parts}
     if members:
         members(mem)
+    if a.header is not None:
+        dst.write_bytes(split_copy(ix, mem, extra, header))
+        return dst
     mem["bundle.json"] = canonical_json(ix)
     order = [("bundle.json", mem.pop("bundle.json"))] + sorted(mem.items())
     raw = tar_bytes(order)
@@ -425,6 +442,34 @@ def rewrite(src: Path, dst: Path, *, members=None, index=None, extra=()) -> Path
         raw = buf.getvalue()
     dst.write_bytes(compress(raw))
     return dst
+
+
+class _AnyFrame(dict):
+    """Frames by member, a made-up one for a member not written (a test's missing member)."""
+
+    def __missing__(self, key):
+        return Frame(0, 1, 0)
+
+
+def split_copy(records: dict, members: dict, extra=(), header=None) -> bytes:
+    """A format-5 bundle of the records JSON ``records`` (written as given) and
+    ``members`` (member -> bytes, written as given: a changed vmfb keeps its
+    recorded sha256), laid out as pack.py writes it; ``extra``: (TarInfo, data)
+    members added after them; ``header``: an edit of the header's JSON, last."""
+    w = FrameWriter(3)
+    w.at = _AnyFrame()
+    for name, data in sorted(members.items()):
+        w.member(name, data)
+    for ti, data in extra:
+        w.add(ti.name, ti.tobuf(tarfile.PAX_FORMAT) + (data or b"") + bytes(-len(data or b"") % 512))
+    blob = w.finish(BundleIndex.from_json(records), canonical_json(records))
+    if header is None:
+        return blob
+    d = zstandard.ZstdDecompressor().decompressobj()
+    head = json.loads(d.decompress(blob)[512:].rstrip(b"\0"))  # the header frame: one tar block, bundle.json
+    header(head)
+    # frames count their offsets from the header's end: a new header leaves them right
+    return compress(tar_member("bundle.json", canonical_json(head))) + d.unused_data
 
 
 def flip_byte(data: bytes, at: int | None = None) -> bytes:

@@ -63,12 +63,14 @@ def test_reproducible_bytes(built, tmp_path):
     assert a.read_bytes() == b.read_bytes() == built.path.read_bytes()
     assert not list((tmp_path / "a").glob(".*.tmp"))  # no temporary left behind
 
-    raw = zstandard.ZstdDecompressor().decompress(a.read_bytes())
+    # one tar across the frames (format 5: a frame per member, zstd -dc | tar reads them as one)
+    raw = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(a.read_bytes()), read_across_frames=True).read()
     with tarfile.open(fileobj=io.BytesIO(raw)) as tf:
         infos = tf.getmembers()
     names = [ti.name for ti in infos]
-    assert names[0] == "bundle.json" and names[-1] == "bench.csv"
-    assert names[1:-1] == sorted(names[1:-1]) and all(n.startswith("kernels/") for n in names[1:-1])
+    assert names[0] == "bundle.json" and names[-4:] == ["bench.csv", "records.json", "routes/cpu.json",
+                                                        "routes/gfx942.json"]
+    assert names[1:-4] == sorted(names[1:-4]) and all(n.startswith("kernels/") for n in names[1:-4])
     for ti in infos:
         assert (ti.mtime, ti.mode, ti.uid, ti.gid, ti.uname, ti.gname) == (0, 0o644, 0, 0, "", "")
         assert ti.isreg()
@@ -76,7 +78,7 @@ def test_reproducible_bytes(built, tmp_path):
 
 def test_index_schema(built):
     ix = read_index(built.path)
-    assert ix["format"] == "boo-bundle" and ix["format_version"] == 1
+    assert ix["format"] == "boo-bundle" and ix["format_version"] == 5
     assert (ix["name"], ix["version"], ix["csv"]) == ("test-norms", "1.2.3", "bench.csv")
     assert ix["provenance"] == PROVENANCE
     assert ix["targets"]["cpu"] == {"driver": "local-task", "arch": "x86-64-v3",
@@ -254,11 +256,11 @@ def test_unsafe_members_refused(built, tmp_path):
 
 
 def test_format_version_and_limits(built, tmp_path):
-    p = rewrite(built.path, tmp_path / "future.tar.zst", index=lambda ix: ix.update(format_version=5))
-    with pytest.raises(BundleFormatError, match=r"format version 5 is not supported; this loader reads "
-                                                r"format versions 1, 2, 3, 4 \(upgrade"):
+    p = rewrite(built.path, tmp_path / "future.tar.zst", header=lambda h: h.update(format_version=6))
+    with pytest.raises(BundleFormatError, match=r"format version 6 is not supported; this loader reads "
+                                                r"format versions 1, 2, 3, 4, 5 \(upgrade"):
         read_archive(p)
-    p = rewrite(built.path, tmp_path / "other.tar.zst", index=lambda ix: ix.update(format="zip"))
+    p = rewrite(built.path, tmp_path / "other.tar.zst", header=lambda h: h.update(format="zip"))
     with pytest.raises(BundleFormatError, match="not a boo-bundle index"):
         read_archive(p)
     p = rewrite(built.path, tmp_path / "missing.tar.zst",

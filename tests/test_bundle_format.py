@@ -17,6 +17,7 @@ from boo_build.loader.archive import read_archive
 from boo_build.loader.errors import BundleFormatError
 from boo_build.loader.format import (
     INDEX_NAME,
+    SPLIT_FORMAT_VERSION,
     BundleIndex,
     CandidateRecord,
     ImplRecord,
@@ -25,6 +26,7 @@ from boo_build.loader.format import (
     TargetRecord,
     check_index,
 )
+from boo_build.loader.split_format import RECORDS_NAME
 from boo_build.signature import KernelSignature
 from boo_build.stages.pack import canonical_json, kernel_record, pack_bundle, packed_impl
 from boo_build.targets import catalogue
@@ -76,7 +78,9 @@ def _pack(root: Path, **kw) -> Path:
 
 
 def _index_bytes(path: Path) -> bytes:
-    return read_archive(path).members[INDEX_NAME]
+    """The index's bytes: ``bundle.json`` (formats 1-4), ``records.json`` (format 5)."""
+    a = read_archive(path)
+    return a.members[RECORDS_NAME if a.header is not None else INDEX_NAME]
 
 
 def _round_trips(raw: bytes) -> None:
@@ -96,7 +100,9 @@ def test_written_and_old_indexes_round_trip_exactly(tmp_path):
 
 
 def test_pack_writes_the_bytes_it_wrote_before_the_typed_index(tmp_path):
-    raw = _index_bytes(_pack(tmp_path))
+    d = json.loads(_index_bytes(_pack(tmp_path)))
+    assert d["format_version"] == SPLIT_FORMAT_VERSION == 5  # every bundle written now
+    raw = canonical_json({**d, "format_version": 1})  # as the version written before the split
     assert hashlib.sha256(raw).hexdigest() == BUNDLE_JSON_WITH_KINDS_SHA256
     # the kinds are all that changed: without them, the bytes of before
     assert hashlib.sha256(canonical_json(_without_kinds(json.loads(raw)))).hexdigest() == BUNDLE_JSON_SHA256
@@ -208,7 +214,7 @@ def test_records_are_typed_and_read_only(tmp_path):
 ])
 def test_check_index_says_what_and_where(tmp_path, change, message):
     a = read_archive(_pack(tmp_path))
-    d = json.loads(a.members[INDEX_NAME])
+    d = json.loads(_index_bytes(a.path))
     key = SIGS[0].key
     change(d, d["kernels"][key])
     with pytest.raises(BundleFormatError) as e:
@@ -220,7 +226,7 @@ def test_the_loader_reads_the_typed_index(tmp_path):
     b = open_bundle(_pack(tmp_path), device="local-task")
     assert b.keys() == sorted(s.key for s in SIGS) and b.name == "t-norms" and b.version == "0.1.0"
     info = b.info()
-    assert info["targets"]["cpu"]["available"] == 4 and info["format_version"] == 1
+    assert info["targets"]["cpu"]["available"] == 4 and info["format_version"] == 5
     assert info["kernels"][SIGS[1].key]["cpu"] == {"status": "available", "selected": "aten"}
 
 

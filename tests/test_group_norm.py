@@ -163,9 +163,11 @@ def test_miopen_groupnorm_errors(line, match):
 
 
 def test_format_version():
+    """Every bundle is written as format 5 (the split container), group norms too; format 3,
+    which first held them, is still read (tests/test_format_versions.py)."""
     ln = KernelSignature("layer_norm", ("batch", 8), (8,), "float32", 1)
-    assert bundle_format.format_version_for([ln]) == bundle_format.DYNAMIC_FORMAT_VERSION == 2
-    assert bundle_format.format_version_for([ln, gn((2, 4))]) == bundle_format.OP_FORMAT_VERSION == 3
+    assert bundle_format.format_version_for([ln]) == bundle_format.SPLIT_FORMAT_VERSION == 5
+    assert bundle_format.format_version_for([ln, gn((2, 4))]) == 5 > bundle_format.OP_FORMAT_VERSION == 3
     assert bundle_format.OP_FORMAT_VERSION in bundle_format.READABLE_VERSIONS
 
 
@@ -207,13 +209,13 @@ def _case(shape, dtype, groups, seed=0, affine=True):
     return x, w, b
 
 
-def test_bundle_is_format_3_and_an_older_loader_refuses_it(built, bundle, monkeypatch):
+def test_bundle_is_format_5_and_an_older_loader_refuses_it(built, bundle, monkeypatch):
     index = json.loads(subprocess.run(["tar", "--zstd", "-xOf", str(built / "gn-test-0.1.0.tar.zst"),
                                        "bundle.json"], capture_output=True, check=True).stdout)
-    assert index["format_version"] == 3
+    assert index["format_version"] == 5
     assert len(bundle.keys()) == 18
     monkeypatch.setattr(bundle_format, "READABLE_VERSIONS", (1, 2))  # a loader from before group norm
-    with pytest.raises(BundleFormatError, match=r"format version 3 is not supported.*upgrade boo-build"):
+    with pytest.raises(BundleFormatError, match=r"format version 5 is not supported.*upgrade boo-build"):
         open_bundle(built / "gn-test-0.1.0.tar.zst", device="local-task")
 
 

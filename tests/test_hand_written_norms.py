@@ -329,8 +329,8 @@ def test_offset_kernels_serve_offset_calls_only_and_older_loaders_refuse_them(bu
     assert_close(gw, dw, "float16", "fallback weight gradient")
     with pytest.raises(ValueError, match="weight_offset must be a finite number"):
         b.fused_rms_norm(x, [HIDDEN], w, EPS, float("nan"))
-    # a loader that reads formats 1-3 (before weight offsets) refuses it, naming the upgrade
-    assert b.index["format_version"] == bundle_format.OFFSET_FORMAT_VERSION == 4
-    monkeypatch.setattr(bundle_format, "READABLE_VERSIONS", (1, 2, 3))
-    with pytest.raises(BundleFormatError, match="format version 4 is not supported.*upgrade boo-build"):
+    # a loader that reads formats 1-4 (before format 5's frames) refuses it, naming the upgrade
+    assert b.index["format_version"] == bundle_format.SPLIT_FORMAT_VERSION == 5
+    monkeypatch.setattr(bundle_format, "READABLE_VERSIONS", (1, 2, 3, 4))
+    with pytest.raises(BundleFormatError, match="format version 5 is not supported.*upgrade boo-build"):
         open_bundle(built[0])

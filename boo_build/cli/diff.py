@@ -120,8 +120,10 @@ def _recorded(index: BundleIndex) -> dict[str, str]:
 def diff_members(old: Archive, new: Archive, index_differs: bool) -> list[str]:
     """Members added, removed or with other bytes (bench.csv, a vmfb the index
     does not vouch for), less what the index diff already says: a kernel
-    member whose recorded sha256 changed, and bundle.json when ``index_differs``."""
+    member whose recorded sha256 changed, and bundle.json (with a format-5
+    bundle's records and routes) when ``index_differs``."""
     ro, rn = _recorded(old.bundle_index), _recorded(new.bundle_index)
+    index_parts = {INDEX_NAME} | old.parts | new.parts  # a format-5 bundle's records and routes are its index too
     res = []
     for name in sorted(set(old.members) | set(new.members)):
         a, b = old.members.get(name), new.members.get(name)
@@ -130,7 +132,7 @@ def diff_members(old: Archive, new: Archive, index_differs: bool) -> list[str]:
             res.append(f"+ {name} ({size_text(len(b))})")
         elif b is None:
             res.append(f"- {name} ({size_text(len(a))})")
-        elif a != b and not (name == INDEX_NAME and index_differs) \
+        elif a != b and not (name in index_parts and index_differs) \
                 and not (name in ro and name in rn and ro[name] != rn[name]):
             ha, hb = sha256_hex(a), sha256_hex(b)
             # bundle.json alone: fields the index diff does not show (a timing under the threshold, a reason)

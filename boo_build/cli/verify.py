@@ -53,7 +53,7 @@ def cmd_verify(path, *, out: TextIO | None = None, err: TextIO | None = None,
     if fit.state == "malformed":  # what open_bundle raises: exit 2, as for any malformed index
         raise BundleFormatError(f"{a.path}: {fit.message}")
     checked, bad = 0, []
-    referenced = {INDEX_NAME} | ({ix.csv} if ix.csv else set())
+    referenced = {INDEX_NAME} | ({ix.csv} if ix.csv else set()) | a.parts  # parts: read_archive checked them
     for *_, m in sorted(ix.impl_records(), key=lambda r: r[:3]):
         referenced.add(m.member)
         checked += 1

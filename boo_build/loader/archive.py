@@ -21,11 +21,11 @@ from typing import Any, Iterator
 import zstandard
 
 from .errors import BundleFormatError
-from .format import INDEX_NAME, BundleIndex, check_index
+from .format import INDEX_NAME, SPLIT_FORMAT_VERSION, BundleIndex, check_format, check_index
+from .frames import ZSTD_MAGIC, Head, check_member_name, frame_end, is_tar_end, one_member, read_frame, split_head
+from .split_format import BundleHeader, Frame, route_json
 
 DEFAULT_MAX_SIZE = 4 << 30  # bound on the decompressed archive
-
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"  # a bundle's first bytes (a zstd frame)
 
 
 @dataclass(frozen=True)
@@ -33,12 +33,21 @@ class Archive:
     """A bundle read into memory: the checked index and every member's bytes."""
 
     path: str
-    index: dict[str, Any]  # bundle.json as read
+    index: dict[str, Any]  # bundle.json as read (format 5: records.json, the whole index)
     members: dict[str, bytes]
     compressed_size: int
     size: int  # decompressed tar size
     bundle_index: BundleIndex  # the same, typed (format.py)
     identity: tuple = ()  # the file read: (device, inode, size, mtime in ns); ``file_sha256`` checks it
+    header: BundleHeader | None = None  # format 5: bundle.json, the header (split_format.py)
+
+    @property
+    def parts(self) -> frozenset[str]:
+        """A format-5 bundle's members that hold its index (records, routes), not kernels."""
+        h = self.header
+        if h is None or h.records is None:
+            return frozenset()
+        return frozenset([h.records.member, *(p.member for p in h.routes.values())])
 
     def file_sha256(self) -> str:
         """The sha256 (hex) of the file read, hashed now: a file changed since it
@@ -135,36 +144,9 @@ class _BoundedStream:
         if self.declared != self.size:
             raise BundleFormatError(f"{self.path} is truncated or corrupt: it decompresses to {self.size} of the "
                                     f"{self.declared} bytes its zstd header declares")
-        end, have = _frame_end(self._f.fileno(), self.declared), os.fstat(self._f.fileno()).st_size
+        end, have = frame_end(self._f.fileno(), self.declared), os.fstat(self._f.fileno()).st_size
         if end is not None and end > have:
             raise BundleFormatError(f"{self.path} is truncated: {have} of the {end} bytes of its zstd frame")
-
-
-def _frame_end(fd: int, declared: int) -> int | None:
-    """Where the zstd frame at the start of file ``fd`` ends, from its block
-    headers (RFC 8878, 3.1.1); None past a block per 4 KiB declared (no encoder
-    writes such blocks: give up rather than walk them in Python)."""
-    head = os.pread(fd, 18, 0)
-    pos = zstandard.frame_header_size(head)
-    for _ in range(declared // 4096 + 64):
-        h = os.pread(fd, 3, pos)
-        if len(h) < 3:
-            return pos + 3
-        v = int.from_bytes(h, "little")  # bit 0: last block; bits 1-2: type (1: RLE, one byte); bits 3-23: size
-        pos += 3 + (1 if (v >> 1) & 3 == 1 else v >> 3)
-        if v & 1:
-            return pos + 4 * zstandard.get_frame_parameters(head).has_checksum
-    return None
-
-
-def _check_member_name(name: str, path: str) -> None:
-    bad = ""
-    if not name or name.startswith("/") or "\\" in name or (len(name) > 1 and name[1] == ":"):
-        bad = "an absolute or non-POSIX path"
-    elif any(part in ("..", ".", "") for part in name.split("/")):
-        bad = "a path with '..', '.' or an empty component"
-    if bad:
-        raise BundleFormatError(f"{path}: member {name!r} has {bad}; refusing the bundle")
 
 
 def read_archive(path: str | os.PathLike, max_size: int = DEFAULT_MAX_SIZE) -> Archive:
@@ -179,6 +161,10 @@ def read_archive(path: str | os.PathLike, max_size: int = DEFAULT_MAX_SIZE) -> A
             st = os.fstat(f.fileno())
             if st.st_size > max_size:
                 raise BundleTooLarge(f"{path_s} is {st.st_size} bytes, over the limit of {max_size}", max_size, "")
+            head = split_head(f.fileno(), path_s, INDEX_NAME)
+            split = None if head is None else _read_split(f.fileno(), st, head, path_s, max_size)
+            if split is not None:
+                return split
             src = _BoundedStream(f, max_size, path_s)
             problem = None
             try:
@@ -204,9 +190,98 @@ def read_archive(path: str | os.PathLike, max_size: int = DEFAULT_MAX_SIZE) -> A
         index = json.loads(members[INDEX_NAME])
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise BundleFormatError(f"{path_s}: {INDEX_NAME} is not valid JSON ({e})") from None
+    if check_format(index, path_s) >= SPLIT_FORMAT_VERSION:
+        raise BundleFormatError(f"{path_s}: a format-{index['format_version']} bundle holds each member in a zstd "
+                                "frame of its own, its header first, as boo-build packs it; this one does not")
     typed = check_index(index, members, path_s)
     return Archive(path_s, index, members, st.st_size, src.size, typed,
                    (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+
+
+def load_json(data: bytes, path: str, name: str) -> Any:
+    try:
+        return json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise BundleFormatError(f"{path}: {name} is not valid JSON ({e})") from None
+
+
+def split_header(head: Head, path: str) -> BundleHeader | None:
+    """The header of a first frame holding ``bundle.json`` alone (``frames.split_head``);
+    None where its index is of an older format (read whole)."""
+    index = load_json(head.data, path, INDEX_NAME)
+    if isinstance(index, dict) and type(index.get("format_version")) is int and index["format_version"] < \
+            SPLIT_FORMAT_VERSION:
+        return None
+    return BundleHeader.from_json(index, path)
+
+
+def check_extent(header: BundleHeader, head: Head, file_size: int, path: str, max_size: int) -> None:
+    """The file ends where the header says, and decompresses within ``max_size``."""
+    if head.usize + header.frames_unpacked > max_size:
+        raise BundleTooLarge(f"{path} decompresses to {head.usize + header.frames_unpacked} bytes, over the "
+                             f"limit of {max_size}", max_size)
+    if file_size != head.end + header.frames_bytes:
+        raise BundleFormatError(f"{path} is truncated or corrupt: {file_size} bytes, its header says "
+                                f"{head.end + header.frames_bytes}")
+
+
+def _read_split(fd: int, st: os.stat_result, head: Head, path: str, max_size: int) -> Archive | None:
+    """A format-5 bundle read whole (None: its first frame's index is older: read it
+    as one stream): every frame in turn, each one member, then what the header names
+    (where, sha256, size), the records (``check_index``), and that the header and
+    each target's routes say what the records say."""
+    header = split_header(head, path)
+    if header is None:
+        return None
+    check_extent(header, head, st.st_size, path, max_size)
+    members, frames = {INDEX_NAME: head.data}, {}
+    pos, total, ended = head.end, head.usize, False
+    while pos < st.st_size and not ended:
+        try:
+            declared = zstandard.frame_content_size(os.pread(fd, 18, pos))
+        except zstandard.ZstdError as e:
+            raise BundleFormatError(f"{path} is corrupt: no zstd frame at byte {pos} ({e})") from None
+        if declared < 0:
+            raise BundleFormatError(f"{path} is corrupt: the frame at byte {pos} does not declare its size")
+        if total + declared > max_size:
+            raise BundleTooLarge(f"{path} decompresses to more than {max_size} bytes, over the limit", max_size)
+        end = frame_end(fd, declared, pos)
+        if end is None or end > st.st_size:
+            raise BundleFormatError(f"{path} is truncated or corrupt: the frame at byte {pos}")
+        what = f"the frame at byte {pos}"
+        chunk = read_frame(fd, pos, end - pos, declared, path, what)
+        total += declared
+        if is_tar_end(chunk):
+            ended = end == st.st_size
+            if not ended:
+                raise BundleFormatError(f"{path} is corrupt: frames after the tar's end")
+            break
+        name, data = one_member(chunk, path, what)
+        if name in members:
+            raise BundleFormatError(f"{path}: member {name!r} appears twice")
+        members[name], frames[name] = data, Frame(pos - head.end, end - pos, declared)
+        pos = end
+    if not ended:
+        raise BundleFormatError(f"{path} is truncated: no end of the tar")
+    assert header.records is not None  # a format-5 header
+    for part in (header.records, *header.routes.values()):
+        held = members.get(part.member)
+        if held is None:
+            raise BundleFormatError(f"{path}: member {part.member} named by the header is missing")
+        if frames[part.member] != part.frame or len(held) != part.size or sha256_hex(held) != part.sha256:
+            raise BundleFormatError(f"{path}: member {part.member} is not the one the header names "
+                                    "(its place, size or sha256 differ)")
+    index = load_json(members[header.records.member], path, header.records.member)
+    typed = check_index(index, members, path, header.records.member)
+    problem = header.disagreement(typed) or (
+        "" if header.frames_unpacked == total - head.usize else "the header's frames.unpacked is not the tar's")
+    for t, part in header.routes.items():
+        if not problem and load_json(members[part.member], path, part.member) != route_json(typed, t, frames):
+            problem = f"{part.member} does not route as the records select"
+    if problem:
+        raise BundleFormatError(f"{path}: {problem}")
+    return Archive(path, index, members, st.st_size, total, typed,
+                   (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns), header)
 
 
 def _read_members(src: _BoundedStream, path: str) -> tuple[dict[str, bytes], str | None]:
@@ -217,7 +292,7 @@ def _read_members(src: _BoundedStream, path: str) -> tuple[dict[str, bytes], str
     # stream mode only reads; the stub wants a whole IO[bytes] for every read mode
     with tarfile.open(fileobj=src, mode="r|") as tf:  # type: ignore[call-overload]
         for ti in tf:
-            _check_member_name(ti.name, path)
+            check_member_name(ti.name, path)
             if ti.isdir():
                 continue
             if ti.issym() or ti.islnk():
@@ -260,4 +335,5 @@ def verify_members(archive: Archive) -> list[tuple[str, str, str]]:
     return sorted(set(bad))
 
 
-__all__ = ["Archive", "BundleTooLarge", "DEFAULT_MAX_SIZE", "read_archive", "sha256_hex", "verify_members"]
+__all__ = ["Archive", "BundleTooLarge", "DEFAULT_MAX_SIZE", "check_extent", "load_json", "read_archive", "sha256_hex",
+           "split_header", "verify_members"]

@@ -25,7 +25,8 @@ once runs its kernel, or torch's op, from the key alone (``call_checks.py``'s
 ``CallPlan`` and its ``Route``, made by ``Bundle.torch_route``), a hit counted
 by a list append, a layer's weight and bias imports kept by the runner.
 
-Around it: ``archive.py`` reads the file, ``format.py`` types its index,
+Around it: ``bundle_file.py`` reads the file, a part at a time (``archive.py``
+reads a whole one), ``format.py`` and ``split_format.py`` type its index,
 ``target_choice.py`` picks the target and device, ``versions.py`` checks the
 runtime, ``lookup.py`` finds the kernel for a call, ``call_checks.py`` checks
 its arguments, ``tensors.py`` handles a call's torch tensors or numpy arrays.
@@ -48,9 +49,11 @@ from . import calls, entries
 
 # The format, archive, errors, device choice and runtime check live in their
 # own modules; their public names are re-exported here (and by the package).
-from .archive import DEFAULT_MAX_SIZE, ZSTD_MAGIC, Archive, read_archive, sha256_hex
+from .archive import DEFAULT_MAX_SIZE, sha256_hex
+from .bundle_file import BundleFile, open_bundle_file
 from .call_checks import CallChecks, Route
 from .errors import BundleIntegrityError
+from .frames import ZSTD_MAGIC
 from .lookup import BundledKernel, KernelTable
 from .memo import MEMO_LIMIT, remember
 from .target_choice import select_target as _select_target
@@ -104,13 +107,12 @@ class Bundle:
     op runs, counted in ``stats()`` as ``eager``; numpy arrays and ``run`` still
     run the kernel. ``prefer_eager=False`` runs the kernels everywhere."""
 
-    def __init__(self, archive: Archive, target: Target, device: Any, fallback: str | None = None,
+    def __init__(self, source: BundleFile, target: Target, device: Any, fallback: str | None = None,
                  prefer_eager: bool = True):
         if fallback not in FALLBACKS:
             raise ValueError(f"fallback must be one of {FALLBACKS}, got {fallback!r}")
-        self._archive = archive
-        self.index = archive.index  # bundle.json as read; typed: archive.bundle_index
-        self.path = archive.path
+        self._source = source  # what is read of the file, and when (bundle_file.py)
+        self.path = source.path
         self.target = target
         self.device = device  # devices.DeviceInfo
         self.fallback = fallback
@@ -119,7 +121,7 @@ class Bundle:
         self._lock = threading.RLock()
         self._devices: dict[str, Any] = {}  # opened runtime devices by URI (views share the dict)
         # which kernel serves a call (lookup.py); _kernels: the runnable ones by key
-        self._table = KernelTable(archive.bundle_index, target.name)
+        self._table = KernelTable(source.routes(target.name), target.name)
         self._kernels = self._table.kernels
         self._stats: dict[str, dict[str, int]] = defaultdict(lambda: {"hits": 0, "misses": 0, "eager": 0})
         self._stats_lock = threading.Lock()
@@ -135,11 +137,16 @@ class Bundle:
     # ------------------------------------------------------------ description
     @property
     def name(self) -> str | None:
-        return self._archive.bundle_index.name
+        return self._source.header.name
 
     @property
     def version(self) -> str | None:
-        return self._archive.bundle_index.version
+        return self._source.header.version
+
+    @property
+    def index(self) -> dict[str, Any]:
+        """The whole index as read (a format-5 bundle's records, read when first asked for)."""
+        return self._source.records()[0]
 
     def keys(self) -> list[str]:
         """Signature keys runnable on this bundle's target."""
@@ -152,7 +159,7 @@ class Bundle:
         return str(sig) in self._kernels
 
     def info(self) -> dict[str, Any]:
-        ix = self._archive.bundle_index
+        index, ix = self._source.records()
         per_target = ix.counts()
         kernels = {key: {tname: ({"status": te.status.value, "selected": te.selected,
                                   **({"mode": te.mode} if te.mode else {}),
@@ -168,7 +175,7 @@ class Bundle:
             "target": self.target.name,
             "device": {k: getattr(self.device, k, None) for k in ("driver", "uri", "arch", "name")},
             "fallback": self.fallback,
-            "provenance": self.index.get("provenance", {}),
+            "provenance": index.get("provenance", {}),
             "targets": {n: {**t.to_json(), **per_target[n]} for n, t in sorted(ix.targets.items())},
             "kernels": kernels,
         }
@@ -242,7 +249,7 @@ class Bundle:
     def sha256(self) -> str:
         """The bundle file's sha256 (hex), hashed when first asked (what ``torch.compile``'s
         backend keys on; ``BundleFormatError`` if the file changed since it was opened)."""
-        return self._archive.file_sha256()
+        return self._source.file_sha256()
 
     def serving(self, sig: KernelSignature) -> BundledKernel | None:
         """The kernel a call of static ``sig`` runs on (``None``: none; ``BundledKernel.eager_for``
@@ -290,7 +297,7 @@ class Bundle:
             return k.runner
         with self._lock:
             if k.runner is None:
-                data = self._archive.members[k.member]
+                data = self._source.module(k.member, k.frame, k.size)
                 if not k.verified:
                     actual = sha256_hex(data)
                     if actual != k.sha256:
@@ -561,10 +568,10 @@ def open_bundle(path: str | os.PathLike, device: Any = None, fallback: str | Non
         from .remote import resolve
 
         path = resolve(path, sha256=sha256, name=name, max_size=max_size)
-    archive = read_archive(path, max_size=max_size)
-    check_runtime(archive.bundle_index, archive.path)
-    target, dev = _select_target(archive.bundle_index, device, archive.path)
-    return Bundle(archive, target, dev, fallback, prefer_eager)
+    source = open_bundle_file(path, max_size)
+    check_runtime(source.header, source.path)
+    target, dev = _select_target(source.header, device, source.path)
+    return Bundle(source, target, dev, fallback, prefer_eager)
 
 
 __all__ = ["Bundle", "FALLBACKS", "open_bundle"]

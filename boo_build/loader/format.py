@@ -85,7 +85,13 @@ OP_FORMAT_VERSION = 3
 # Gemma's norms): a loader reading only 1-3 refuses it with "upgrade boo-build"
 # instead of running such a kernel as a plain RMS norm. Bundles without one keep theirs.
 OFFSET_FORMAT_VERSION = 4
-READABLE_VERSIONS = (1, 2, 3, 4)
+# Version 5 = version 4's index split in a container of one zstd frame per member
+# (``split_format.py``): ``bundle.json`` becomes a small header, the records move to
+# ``records.json``, each target's routing to ``routes/<target>.json``. Every bundle
+# written now is version 5: a loader reading only 1-4 reads its first frame (the
+# header) and refuses it with "upgrade boo-build".
+SPLIT_FORMAT_VERSION = 5
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
 INDEX_NAME = "bundle.json"
 CSV_NAME = "bench.csv"
 # Optional index field (format version 1; absent in bundles written before it):
@@ -108,9 +114,10 @@ class IndexProblem(ValueError):
 
 def format_version_for(signatures: Iterable[KernelSignature]) -> int:
     """The format version a bundle of these kernel signatures is written as: the
-    newest any of them needs (dynamic dims: 2; an op's own: ``Op.format_version``; a
-    weight offset: 4)."""
-    version = FORMAT_VERSION
+    split container's (5), or newer where one of them needs it (an op's own
+    ``Op.format_version``); what each older version first allowed (dynamic dims: 2;
+    group norm: 3; a weight offset: 4) is in the table of docs/bundle-format.md."""
+    version = SPLIT_FORMAT_VERSION  # the container every bundle is written in now (versions 1-4: read only)
     for s in signatures:
         version = max(version, DYNAMIC_FORMAT_VERSION if s.is_dynamic else FORMAT_VERSION,
                       ops.get(s.op).format_version, OFFSET_FORMAT_VERSION if s.weight_offset else FORMAT_VERSION)
@@ -575,9 +582,9 @@ class BundleIndex:
 
 
 # ----------------------------------------------------------------------- checks
-def check_index(index: Any, members: Mapping[str, bytes], path: str = "bundle") -> BundleIndex:
-    """Format name and version, the schema, and every referenced member
-    present with its size; the typed index. Raises ``BundleFormatError``."""
+def check_format(index: Any, path: str = "bundle") -> int:
+    """The format name and a version this loader reads (``BundleFormatError``
+    otherwise, naming them); the version."""
     if not isinstance(index, Mapping) or index.get("format") != FORMAT:
         fmt = index.get("format") if isinstance(index, Mapping) else None
         raise BundleFormatError(f"{path}: {INDEX_NAME} is not a {FORMAT} index (format {fmt!r})")
@@ -588,12 +595,24 @@ def check_index(index: Any, members: Mapping[str, bytes], path: str = "bundle") 
             f"version{'s' if len(READABLE_VERSIONS) > 1 else ''} {', '.join(map(str, READABLE_VERSIONS))}"
             + (" (upgrade boo-build to read newer bundles)" if isinstance(ver, int) and ver > max(READABLE_VERSIONS)
                else ""))
+    return int(ver)
+
+
+def check_index(index: Any, members: Mapping[str, bytes] | None, path: str = "bundle",
+                name: str = INDEX_NAME) -> BundleIndex:
+    """Format name and version, the schema, and every referenced member
+    present with its size (``members``; None: not read yet, a split bundle's
+    records read alone); the typed index. Raises ``BundleFormatError``.
+    ``name``: the member the index was read from (a split bundle's ``records.json``)."""
+    check_format(index, path)
     try:
         typed = BundleIndex.from_json(index)
     except IndexProblem as e:
         raise BundleFormatError(f"{path}: {e}") from None
     except (KeyError, TypeError, AttributeError, ValueError, SignatureError) as e:
-        raise BundleFormatError(f"{path}: malformed {INDEX_NAME}: {type(e).__name__}: {e}") from None
+        raise BundleFormatError(f"{path}: malformed {name}: {type(e).__name__}: {e}") from None
+    if members is None:
+        return typed
     for _, _, _, m in typed.impl_records():
         if m.member not in members:
             raise BundleFormatError(f"{path}: member {m.member} named by the index is missing")
@@ -605,6 +624,6 @@ def check_index(index: Any, members: Mapping[str, bytes], path: str = "bundle") 
 
 __all__ = [
     "BundleIndex", "CSV_NAME", "DYNAMIC_FORMAT_VERSION", "FORMAT", "FORMAT_VERSION", "INDEX_NAME", "ImplRecord",
-    "IndexProblem", "KernelRecord", "OFFSET_FORMAT_VERSION", "OP_FORMAT_VERSION", "READABLE_VERSIONS", "RUNTIME_FIELD", "Status", "TargetRecord", "TargetSpec",
-    "check_index", "format_version_for",
+    "IndexProblem", "KernelRecord", "OFFSET_FORMAT_VERSION", "OP_FORMAT_VERSION", "READABLE_VERSIONS", "RUNTIME_FIELD",
+    "SPLIT_FORMAT_VERSION", "Status", "TargetRecord", "TargetSpec", "check_format", "check_index", "format_version_for",
 ]

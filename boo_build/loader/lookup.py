@@ -9,7 +9,7 @@ shape. When none does, ``not_found`` says why, with the nearest keys.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from typing import Any, Mapping
 
 from .. import ops
 from ..errors import SignatureError
@@ -17,29 +17,42 @@ from ..ops.base import DEFAULT_EPS
 from ..shapes import log_rows, nearest_in_rows
 from ..signature import KernelSignature
 from .errors import KernelNotFound
-from .format import BundleIndex
 from .memo import remember
 from .nearest import nearest_keys
+from .split_format import Frame
 
 
 class BundledKernel:
     """One signature's selected implementation (module) on the bundle's target,
-    the driver its entry asks to run it on (``mode``; "" = the target's), and
-    whether the build found torch eager faster there (``prefer_eager``)."""
+    from its routes entry (``split_format``): where the module lies, the driver
+    its entry asks to run it on (``mode``; "" = the target's), and whether the
+    build found torch eager faster there (``prefer_eager``). Its signature is
+    parsed from its key when first asked for (``sig``)."""
 
-    __slots__ = ("sig", "key", "impl", "member", "function", "sha256", "mode", "prefer_eager", "by_rows",
-                 "runner", "verified")
+    __slots__ = ("key", "impl", "member", "function", "sha256", "size", "frame", "mode", "prefer_eager", "by_rows",
+                 "runner", "verified", "_sig")
 
-    def __init__(self, sig, impl, member, function, sha256, mode="", prefer_eager=None):
-        self.sig, self.impl, self.member, self.function, self.sha256 = sig, impl, member, function, sha256
-        self.key = sig.key
-        self.mode = mode or ""
-        self.prefer_eager = prefer_eager is not None
+    def __init__(self, key: str, entry: Mapping[str, Any]):
+        self.key = key
+        self.impl, self.member, self.function = entry["impl"], entry["member"], entry["function"]
+        self.sha256, self.size = entry["sha256"], entry["size"]
+        frame = entry.get("frame")
+        self.frame = None if frame is None else Frame(*frame)
+        self.mode = entry.get("mode") or ""
+        eager = entry.get("eager")
+        self.prefer_eager = eager is not None
         # [(log rows, eager faster)] of a kernel timed at several sizes; None: one decision for all
-        rows = prefer_eager.by_rows if prefer_eager is not None else None
-        self.by_rows = log_rows((r, bool(won)) for r, won in rows) if rows else None
-        self.runner = None
+        self.by_rows = log_rows((r, bool(won)) for r, won in eager) if isinstance(eager, list) and eager else None
+        self.runner: Any = None  # its KernelRunner, once loaded (Bundle._runner)
         self.verified = False
+        self._sig: KernelSignature | None = None
+
+    @property
+    def sig(self) -> KernelSignature:
+        sig = self._sig
+        if sig is None:
+            sig = self._sig = KernelSignature.parse(self.key)
+        return sig
 
     def eager_for(self, call: KernelSignature) -> bool:
         """Whether torch eager runs ``call`` (a static signature this kernel serves):
@@ -48,38 +61,54 @@ class BundledKernel:
             return self.prefer_eager
         return nearest_in_rows(self.by_rows, call.rows)
 
+    @property
+    def always_eager(self) -> bool:
+        """Whether torch eager runs every call this kernel serves (where ``prefer_eager``):
+        the build found it faster at every size it timed."""
+        return self.prefer_eager and (self.by_rows is None or all(won for _, won in self.by_rows))
+
 
 class KernelTable:
-    """One bundle target's kernels: the runnable ones by key, why the others are
-    not runnable, and the second-chance lookups."""
+    """One bundle target's kernels (from its routes, ``split_format.check_routes``):
+    the runnable ones by key, why the others are not runnable, and the
+    second-chance lookups. Only the kernels a call could match are parsed:
+    those of its op, dtype and mask (``_group``), the first time such a call
+    misses its exact key."""
 
-    def __init__(self, index: BundleIndex, target: str):
+    def __init__(self, routes: Mapping[str, Any], target: str):
         self.target = target
         self.kernels: dict[str, BundledKernel] = {}
         self.unavailable: dict[str, str] = {}
-        for key, k in index.kernels.items():
-            te = k.targets.get(target)
-            if te is None:
+        for key, e in routes.items():
+            if e is None:
                 self.unavailable[key] = f"not built for target {target}"
-            elif not te.is_available:
-                self.unavailable[key] = f"unavailable on target {target}: {te.reason or ''}"
+            elif "unavailable" in e:
+                self.unavailable[key] = f"unavailable on target {target}: {e['unavailable']}"
             else:
-                m = te.selected_impl
-                assert m is not None  # available
-                self.kernels[key] = BundledKernel(k.signature, te.selected, m.member, m.function, m.sha256, te.mode,
-                                            te.prefer_eager)
+                self.kernels[key] = BundledKernel(key, e)
         # Second-chance lookups for what ATen's arguments cannot pin down (see _relaxed_key),
-        # and the dynamic kernels, by what a call must match besides its leading dims (family_key).
+        # and the dynamic kernels, by what a call must match besides its leading dims (family_key);
+        # filled a group at a time (_fill)
         self.relaxed: dict[str, list[str]] = defaultdict(list)
         self.dynamic: dict[str, list[str]] = defaultdict(list)
-        for key in sorted(self.kernels):
+        self._groups: dict[tuple[str, str, str], list[str]] | None = None
+        # per-call memo (memo.py)
+        self._resolved: dict[KernelSignature, tuple[BundledKernel, KernelSignature] | None] = {}
+
+    def _fill(self, sig: KernelSignature) -> None:
+        """Put the kernels of ``sig``'s group (op, dtype, mask: what both lookups keep) into
+        ``relaxed`` and ``dynamic``, once."""
+        if self._groups is None:
+            groups: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+            for key in sorted(self.kernels):
+                groups[_group(key)].append(key)
+            self._groups = groups
+        for key in self._groups.pop(_group(sig.key), ()):
             ksig = self.kernels[key].sig
             if ksig.is_dynamic:
                 self.dynamic[family_key(ksig)].append(key)
             else:
                 self.relaxed[_relaxed_key(ksig)].append(key)
-        # per-call memo (memo.py)
-        self._resolved: dict[KernelSignature, tuple[BundledKernel, KernelSignature] | None] = {}
 
     def resolve(self, sig: KernelSignature) -> tuple[BundledKernel, KernelSignature] | None:
         """(kernel, the static signature it runs as) for a call's static ``sig``:
@@ -98,6 +127,7 @@ class KernelTable:
         k = self.kernels.get(sig.key)
         if k is not None:
             return k, k.sig
+        self._fill(sig)
         cands = self.relaxed.get(_relaxed_key(sig), ())
 
         def rank(c: str):
@@ -116,10 +146,11 @@ class KernelTable:
         the one with the most static dims first, and why each other one of the
         family does not take the call."""
         best, why_not = None, {}
+        self._fill(sig)
         for c in self.dynamic.get(family_key(sig), ()):
             k = self.kernels[c]
             try:
-                bound = k.sig.bind(sig.input_shape)
+                bound = k.sig.bind(sig.input_shape)  # type: ignore[arg-type]  # sig is static: ints
             except SignatureError as e:
                 why_not[c] = str(e)
                 continue
@@ -160,6 +191,13 @@ class KernelTable:
                     "dynamic kernels of this kind do not take the call: " + "; ".join(why_not.values())])
                 near = list(why_not) + [k for k in near if k not in why_not]
         return KernelNotFound(key, self.target, near, reason)
+
+
+def _group(key: str) -> tuple[str, str, str]:
+    """A key's op, dtype code and mask: the fields a kernel and the calls it may
+    serve share (``_relaxed_key`` and ``family_key`` keep them)."""
+    parts = key.split("-")
+    return parts[0], parts[1], parts[-1]
 
 
 def _relaxed_key(sig: KernelSignature) -> str:

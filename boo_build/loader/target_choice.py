@@ -16,6 +16,7 @@ from typing import Any, Mapping
 from ..targets import Target, cuda_capability
 from .errors import NoCompatibleDevice
 from .format import BundleIndex, Status
+from .split_format import BundleHeader
 
 
 def _devmod():
@@ -35,16 +36,18 @@ def target_rank(t: Target) -> tuple:
     return (1 if t.is_cpu else 0, vulkan, -level, t.name)
 
 
-def bundle_targets(index: BundleIndex | Mapping[str, Any]) -> dict[str, Target]:
-    """The bundle's targets as ``Target``s (from the typed index or its JSON)."""
-    if isinstance(index, BundleIndex):
+def bundle_targets(index: BundleHeader | BundleIndex | Mapping[str, Any]) -> dict[str, Target]:
+    """The bundle's targets as ``Target``s (from its header, the typed index or its JSON)."""
+    if isinstance(index, (BundleHeader, BundleIndex)):
         return {n: Target(name=n, driver=t.driver, flags=t.flags, arch=t.arch) for n, t in index.targets.items()}
     return {n: Target(name=n, driver=t["driver"], flags=tuple(t["flags"]), arch=t["arch"])
             for n, t in index["targets"].items()}
 
 
-def _available(index: BundleIndex | Mapping[str, Any]) -> dict[str, int]:
+def _available(index: BundleHeader | BundleIndex | Mapping[str, Any]) -> dict[str, int]:
     """Available kernels per target."""
+    if isinstance(index, BundleHeader):
+        return dict(index.available)
     available: dict[str, int] = defaultdict(int)
     if isinstance(index, BundleIndex):
         for _, tname, te in index.entries():
@@ -73,7 +76,7 @@ def _wanted_devices(device: Any, present: list) -> list:
     return cands
 
 
-def select_target(index: BundleIndex | Mapping[str, Any], device: Any, path: str):
+def select_target(index: BundleHeader | BundleIndex | Mapping[str, Any], device: Any, path: str):
     """(target, device) to open the bundle on: for ``device`` (as in
     ``open_bundle``), else the best device present."""
     targets = bundle_targets(index)

@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from .errors import BundleError, BundleFormatError
 from .format import INDEX_NAME, RUNTIME_FIELD, BundleIndex
+from .split_format import BundleHeader
 
 _RELEASE_RE = re.compile(r"\s*(\d+)\.(\d+)\.(\d+)")
 
@@ -44,15 +45,16 @@ class UntestedRuntimeWarning(RuntimeWarning):
     """The iree-base-runtime in this process is newer than any tested with the bundle's modules."""
 
 
-def check_runtime(index: BundleIndex | Mapping[str, Any], path: str, runtime: str | None = None) -> None:
+def check_runtime(index: BundleHeader | BundleIndex | Mapping[str, Any], path: str,
+                  runtime: str | None = None) -> None:
     """Refuse a runtime older than the bundle's modules need (``RuntimeTooOld``),
     warn about one newer than any tested (``UntestedRuntimeWarning``).
 
-    ``index``: the typed index or its JSON. ``runtime``: the iree-base-runtime
+    ``index``: the header, the typed index or its JSON. ``runtime``: the iree-base-runtime
     version, by default the one this process loads (``native.runtime_version``,
     without loading it). Bundles without the field, or an unknown runtime
     version, are not checked."""
-    req = index.iree_runtime if isinstance(index, BundleIndex) else index.get(RUNTIME_FIELD)
+    req = index.iree_runtime if isinstance(index, (BundleHeader, BundleIndex)) else index.get(RUNTIME_FIELD)
     if req is None:
         return
     oldest = newest = None

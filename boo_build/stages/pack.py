@@ -4,13 +4,16 @@ Light on purpose (stdlib, zstandard, ``boo_build.signature``/``targets``): the
 CLI's ``info``/``verify``/``diff`` and the tests import it without the build
 stack.
 
-Layout of ``<name>-<version>.tar.zst`` (a tar archive in one zstd frame that
-records its content size and a checksum):
+Layout of ``<name>-<version>.tar.zst`` (format 5, ``loader/split_format.py``:
+a tar archive whose every member is a zstd frame of its own, recording its
+content size and a checksum):
 
-* ``bundle.json``, always the first member: the index (schema below);
+* ``bundle.json``, always the first member: the header (where the rest lies);
 * ``kernels/<target>/<module key>[+<variant>].vmfb``, one per packed module
   (an implementation, or a compile variant of one: ``candidates``);
-* ``bench.csv``, when given.
+* ``bench.csv``, when given;
+* ``records.json``, the index (schema below); ``routes/<target>.json``, what
+  the loader reads to run a target's kernels.
 
 The file is reproducible: the same inputs give the same bytes (members sorted,
 mtime 0, uid/gid 0, empty user/group names, mode 0644, a fixed zstd level, no
@@ -22,6 +25,7 @@ schema and the rule for changing it); this module fills it in.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import re
@@ -39,13 +43,16 @@ from ..loader.archive import read_archive, sha256_hex
 from ..loader.format import (  # one definition of the format, shared with the loader
     CSV_NAME,
     INDEX_NAME,
+    SPLIT_FORMAT_VERSION,
     BundleIndex,
     ImplRecord,
     KernelRecord,
+    Status,
     TargetRecord,
     TargetSpec,
     format_version_for,
 )
+from ..loader.split_format import RECORDS_NAME, BundleHeader, Frame, Part, route_json, routes_name
 from ..loader.versions import iree_release
 from ..ops.base import IMPLS
 from ..signature import KernelSignature, ModuleId
@@ -249,17 +256,74 @@ def write_bundle(out_path: Path, index: BundleIndex, vmfbs: Mapping[str, bytes],
                  csv_bytes: bytes | None = None, level: int = ZSTD_LEVEL) -> Path:
     """Write an index and its vmfb members (member path -> bytes) as a bundle,
     atomically, to ``out_path`` (a folder or a ``.tar.zst`` path, as in
-    ``pack_bundle``); return its path. ``index``: a ``BundleIndex`` (or its JSON)."""
+    ``pack_bundle``); return its path. ``index``: a ``BundleIndex`` (or its JSON),
+    written as format 5 whatever it was read as."""
     if not isinstance(index, BundleIndex):
         index = BundleIndex.from_json(index)
-    members = [(INDEX_NAME, canonical_json(index.to_json()))] + sorted(vmfbs.items())
-    if csv_bytes is not None:
-        members.append((CSV_NAME, bytes(csv_bytes)))
-    blob = compress(tar_bytes(members), level)
+    if index.format_version < SPLIT_FORMAT_VERSION:
+        index = dataclasses.replace(index, format_version=SPLIT_FORMAT_VERSION)
+    blob = split_bytes(index, vmfbs, csv_bytes, level)
     out_path = Path(out_path)
     path = out_path if out_path.name.endswith(SUFFIX) else out_path / bundle_filename(index.name, index.version)
     write_atomic(path, blob)
     return path
+
+
+def tar_member(name: str, data: bytes) -> bytes:
+    """One member's tar bytes (its headers, its data, padded to a block), as ``tar_bytes`` writes it."""
+    return (_tarinfo(name, len(data)).tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape") + data
+            + bytes(-len(data) % tarfile.BLOCKSIZE))
+
+
+class FrameWriter:
+    """A format-5 bundle's frames (``loader/split_format.py``), a member at a time:
+    ``member`` adds one; ``finish`` adds the records, each target's routes (which
+    say where the modules lie, ``at``) and the tar's end, and puts the header first."""
+
+    def __init__(self, level: int = ZSTD_LEVEL):
+        self._zc = zstandard.ZstdCompressor(level=level, write_checksum=True, write_content_size=True, threads=0)
+        self._frames: list[bytes] = []
+        self.at: dict[str, Frame] = {}  # where each member's frame lies
+        self._pos = self._unpacked = 0
+
+    def add(self, name: str, chunk: bytes) -> None:
+        """A frame of tar bytes ``chunk`` (member ``name``'s)."""
+        z = self._zc.compress(chunk)
+        self.at[name] = Frame(self._pos, len(z), len(chunk))
+        self._frames.append(z)
+        self._pos, self._unpacked = self._pos + len(z), self._unpacked + len(chunk)
+
+    def member(self, name: str, data: bytes) -> None:
+        self.add(name, tar_member(name, data))
+
+    def finish(self, index: BundleIndex, records: bytes) -> bytes:
+        """The bundle's bytes: ``records`` (``index``'s JSON) and the routes added, the header first."""
+        self.member(RECORDS_NAME, records)
+        routes = {}
+        available = {t: c[Status.AVAILABLE.value] for t, c in index.counts().items()}
+        for t in sorted(index.targets):
+            data = canonical_json(route_json(index, t, self.at))
+            self.member(routes_name(t), data)
+            routes[t] = Part(routes_name(t), self.at[routes_name(t)], sha256_hex(data), len(data), available[t])
+        self.add("", bytes(2 * tarfile.BLOCKSIZE))  # the tar's end
+        header = BundleHeader(index.format_version, index.targets, available, index.name, index.version, index.csv,
+                              index.iree_runtime,
+                              Part(RECORDS_NAME, self.at[RECORDS_NAME], sha256_hex(records), len(records)),
+                              routes, self._pos, self._unpacked)
+        return self._zc.compress(tar_member(INDEX_NAME, canonical_json(header.to_json()))) + b"".join(self._frames)
+
+
+def split_bytes(index: BundleIndex, vmfbs: Mapping[str, bytes], csv_bytes: bytes | None = None,
+                level: int = ZSTD_LEVEL) -> bytes:
+    """A format-5 bundle's bytes (``loader/split_format.py``): each member a zstd frame,
+    the header first, then the modules, ``bench.csv``, the records, each target's
+    routes and the tar's end."""
+    w = FrameWriter(level)
+    for name, data in sorted(vmfbs.items()):
+        w.member(name, data)
+    if csv_bytes is not None:
+        w.member(CSV_NAME, bytes(csv_bytes))
+    return w.finish(index, canonical_json(index.to_json()))
 
 
 # ------------------------------------------------------- from a build report
@@ -355,4 +419,6 @@ def read_index(path: Path | str, **kw: Any) -> dict[str, Any]:
     return read_archive(path, **kw).index
 
 
-__all__ = ["RUNTIME_RANGE", "ZSTD_LEVEL", "build_index", "bundle_filename", "canonical_json", "compress", "entries_from_report", "kernel_record", "member_path", "pack_bundle", "pack_from_report", "packed_impl", "provenance_from_report", "read_index", "runtime_requirements", "tar_bytes", "write_bundle"]
+__all__ = ["RUNTIME_RANGE", "ZSTD_LEVEL", "build_index", "bundle_filename", "canonical_json", "compress", "entries_from_report",
+           "kernel_record", "member_path", "pack_bundle", "pack_from_report", "packed_impl", "provenance_from_report", "read_index",
+           "runtime_requirements", "split_bytes", "tar_bytes", "tar_member", "write_bundle", "FrameWriter"]
