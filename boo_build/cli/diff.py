@@ -15,6 +15,7 @@ from typing import Any, Mapping, TextIO
 from ..compared import VsEager
 from ..loader.archive import DEFAULT_MAX_SIZE, Archive, sha256_hex
 from ..loader.format import INDEX_NAME, BundleIndex
+from ..loader.split_format import RECORDS_NAME
 from .text import add_max_size, bench_value, read_bundle, short, size_text
 
 __all__ = ["add_arguments", "cmd_diff", "diff_indexes", "diff_members", "run"]
@@ -120,10 +121,15 @@ def _recorded(index: BundleIndex) -> dict[str, str]:
 def diff_members(old: Archive, new: Archive, index_differs: bool) -> list[str]:
     """Members added, removed or with other bytes (bench.csv, a vmfb the index
     does not vouch for), less what the index diff already says: a kernel
-    member whose recorded sha256 changed, and bundle.json (with a format-5
-    bundle's records and routes) when ``index_differs``."""
+    member whose recorded sha256 changed, and bundle.json (a format-5 bundle's
+    records.json) when ``index_differs``; never a format-5 bundle's header and routes
+    (the records and the members' layout: the layout is no difference)."""
     ro, rn = _recorded(old.bundle_index), _recorded(new.bundle_index)
-    index_parts = {INDEX_NAME} | old.parts | new.parts  # a format-5 bundle's records and routes are its index too
+    # a format-5 bundle's index is its records; its header and routes say where the members lie as
+    # well: with the same records they differ only in that (read_archive checked them against the records)
+    layout = (({INDEX_NAME} | old.parts | new.parts) - {RECORDS_NAME}
+              if old.header is not None and new.header is not None else set())
+    index_parts = {INDEX_NAME, RECORDS_NAME}
     res = []
     for name in sorted(set(old.members) | set(new.members)):
         a, b = old.members.get(name), new.members.get(name)
@@ -132,7 +138,7 @@ def diff_members(old: Archive, new: Archive, index_differs: bool) -> list[str]:
             res.append(f"+ {name} ({size_text(len(b))})")
         elif b is None:
             res.append(f"- {name} ({size_text(len(a))})")
-        elif a != b and not (name in index_parts and index_differs) \
+        elif a != b and name not in layout and not (name in index_parts and index_differs) \
                 and not (name in ro and name in rn and ro[name] != rn[name]):
             ha, hb = sha256_hex(a), sha256_hex(b)
             # bundle.json alone: fields the index diff does not show (a timing under the threshold, a reason)
