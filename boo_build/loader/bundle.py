@@ -257,6 +257,19 @@ class Bundle:
         found = self._table.resolve(sig)
         return None if found is None else found[0]
 
+    def torch_counter(self, sig: KernelSignature) -> Callable[[], None] | None:
+        """Where torch tensors of static ``sig``'s calls go to torch's op (a kernel serves
+        it and the build found torch eager faster there, ``prefer_eager``): a function
+        counting one such call in ``stats()`` (as ``eager``); else None."""
+        _, found, _, to_eager = self._route(sig)
+        return self._counter(self._eager_hits, found[0].key) if found is not None and to_eager else None
+
+    def always_torch(self, key: str) -> bool:
+        """Whether torch tensors of every call kernel ``key`` serves go to torch's op
+        (``prefer_eager``, and the build found torch eager faster at every size it timed)."""
+        k = self._kernels.get(key)
+        return k is not None and self.prefer_eager and k.always_eager
+
     def __repr__(self) -> str:
         return (f"<Bundle {self.name}-{self.version} target={self.target.name} "
                 f"device={getattr(self.device, 'uri', self.device)} kernels={len(self._kernels)}>")

@@ -38,7 +38,7 @@ from ..probe import NormForm, is_candidate, never_served, norm_form
 from ..shapes import DEFAULT_MAX_ELEMENTS
 from ..signature import KernelSignature
 from ..torch_classes import FunctionCalls, class_label, spelling_of
-from . import custom_ops
+from . import custom_ops, torch_path
 from .bundle import FALLBACKS, Bundle, open_bundle
 from .custom_ops import BUNDLE_ENV, default_bundle, set_default_bundle
 from .lookup import family_key
@@ -122,7 +122,10 @@ class LayerNorm(_BundleAttr, torch.nn.LayerNorm):
         self.bundle = bundle  # type: ignore[assignment]  # the setter takes a path too; mypy checks the getter's type
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        w, b = _like(input, self.weight), _like(input, self.bias)
+        w, b = self.weight, self.bias
+        if torch_path.runs(self, input, w, b, "layer_norm", self.normalized_shape, self.eps):  # torch eager's size
+            return torch.nn.functional.layer_norm(input, self.normalized_shape, w, b, self.eps)
+        w, b = _like(input, w), _like(input, b)
         if _direct(input):
             y = custom_ops.bundle_for(self._boo_token).native_layer_norm(input, self.normalized_shape, w, b,
                                                                          self.eps)[0]
@@ -161,7 +164,11 @@ class RMSNorm(_BundleAttr, torch.nn.RMSNorm):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # eps None: torch's default (float32's epsilon), resolved by the entry point
-        w = _like(x, self.weight)
+        w = self.weight
+        if not self.weight_offset and torch_path.runs(self, x, w, None, "rms_norm", self.normalized_shape,
+                                                      self.eps):  # torch eager's size (torch has no offset)
+            return torch.nn.functional.rms_norm(x, self.normalized_shape, w, self.eps)
+        w = _like(x, w)
         if _direct(x):
             y = custom_ops.bundle_for(self._boo_token).fused_rms_norm(x, self.normalized_shape, w, self.eps,
                                                                       self.weight_offset)[0]
@@ -193,7 +200,10 @@ class GroupNorm(_BundleAttr, torch.nn.GroupNorm):
         self.bundle = bundle  # type: ignore[assignment]  # the setter takes a path too; mypy checks the getter's type
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        w, b = _like(input, self.weight), _like(input, self.bias)
+        w, b = self.weight, self.bias
+        if torch_path.runs(self, input, w, b, "group_norm", self.num_groups, self.eps):  # torch eager's size
+            return torch.nn.functional.group_norm(input, self.num_groups, w, b, self.eps)
+        w, b = _like(input, w), _like(input, b)
         x = input.contiguous()
         n, c, hw = _group_sizes(x)
         if _direct(x):
@@ -326,6 +336,9 @@ def _check(bundle: Bundle, op: str, normalized_shape: tuple[int, ...], params: l
         if bundle.fallback == "eager":
             return "", f"no kernel: torch's op runs (fallback='eager'), counted as misses; {why}"
         return why, ""
+    if bundle.prefer_eager and torch_path.all_to_torch(bundle, _family_masks(op, normalized_shape, forward, affine,
+                                                                             bias, eps, offset)):
+        return torch_path.LEFT_TO_TORCH, ""
     backward = sorted(set().union(*(found[dt] for dt in forward)) - {1})
     if not backward:
         return "", ("no backward kernels: training raises KernelNotFound" if bundle.fallback is None

@@ -80,6 +80,12 @@ def set_default(bundle: Any) -> Any:
         return _default
 
 
+def peek_default() -> Any:
+    """The default bundle if one is set or was opened, else None: a read that takes
+    no lock and opens nothing (a module's per-call check)."""
+    return _default
+
+
 def default_bundle() -> Any:
     global _default
     with _default_lock:
