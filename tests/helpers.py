@@ -458,8 +458,10 @@ def split_copy(records: dict, members: dict, extra=(), header=None) -> bytes:
     members added after them; ``header``: an edit of the header's JSON, last."""
     w = FrameWriter(3)
     w.at = _AnyFrame()
-    for name, data in sorted(members.items(), key=lambda m: (m[0] == "bench.csv", m[0])):  # pack's order
-        w.member(name, data)
+    w.modules({n: d for n, d in members.items() if n.startswith("kernels/")})  # pack's order
+    for name, data in sorted(members.items(), key=lambda m: (m[0] == "bench.csv", m[0])):
+        if not name.startswith("kernels/"):
+            w.member(name, data)
     for ti, data in extra:
         w.add(ti.name, ti.tobuf(tarfile.PAX_FORMAT) + (data or b"") + bytes(-len(data or b"") % 512))
     blob = w.finish(BundleIndex.from_json(records), canonical_json(records))

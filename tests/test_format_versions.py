@@ -26,6 +26,7 @@ from boo_build.loader import frames as frames_module
 from boo_build.loader.errors import BundleError, BundleFormatError, BundleIntegrityError
 from boo_build.loader.format import KernelRecord, TargetSpec
 from boo_build.loader.split_format import RECORDS_NAME, route_json, routes_name
+from boo_build.signature import KernelSignature
 from boo_build.stages.pack import compress, tar_member, write_bundle
 from boo_build.targets import catalogue
 
@@ -133,6 +134,33 @@ def test_open_reads_the_header_and_its_targets_routes_a_module_at_its_first_use(
     assert read[2:] == [f"member {RECORDS_NAME}"]  # the records only when asked; gfx942's routes never
 
 
+def test_a_targets_modules_share_frames_each_read_alone(tmp_path):
+    """Three modules of one target in one frame (pack.MODULE_FRAME): each loads from its
+    place in it, checked; a changed byte in that frame refuses each of them."""
+    a = read_archive(OLD[1])
+    (key, k), = a.bundle_index.kernels.items()
+    te = k.targets["cpu"]
+    kernels, vmfbs = {}, {}
+    for n in (2, 3, 4):
+        sig = KernelSignature("layer_norm", (n, 8), (8,), "float32", 1)
+        impls = {i: dataclasses.replace(m, member=m.member.replace(key, sig.key)) for i, m in te.impls.items()}
+        kernels[sig.key] = KernelRecord(sig, {"cpu": dataclasses.replace(te, impls=impls)}, k.functions)
+        vmfbs.update({m.member: a.members[te.impls[i].member] for i, m in impls.items()})
+    path = write_bundle(tmp_path / "three.tar.zst", dataclasses.replace(a.bundle_index, kernels=kernels), vmfbs)
+    frames = _frames_of(path)
+    assert len(frames) == 5  # header, the three modules, records, routes, the tar's end
+    got = json.loads(read_archive(path).members[routes_name("cpu")])["kernels"]
+    assert len({tuple(e["frame"][:3]) for e in got.values()}) == 1 and sorted(e["frame"][3] for e in got.values())[0] == 0
+    b = open_bundle(path, device="local-task")
+    for key in kernels:
+        b.load(key)
+    data = path.read_bytes()
+    start, end = frames[1]
+    (tmp_path / "bad.tar.zst").write_bytes(flip_byte(data, (start + end) // 2))
+    for key in kernels:
+        assert _outcome(tmp_path / "bad.tar.zst", key) == "load"
+
+
 def _frames_of(path: Path) -> list[tuple[int, int]]:
     """(start, end) of each zstd frame of a file."""
     data, out, pos = path.read_bytes(), [], 0
@@ -195,13 +223,13 @@ def _reframed(path: Path, member: str, at: int) -> bytes:
         chunk = zstandard.ZstdDecompressor().decompress(data[start:end])
         if frames_module.is_tar_end(chunk):
             break
-        name, held = frames_module.one_member(chunk, str(path), "a frame")
-        if name == member:
-            body = bytearray(held)
+        held = {n: d for n, d, _ in frames_module.members_of(chunk, str(path), "a frame")}
+        if member in held:
+            body = bytearray(held[member])
             for pos in range(at, len(body)):
                 for v in (1, 2, 4, 8, 16, 32):
                     body[pos] ^= v
-                    new = compress(tar_member(member, bytes(body)))
+                    new = compress(b"".join(tar_member(n, bytes(body) if n == member else d) for n, d in held.items()))
                     if len(new) == end - start:
                         return data[:start] + new + data[end:]
                     body[pos] ^= v

@@ -331,7 +331,9 @@ def pack_tasks(g: Graph):
             "actions": [(pack_action, [p, g.config, g.toolchain])],
             "task_dep": [f"report:{b}"],
             # the decisions it writes (the report embeds them too: it changes with them)
-            "file_dep": [str(p.layout.report), str(STAGES_DIR / "pack.py")]
+            # and the writer's code: pack.py, and the container it lays out (loader/split_format.py)
+            "file_dep": [str(p.layout.report), str(STAGES_DIR / "pack.py"),
+                         str(STAGES_DIR.parent / "loader" / "split_format.py")]
             + [str(p.layout.select(t.name, r.signature.key)) for r in p.manifest.kernels for t in p.targets],
             "targets": [str(out)],
             "clean": [_rm(out)],

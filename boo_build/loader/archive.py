@@ -22,7 +22,7 @@ import zstandard
 
 from .errors import BundleFormatError
 from .format import INDEX_NAME, SPLIT_FORMAT_VERSION, BundleIndex, check_format, check_index
-from .frames import ZSTD_MAGIC, Head, check_member_name, frame_end, is_tar_end, one_member, read_frame, split_head
+from .frames import ZSTD_MAGIC, Head, check_member_name, frame_end, is_tar_end, members_of, read_frame, split_head
 from .split_format import BundleHeader, Frame, route_json
 
 DEFAULT_MAX_SIZE = 4 << 30  # bound on the decompressed archive
@@ -256,10 +256,10 @@ def _read_split(fd: int, st: os.stat_result, head: Head, path: str, max_size: in
             if not ended:
                 raise BundleFormatError(f"{path} is corrupt: frames after the tar's end")
             break
-        name, data = one_member(chunk, path, what)
-        if name in members:
-            raise BundleFormatError(f"{path}: member {name!r} appears twice")
-        members[name], frames[name] = data, Frame(pos - head.end, end - pos, declared)
+        for name, data, at in members_of(chunk, path, what):
+            if name in members:
+                raise BundleFormatError(f"{path}: member {name!r} appears twice")
+            members[name], frames[name] = data, Frame(pos - head.end, end - pos, declared, at)
         pos = end
     if not ended:
         raise BundleFormatError(f"{path} is truncated: no end of the tar")

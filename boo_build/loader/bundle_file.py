@@ -22,7 +22,7 @@ from typing import Any, Mapping
 from .archive import Archive, BundleTooLarge, check_extent, load_json, read_archive, split_header
 from .errors import BundleFormatError
 from .format import INDEX_NAME, BundleIndex, check_index
-from .frames import Head, one_member, read_frame, split_head
+from .frames import Head, member_at, read_frame, split_head
 from .split_format import BundleHeader, Frame, Part, check_routes, route_json
 
 _HASH_CHUNK = 1 << 20
@@ -74,13 +74,14 @@ class SplitBundleFile:
                             f"{self.path}: {part.member}")
 
     def module(self, member: str, frame: Frame | None, size: int) -> bytes:
-        """Member ``member`` (``size`` bytes) from its frame: the frame's checksum,
-        the tar member's name and size (not its sha256: the caller's)."""
+        """Member ``member`` (``size`` bytes) from its frame (decompressed whole: a
+        module may share it with others of its target): the frame's checksum, the tar
+        member's name and size (not its sha256: the caller's)."""
         if frame is None:
             raise BundleFormatError(f"{self.path}: member {member} has no frame in the index")
         what = f"member {member}"
-        name, data = one_member(read_frame(self._fd, self._head.end + frame.offset, frame.zsize, frame.usize,
-                                           self.path, what), self.path, what)
+        name, data = member_at(read_frame(self._fd, self._head.end + frame.offset, frame.zsize, frame.usize,
+                                          self.path, what), frame.at, self.path, what)
         if name != member or len(data) != size:
             raise BundleFormatError(f"{self.path}: the frame of {member} holds {name!r} of {len(data)} bytes, "
                                     f"not {size}")

@@ -2,7 +2,8 @@
 
 ``frame_end`` finds where a frame ends from its block headers; ``read_frame``
 decompresses one frame read at an offset, checking its declared size and its
-checksum (zstd's); ``one_member`` takes the single tar member a frame holds;
+checksum (zstd's); ``members_of`` takes the tar members a frame holds,
+``member_at`` one of them;
 ``split_head`` reads a file's first frame where it holds ``bundle.json`` alone
 (a version-5 bundle's header). Standard library and zstandard only.
 """
@@ -72,24 +73,50 @@ def is_tar_end(chunk: bytes) -> bool:
     return len(chunk) >= 2 * _BLOCK and len(chunk) % _BLOCK == 0 and not chunk.strip(b"\0")
 
 
-def one_member(chunk: bytes, path: str, what: str) -> tuple[str, bytes]:
-    """(name, data) of the one regular member the tar bytes ``chunk`` (a frame's) hold,
-    its name checked, nothing before or after it but its headers and padding."""
+def members_of(chunk: bytes, path: str, what: str) -> list[tuple[str, bytes, int]]:
+    """(name, data, where its header starts) of each regular member the tar bytes ``chunk``
+    (a frame's) hold, in order, names checked, nothing after the last one but its padding."""
+    out: list[tuple[str, bytes, int]] = []
+    end = 0
     try:
         with tarfile.open(fileobj=io.BytesIO(chunk), mode="r|") as tf:
+            for ti in tf:
+                check_member_name(ti.name, path)
+                if not ti.isreg():
+                    raise BundleFormatError(f"{path}: member {ti.name!r} is a link, a device or a special file; "
+                                            "refusing the bundle")
+                end = ti.offset_data + ti.size
+                out.append((ti.name, chunk[ti.offset_data:end], ti.offset))
+                end += -ti.size % _BLOCK
+    except tarfile.TarError as e:
+        raise BundleFormatError(f"{path} is corrupt: {what}: bad tar data ({e})") from None
+    if not out or end != len(chunk):
+        raise BundleFormatError(f"{path} is corrupt: {what} does not hold whole tar members")
+    return out
+
+
+def one_member(chunk: bytes, path: str, what: str) -> tuple[str, bytes]:
+    """(name, data) of the one member the tar bytes ``chunk`` (a frame's) hold."""
+    found = members_of(chunk, path, what)
+    if len(found) != 1:
+        raise BundleFormatError(f"{path} is corrupt: {what} holds {len(found)} members, not one")
+    return found[0][0], found[0][1]
+
+
+def member_at(chunk: bytes, at: int, path: str, what: str) -> tuple[str, bytes]:
+    """(name, data) of the member whose tar header starts at ``at`` in ``chunk`` (a frame's
+    decompressed bytes), wholly inside it."""
+    try:
+        with tarfile.open(fileobj=io.BytesIO(chunk[at:]), mode="r|") as tf:
             ti = tf.next()
-            if ti is None:
-                raise BundleFormatError(f"{path} is corrupt: {what} holds no member")
-            check_member_name(ti.name, path)
-            if not ti.isreg():
-                raise BundleFormatError(f"{path}: member {ti.name!r} is a link, a device or a special file; "
-                                        "refusing the bundle")
+            if ti is None or not ti.isreg():
+                raise BundleFormatError(f"{path} is corrupt: {what}: no regular member at byte {at} of its frame")
             end = ti.offset_data + ti.size
     except tarfile.TarError as e:
         raise BundleFormatError(f"{path} is corrupt: {what}: bad tar data ({e})") from None
-    if end + (-ti.size % _BLOCK) != len(chunk):
-        raise BundleFormatError(f"{path} is corrupt: {what} holds more than member {ti.name!r}")
-    return ti.name, chunk[ti.offset_data:end]
+    if at + end > len(chunk):
+        raise BundleFormatError(f"{path} is corrupt: {what} runs past the end of its frame")
+    return ti.name, chunk[at + ti.offset_data:at + end]
 
 
 class Head(NamedTuple):
@@ -131,5 +158,5 @@ def split_head(fd: int, path: str, index_name: str) -> Head | None:
     return Head(data, end, declared)
 
 
-__all__ = ["Head", "ZSTD_MAGIC", "check_member_name", "frame_end", "is_tar_end", "one_member", "read_frame",
-           "split_head"]
+__all__ = ["Head", "ZSTD_MAGIC", "check_member_name", "frame_end", "is_tar_end", "member_at", "members_of",
+           "one_member", "read_frame", "split_head"]

@@ -1,8 +1,10 @@
 """Format version 5: a bundle split so that opening it reads what it runs.
 
-Still a tar in zstd (``zstd -dc B.tar.zst | tar t`` lists it), but each member
-is its own zstd frame, with its content size and checksum, so that a reader
-decompresses one member without the others. The members, in this order:
+Still a tar in zstd (``zstd -dc B.tar.zst | tar t`` lists it), but in zstd
+frames of their own, each with its content size and checksum, so that a reader
+decompresses a member without the others: the header, the records and each
+target's routes a frame each; a target's modules in frames of at most about
+1 MiB each (``pack.MODULE_FRAME``), a larger module alone. The members, in this order:
 
 * ``bundle.json``, the first frame: the **header** (below), what ``open_bundle``
   reads first: the bundle's name, version, runtime range and targets, and where
@@ -26,10 +28,11 @@ Header::
      "records": PART, "routes": {target: PART + {"available": n}},
      "frames": {"bytes": int, "unpacked": int}}
     PART = {"member": str, "frame": FRAME, "sha256": str, "size": int}
-    FRAME = [offset, compressed bytes, decompressed bytes]
+    FRAME = [offset, compressed bytes, decompressed bytes, member's start]
 
 A ``FRAME`` counts its offset from the end of the header's own frame (so that
-the header can name it); ``frames`` is the size of everything after that frame,
+the header can name it), and says where in the frame's decompressed bytes the
+member's tar header starts (0 but for a module after others in its frame); ``frames`` is the size of everything after that frame,
 compressed (the file ends there) and decompressed (``max_size`` bounds it).
 
 Routes (``routes/<target>.json``), one entry per kernel key of the bundle::
@@ -71,18 +74,21 @@ def routes_name(target: str) -> str:
 
 
 class Frame(NamedTuple):
-    """Where a member's zstd frame lies: its offset from the end of the header's
-    frame, its compressed and its decompressed (tar header and padding included) size."""
+    """Where a member lies: its zstd frame's offset from the end of the header's frame,
+    the frame's compressed and decompressed size, and where in the decompressed bytes
+    the member's tar header starts (``at``: 0 but for a module that shares a frame)."""
 
     offset: int
     zsize: int
     usize: int
+    at: int = 0
 
     @classmethod
     def from_json(cls, v: Any, where: str) -> "Frame":
-        if (not isinstance(v, list) or len(v) != 3 or not all(type(n) is int and n >= 0 for n in v)
-                or v[1] == 0):
-            raise BundleFormatError(f"{where}: frame must be [offset, compressed size, size], got {v!r}")
+        if (not isinstance(v, list) or len(v) != 4 or not all(type(n) is int and n >= 0 for n in v)
+                or v[1] == 0 or v[3] >= v[2]):
+            raise BundleFormatError(f"{where}: frame must be [offset, compressed size, size, member's start], "
+                                    f"got {v!r}")
         return cls(*v)
 
 

@@ -275,6 +275,17 @@ def tar_member(name: str, data: bytes) -> bytes:
             + bytes(-len(data) % tarfile.BLOCKSIZE))
 
 
+# A target's modules share zstd frames of at most this many bytes (decompressed): a module's
+# first load decompresses its frame (about a millisecond), and the file keeps most of what
+# compressing similar modules together saves (the default manifest's: 3.0 MB, against 2.3 MB
+# in one frame and 5.1 MB in a frame per module)
+MODULE_FRAME = 1 << 20
+
+
+def _target_of(member: str) -> str:
+    return member.split("/")[1]  # kernels/<target>/<module>.vmfb
+
+
 class FrameWriter:
     """A format-5 bundle's frames (``loader/split_format.py``), a member at a time:
     ``member`` adds one; ``finish`` adds the records, each target's routes (which
@@ -288,13 +299,35 @@ class FrameWriter:
 
     def add(self, name: str, chunk: bytes) -> None:
         """A frame of tar bytes ``chunk`` (member ``name``'s)."""
-        z = self._zc.compress(chunk)
-        self.at[name] = Frame(self._pos, len(z), len(chunk))
+        self.frame([(name, chunk)])
+
+    def frame(self, chunks: list[tuple[str, bytes]]) -> None:
+        """One frame of members' tar bytes, each (name, its tar bytes), in order."""
+        data = b"".join(c for _, c in chunks)
+        z = self._zc.compress(data)
+        at = 0
+        for name, c in chunks:
+            self.at[name] = Frame(self._pos, len(z), len(data), at)
+            at += len(c)
         self._frames.append(z)
-        self._pos, self._unpacked = self._pos + len(z), self._unpacked + len(chunk)
+        self._pos, self._unpacked = self._pos + len(z), self._unpacked + len(data)
 
     def member(self, name: str, data: bytes) -> None:
         self.add(name, tar_member(name, data))
+
+    def modules(self, vmfbs: Mapping[str, bytes]) -> None:
+        """The modules, sorted, a target's in frames of at most ``MODULE_FRAME`` bytes (a
+        larger module alone)."""
+        group: list[tuple[str, bytes]] = []
+        for name, data in sorted(vmfbs.items()):
+            chunk = tar_member(name, data)
+            if group and (_target_of(group[0][0]) != _target_of(name)
+                          or sum(len(c) for _, c in group) + len(chunk) > MODULE_FRAME):
+                self.frame(group)
+                group = []
+            group.append((name, chunk))
+        if group:
+            self.frame(group)
 
     def finish(self, index: BundleIndex, records: bytes) -> bytes:
         """The bundle's bytes: ``records`` (``index``'s JSON) and the routes added, the header first."""
@@ -315,12 +348,11 @@ class FrameWriter:
 
 def split_bytes(index: BundleIndex, vmfbs: Mapping[str, bytes], csv_bytes: bytes | None = None,
                 level: int = ZSTD_LEVEL) -> bytes:
-    """A format-5 bundle's bytes (``loader/split_format.py``): each member a zstd frame,
-    the header first, then the modules, ``bench.csv``, the records, each target's
-    routes and the tar's end."""
+    """A format-5 bundle's bytes (``loader/split_format.py``): the header first, then
+    the modules (``FrameWriter.modules``), ``bench.csv``, the records, each target's
+    routes, each a zstd frame, and the tar's end."""
     w = FrameWriter(level)
-    for name, data in sorted(vmfbs.items()):
-        w.member(name, data)
+    w.modules(vmfbs)
     if csv_bytes is not None:
         w.member(CSV_NAME, bytes(csv_bytes))
     return w.finish(index, canonical_json(index.to_json()))
@@ -421,4 +453,4 @@ def read_index(path: Path | str, **kw: Any) -> dict[str, Any]:
 
 __all__ = ["RUNTIME_RANGE", "ZSTD_LEVEL", "build_index", "bundle_filename", "canonical_json", "compress", "entries_from_report",
            "kernel_record", "member_path", "pack_bundle", "pack_from_report", "packed_impl", "provenance_from_report", "read_index",
-           "runtime_requirements", "split_bytes", "tar_bytes", "tar_member", "write_bundle", "FrameWriter"]
+           "runtime_requirements", "split_bytes", "tar_bytes", "tar_member", "write_bundle", "FrameWriter", "MODULE_FRAME"]
