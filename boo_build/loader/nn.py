@@ -106,6 +106,11 @@ class _BundleAttr:
     def bundle(self, value: Bundle | str | os.PathLike | None) -> None:
         b = _resolve(value)
         self._boo_bundle, self._boo_token = b, ("" if b is None else custom_ops.bundle_token(b))
+        torch_path.forget(self)  # decisions of another bundle
+
+    def _apply(self, fn, recurse=True):
+        torch_path.forget(self)  # its parameters' dtype or device may change: decide again
+        return super()._apply(fn, recurse)  # type: ignore[misc]  # torch.nn.Module's, after this mixin
 
     def _bundle_repr(self) -> str:
         b = self._boo_bundle
@@ -123,7 +128,7 @@ class LayerNorm(_BundleAttr, torch.nn.LayerNorm):
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         w, b = self.weight, self.bias
-        if torch_path.runs(self, input, w, b, "layer_norm", self.normalized_shape, self.eps):  # torch eager's size
+        if torch_path.runs(self, input, w, b):  # a size the bundle sends to torch eager
             return torch.nn.functional.layer_norm(input, self.normalized_shape, w, b, self.eps)
         w, b = _like(input, w), _like(input, b)
         if _direct(input):
@@ -165,8 +170,7 @@ class RMSNorm(_BundleAttr, torch.nn.RMSNorm):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # eps None: torch's default (float32's epsilon), resolved by the entry point
         w = self.weight
-        if not self.weight_offset and torch_path.runs(self, x, w, None, "rms_norm", self.normalized_shape,
-                                                      self.eps):  # torch eager's size (torch has no offset)
+        if not self.weight_offset and torch_path.runs(self, x, w, None):  # as LayerNorm's (torch has no offset)
             return torch.nn.functional.rms_norm(x, self.normalized_shape, w, self.eps)
         w = _like(x, w)
         if _direct(x):
@@ -201,7 +205,7 @@ class GroupNorm(_BundleAttr, torch.nn.GroupNorm):
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         w, b = self.weight, self.bias
-        if torch_path.runs(self, input, w, b, "group_norm", self.num_groups, self.eps):  # torch eager's size
+        if torch_path.runs(self, input, w, b):  # as LayerNorm's
             return torch.nn.functional.group_norm(input, self.num_groups, w, b, self.eps)
         w, b = _like(input, w), _like(input, b)
         x = input.contiguous()

@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterable
 
 import torch
 
+from .. import ops
 from ..errors import SignatureError
 from ..ops.base import BIAS_GRAD, FORWARD, INPUT_GRAD, WEIGHT_GRAD
 from .calls import Unserved
@@ -30,10 +31,12 @@ LEFT_TO_TORCH = ("the bundle would send every call of it to torch eager (the bui
                  "every size it timed, for every kernel that would serve it): kept as it is")
 
 _MISS = object()
-_compiling = torch.compiler.is_compiling
+MEMO = "_boo_torch_path"  # a module's decisions: (its bundle, {(shape, dtype, gradients wanted): counter or None})
+# Dynamo's tracing (torch.compile, strict export; made True there): AOT tracing and
+# non-strict export hand the module fake or functional tensors, which the type test turns away
+_dynamo = torch.compiler.is_dynamo_compiling
 _grad_on = torch.is_grad_enabled
 _any_autocast = torch._C._is_any_autocast_enabled
-_jit_tracing = torch._C._get_tracing_state
 _Tensor = torch.Tensor
 
 
@@ -46,28 +49,30 @@ def all_to_torch(bundle: Any, families: Iterable[str]) -> bool:
     return bool(keys) and all(bundle.always_torch(k) for k in keys)
 
 
-def runs(m: torch.nn.Module, x: Any, w: Any, b: Any, op: str, param: Any, eps: Any, offset: float = 0.0) -> bool:
-    """Whether module ``m``'s call on ``x`` with its weight and bias ``w``, ``b`` (as the
-    op's entry point takes ``op``'s ``param``, ``eps`` and ``offset``) is one its bundle
-    sends to torch eager: then it is counted, and the caller runs torch's function on
-    them. False under tracing, ``torch.compile`` and autocast, for a tensor subclass and
+def runs(m: torch.nn.Module, x: Any, w: Any, b: Any) -> bool:
+    """Whether norm module ``m``'s call on ``x`` with its weight and bias ``w``, ``b`` is one
+    its bundle sends to torch eager: then it is counted, and the caller runs torch's function
+    on them. False under ``torch.compile`` and autocast, for a tensor subclass (tracing) and
     for parameters of another dtype than ``x``: those take the op's path."""
-    if type(x) is not _Tensor or _compiling() or _any_autocast() or _jit_tracing():
+    if type(x) is not _Tensor or _dynamo() or _any_autocast():
         return False
     need = 0
     if _grad_on():  # the gradients autograd will want: the backward's mask
         need = ((INPUT_GRAD if x.requires_grad else 0) | (WEIGHT_GRAD if w is not None and w.requires_grad else 0)
                 | (BIAS_GRAD if b is not None and b.requires_grad else 0))
     bundle = m._boo_bundle or peek_default()
-    memo = m.__dict__.get("_boo_torch_path")
+    try:
+        memo = m._boo_torch_path  # MEMO: an attribute read, the cheapest (forget() sets it)
+    except AttributeError:  # a module saved before it had one
+        memo = None
     if memo is None or memo[0] is not bundle:
         if bundle is None:  # the default bundle, not opened yet: the op's path opens it
             return False
-        memo = m.__dict__["_boo_torch_path"] = (bundle, {})
-    key = (x.shape, x.dtype, None if w is None else w.dtype, need)
+        memo = m.__dict__[MEMO] = (bundle, {})
+    key = (x.shape, x.dtype, need)  # the parameters' dtype: forget() when it changes
     count = memo[1].get(key, _MISS)
     if count is _MISS:
-        count = _decide(bundle, x, w, b, op, param, eps, offset, need)
+        count = _decide(bundle, m, x, w, b, need)
         remember(memo[1], key, count)
     if count is None:
         return False
@@ -75,14 +80,24 @@ def runs(m: torch.nn.Module, x: Any, w: Any, b: Any, op: str, param: Any, eps: A
     return True
 
 
-def _decide(bundle, x, w, b, op: str, param, eps, offset: float, need: int) -> Callable[[], None] | None:
+def forget(m: torch.nn.Module) -> None:
+    """Drop module ``m``'s decisions (another bundle; its parameters move or change dtype:
+    ``Module._apply``)."""
+    m.__dict__[MEMO] = None
+
+
+def _decide(bundle, m, x, w, b, need: int) -> Callable[[], None] | None:
     """The counter of a call the bundle sends to torch eager, forward and (``need``) the
     backward autograd will run; None where a kernel serves either, or none does (the
     op's path decides, and raises what it raises)."""
     if any(p is not None and p.dtype != x.dtype for p in (w, b)):  # cast first: the op's path
         return None
+    op, param = ("group_norm", m.num_groups) if isinstance(m, torch.nn.GroupNorm) else (
+        "rms_norm" if isinstance(m, torch.nn.RMSNorm) else "layer_norm", m.normalized_shape)
+    eps = ops.get(op).none_eps if m.eps is None else m.eps
     try:
-        _, sig, *_ = bundle.checks.prepare(op, x, param, w, b, eps, FORWARD, offset=offset)
+        _, sig, *_ = bundle.checks.prepare(op, x, param, w, b, eps, FORWARD,
+                                           offset=getattr(m, "weight_offset", 0.0))
         if sig is None:  # no elements: the op's path returns torch's results without a kernel
             return None
         count = bundle.torch_counter(sig)
@@ -93,4 +108,4 @@ def _decide(bundle, x, w, b, op: str, param, eps, offset: float, need: int) -> C
     return count
 
 
-__all__ = ["LEFT_TO_TORCH", "all_to_torch", "runs"]
+__all__ = ["LEFT_TO_TORCH", "MEMO", "all_to_torch", "forget", "runs"]
