@@ -191,7 +191,7 @@ def bare_call(bundle, k, ks, seed: int = 0):
 
     rt = runtime()
     dev = bundle.load(k.key).device
-    module = rt.VmModule.copy_buffer(dev.vm_instance, bundle._archive.members[k.member])
+    module = rt.VmModule.copy_buffer(dev.vm_instance, bundle._source.module(k.member, k.frame, k.size))
     ctx = rt.VmContext(dev.vm_instance, modules=[dev.hal_module, module])
     fn = module.lookup_function(k.function)
     args = tuple(a.contiguous() for a in sample_args(ks, seed))

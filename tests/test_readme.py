@@ -75,16 +75,18 @@ def test_quickstart_runs_as_written(tmp_path):
                          capture_output=True, text=True, timeout=600)
     out = run.stdout
     assert run.returncode == 0, out + run.stderr
-    assert "2 replaced, 0 left" in out, out
+    # each norm swapped, or left where the bundle would send every call of it to torch eager
+    replaced, left = map(int, re.search(r"(\d) replaced, (\d) left", out).groups())
+    assert replaced + left == 2 and left == out.count("would send every call of it to torch eager"), out
     losses = [float(v) for v in re.findall(r"step \d+ loss ([0-9.]+)", out)]
     assert len(losses) >= 2 and losses[-1] < losses[0], out
     assert "torch.Size([3, 100, 64])" in out, out
     stats = ast.literal_eval(out.strip().splitlines()[-1])
-    # Every norm call was served by the bundle, by a kernel or routed to torch eager
+    # Every call of a swapped norm was served by the bundle, by a kernel or routed to torch eager
     # (which one is the build's measured choice on this machine), none missed:
-    # per step two forwards and two backwards, then two forwards without grad.
+    # per step a forward and a backward each, then a forward without grad.
     assert stats["misses"] == 0, out
-    assert stats["static_hits"] + stats["dynamic_hits"] + stats["eager"] == 4 * len(losses) + 2, out
+    assert stats["static_hits"] + stats["dynamic_hits"] + stats["eager"] == replaced * (2 * len(losses) + 1), out
     assert "nanobind" not in run.stderr, run.stderr
 
 

@@ -10,7 +10,8 @@ input shape, dtype and the gradients autograd will want, through the loader's
 own checks and routing (``Bundle.torch_counter``), then a call costs a key and a
 dict lookup. Such a call counts in ``stats()`` as ``eager`` under the kernel's
 key; its backward is torch's autograd (the build found torch eager faster for
-that backward too, or the call takes the loader's path).
+that backward too, or the call takes the loader's path), counted under the
+backward kernel's key when the forward runs.
 """
 
 from __future__ import annotations
@@ -101,11 +102,18 @@ def _decide(bundle, m, x, w, b, need: int) -> Callable[[], None] | None:
         if sig is None:  # no elements: the op's path returns torch's results without a kernel
             return None
         count = bundle.torch_counter(sig)
-        if count is not None and need and bundle.torch_counter(sig.replace(mask=need)) is None:
-            return None
+        if count is None or not need:
+            return count
+        backward = bundle.torch_counter(sig.replace(mask=need))
     except (Unserved, TypeError, ValueError, LookupError, SignatureError):
         return None
-    return count
+    if backward is None:
+        return None
+
+    def both() -> None:  # the backward, torch's autograd, counted with its forward
+        count()
+        backward()
+    return both
 
 
 __all__ = ["LEFT_TO_TORCH", "MEMO", "all_to_torch", "forget", "runs"]
