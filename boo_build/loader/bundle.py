@@ -35,6 +35,7 @@ its arguments, ``tensors.py`` handles a call's torch tensors or numpy arrays.
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import threading
 import types
@@ -129,6 +130,9 @@ class Bundle:
         # call counts without taking the lock; folded in under it (_fold_hits)
         self._hits: list[str] = []
         self._eager_hits: list[str] = []  # the same, for calls routed to torch eager
+        # calls a module sent to torch itself (torch_path.py), per kernel key: [an itertools.count
+        # (its __next__ counts one, atomically, keeping nothing per call), its value at reset_stats]
+        self._torch_counts: dict[str, list] = {}
         # per-call memos (dict get/set are atomic under the GIL; a race only recomputes)
         self.checks = CallChecks(self._device_type, device.uri, target.name, self.torch_route)
         self._specs: dict[tuple, tuple] = {}  # run(): (key, first argument's shape) -> argument specs
@@ -191,6 +195,10 @@ class Bundle:
         with self._stats_lock:
             self._fold_hits()
             per_key = {k: dict(v) for k, v in sorted(self._stats.items())}
+            for key, (c, base) in self._torch_counts.items():
+                if _count_of(c) > base:
+                    per_key.setdefault(key, {"hits": 0, "misses": 0, "eager": 0})["eager"] += _count_of(c) - base
+            per_key = dict(sorted(per_key.items()))
         if not totals:
             return per_key
         out = {"static_hits": 0, "dynamic_hits": 0, "misses": 0, "eager": 0}
@@ -206,6 +214,8 @@ class Bundle:
             del self._hits[:len(self._hits)]
             del self._eager_hits[:len(self._eager_hits)]
             self._stats.clear()
+            for entry in self._torch_counts.values():
+                entry[1] = _count_of(entry[0])
 
     # A bundle is a shared, read-only resource: copies of modules share it.
     def __copy__(self) -> "Bundle":
@@ -257,12 +267,16 @@ class Bundle:
         found = self._table.resolve(sig)
         return None if found is None else found[0]
 
-    def torch_counter(self, sig: KernelSignature) -> Callable[[], None] | None:
+    def torch_counter(self, sig: KernelSignature) -> Callable[[], Any] | None:
         """Where torch tensors of static ``sig``'s calls go to torch's op (a kernel serves
         it and the build found torch eager faster there, ``prefer_eager``): a function
         counting one such call in ``stats()`` (as ``eager``); else None."""
         _, found, _, to_eager = self._route(sig)
-        return self._counter(self._eager_hits, found[0].key) if found is not None and to_eager else None
+        if found is None or not to_eager:
+            return None
+        with self._stats_lock:
+            entry = self._torch_counts.setdefault(found[0].key, [itertools.count(), 0])
+        return entry[0].__next__
 
     def always_torch(self, key: str) -> bool:
         """Whether torch tensors of every call kernel ``key`` serves go to torch's op
@@ -510,6 +524,11 @@ class Bundle:
 
     def __dir__(self):
         return sorted(set(super().__dir__()) | set(entries.all_entry_points()))
+
+
+def _count_of(c: itertools.count) -> int:
+    """How many an ``itertools.count`` has counted (its repr: ``count(N)``)."""
+    return int(repr(c)[6:-1])
 
 
 def _counted(run: Callable, count: Callable[[], None], forward: bool) -> Callable:

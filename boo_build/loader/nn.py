@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, NamedTuple
 
 import torch
+import torch.nn.functional as F
 
 from .. import dtypes
 from .. import ops as op_registry
@@ -42,6 +43,8 @@ from . import custom_ops, torch_path
 from .bundle import FALLBACKS, Bundle, open_bundle
 from .custom_ops import BUNDLE_ENV, default_bundle, set_default_bundle
 from .lookup import family_key
+
+_torch_runs = torch_path.runs  # read per call: a module global, not an attribute of one
 
 
 def _resolve(bundle: Any) -> Bundle | None:
@@ -128,8 +131,8 @@ class LayerNorm(_BundleAttr, torch.nn.LayerNorm):
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         w, b = self.weight, self.bias
-        if torch_path.runs(self, input, w, b):  # a size the bundle sends to torch eager
-            return torch.nn.functional.layer_norm(input, self.normalized_shape, w, b, self.eps)
+        if _torch_runs(self, input, w, b):  # a size the bundle sends to torch eager (torch_path.runs)
+            return F.layer_norm(input, self.normalized_shape, w, b, self.eps)
         w, b = _like(input, w), _like(input, b)
         if _direct(input):
             y = custom_ops.bundle_for(self._boo_token).native_layer_norm(input, self.normalized_shape, w, b,
@@ -170,8 +173,8 @@ class RMSNorm(_BundleAttr, torch.nn.RMSNorm):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # eps None: torch's default (float32's epsilon), resolved by the entry point
         w = self.weight
-        if not self.weight_offset and torch_path.runs(self, x, w, None):  # as LayerNorm's (torch has no offset)
-            return torch.nn.functional.rms_norm(x, self.normalized_shape, w, self.eps)
+        if not self.weight_offset and _torch_runs(self, x, w, None):  # as LayerNorm's (torch has no offset)
+            return F.rms_norm(x, self.normalized_shape, w, self.eps)
         w = _like(x, w)
         if _direct(x):
             y = custom_ops.bundle_for(self._boo_token).fused_rms_norm(x, self.normalized_shape, w, self.eps,
@@ -205,8 +208,8 @@ class GroupNorm(_BundleAttr, torch.nn.GroupNorm):
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         w, b = self.weight, self.bias
-        if torch_path.runs(self, input, w, b):  # as LayerNorm's
-            return torch.nn.functional.group_norm(input, self.num_groups, w, b, self.eps)
+        if _torch_runs(self, input, w, b):  # as LayerNorm's
+            return F.group_norm(input, self.num_groups, w, b, self.eps)
         w, b = _like(input, w), _like(input, b)
         x = input.contiguous()
         n, c, hw = _group_sizes(x)

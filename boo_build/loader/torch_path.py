@@ -32,7 +32,9 @@ LEFT_TO_TORCH = ("the bundle would send every call of it to torch eager (the bui
                  "every size it timed, for every kernel that would serve it): kept as it is")
 
 _MISS = object()
-MEMO = "_boo_torch_path"  # a module's decisions: (its bundle, {(shape, dtype, gradients wanted): counter or None})
+# a module's decisions: (its bundle, {shape: the last (dtype, gradients wanted, counter or None)},
+# {(shape, dtype, gradients wanted): counter or None})
+MEMO = "_boo_torch_path"
 # Dynamo's tracing (torch.compile, strict export; made True there): AOT tracing and
 # non-strict export hand the module fake or functional tensors, which the type test turns away
 _dynamo = torch.compiler.is_dynamo_compiling
@@ -69,12 +71,20 @@ def runs(m: torch.nn.Module, x: Any, w: Any, b: Any) -> bool:
     if memo is None or memo[0] is not bundle:
         if bundle is None:  # the default bundle, not opened yet: the op's path opens it
             return False
-        memo = m.__dict__[MEMO] = (bundle, {})
-    key = (x.shape, x.dtype, need)  # the parameters' dtype: forget() when it changes
-    count = memo[1].get(key, _MISS)
-    if count is _MISS:
-        count = _decide(bundle, m, x, w, b, need)
-        remember(memo[1], key, count)
+        memo = m.__dict__[MEMO] = (bundle, {}, {})
+    # the decision last taken for the shape, if the dtype and gradients are the same (one dict
+    # lookup and two compares), else by all three
+    shape = x.shape
+    last = memo[1].get(shape)
+    if last is not None and last[0] is x.dtype and last[1] == need:
+        count = last[2]
+    else:
+        key = (shape, x.dtype, need)
+        count = memo[2].get(key, _MISS)
+        if count is _MISS:
+            count = _decide(bundle, m, x, w, b, need)
+            remember(memo[2], key, count)
+        remember(memo[1], shape, (x.dtype, need, count))
     if count is None:
         return False
     count()
@@ -87,7 +97,7 @@ def forget(m: torch.nn.Module) -> None:
     m.__dict__[MEMO] = None
 
 
-def _decide(bundle, m, x, w, b, need: int) -> Callable[[], None] | None:
+def _decide(bundle, m, x, w, b, need: int) -> Callable[[], Any] | None:
     """The counter of a call the bundle sends to torch eager, forward and (``need``) the
     backward autograd will run; None where a kernel serves either, or none does (the
     op's path decides, and raises what it raises)."""
