@@ -120,6 +120,52 @@ def test_replace_norms_leaves_a_norm_every_call_of_which_goes_to_torch(tmp_path)
         assert [s.name for s in report.replaced] == ["1"]
 
 
+class _HandNorm(torch.nn.Module):
+    """A layer norm written by hand (no torch class), computing in float64: it returns its
+    input's dtype (as Cohere's does, computing in float32), or float64 with ``keep=False``."""
+
+    def __init__(self, n: int, keep: bool = True):
+        super().__init__()
+        self.weight, self.bias = torch.nn.Parameter(torch.randn(n)), torch.nn.Parameter(torch.randn(n))
+        self.eps, self.keep = 1e-5, keep
+
+    def forward(self, x):
+        y = torch.nn.functional.layer_norm(x.double(), self.weight.shape, self.weight.double(), self.bias.double(),
+                                           self.eps)
+        return y.to(x.dtype) if self.keep else y
+
+
+@pytest.mark.parametrize("keep", [True, False], ids=["its-input-dtype", "float64"])
+def test_a_norm_written_by_hand_routes_as_torchs_and_keeps_its_dtype(tmp_path, loader_calls, keep):
+    """A probed norm, swapped, calls torch's function itself for the sizes its bundle sends to
+    torch where its code returned the input's dtype; where it returned another (float64), such
+    a call takes the loader's path, routed to torch alike, and is cast as the code cast. Either
+    way its output dtype is its code's. One every call of which goes to torch is left as it is."""
+    torch.manual_seed(0)
+    b = open_bundle(_routed(tmp_path, ((2, True), (4096, False))), device="local-task")
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), _HandNorm(8, keep))
+    hand, ref = model[1], _HandNorm(8, keep)
+    ref.load_state_dict(hand.state_dict())
+    report = replace_norms(model, b)
+    assert [(s.name, s.now) for s in report.replaced] == [("1", "boo_build.loader.nn.LayerNorm")], report
+    m = model[1]
+    assert m.weight is hand.weight and m.bias is hand.bias
+    with torch.no_grad():
+        for rows in (3, 5000):
+            x = torch.randn(rows, 8)
+            y, want = m(x), ref(x)
+            assert y.dtype == want.dtype == (torch.float32 if keep else torch.float64), rows
+            assert (y - want).abs().max() < 1e-5, rows
+    assert loader_calls == ([5000] if keep else [3, 5000])
+    assert b.stats()[b.keys()[0]] == {"hits": 1, "misses": 0, "eager": 1}
+
+    every = open_bundle(_routed(tmp_path, ((2, True), (4096, True))), device="local-task")
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), _HandNorm(8, keep))
+    report = replace_norms(model, every)
+    assert not report.replaced and [(s.name, s.reason) for s in report.left] == [("1", LEFT_TO_TORCH)]
+    assert type(model[1]) is _HandNorm
+
+
 @pytest.mark.build
 def test_training_where_the_backward_goes_to_torch_too(built, tmp_path, loader_calls):
     """Static kernels the build found torch eager faster for, forward and the full backward

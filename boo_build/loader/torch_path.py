@@ -55,8 +55,9 @@ def all_to_torch(bundle: Any, families: Iterable[str]) -> bool:
 def runs(m: torch.nn.Module, x: Any, w: Any, b: Any) -> bool:
     """Whether norm module ``m``'s call on ``x`` with its weight and bias ``w``, ``b`` is one
     its bundle sends to torch eager: then it is counted, and the caller runs torch's function
-    on them. False under ``torch.compile`` and autocast, for a tensor subclass (tracing) and
-    for parameters of another dtype than ``x``: those take the op's path."""
+    on them. False under ``torch.compile`` and autocast, for a tensor subclass (tracing), for
+    parameters of another dtype than ``x``, and for a norm written by hand whose own code returned
+    another dtype than ``x``'s (``_boo_out_dtypes``): those take the op's path."""
     if type(x) is not _Tensor or _dynamo() or _any_autocast():
         return False
     need = 0
@@ -103,6 +104,9 @@ def _decide(bundle, m, x, w, b, need: int) -> Callable[[], Any] | None:
     op's path decides, and raises what it raises)."""
     if any(p is not None and p.dtype != x.dtype for p in (w, b)):  # cast first: the op's path
         return None
+    to = (getattr(m, "_boo_out_dtypes", None) or {}).get(x.dtype)
+    if to is not None and to != x.dtype:  # a norm written by hand whose code returned another dtype: the
+        return None  # op's path, which casts as it did (nothing per call here for the others)
     op, param = ("group_norm", m.num_groups) if isinstance(m, torch.nn.GroupNorm) else (
         "rms_norm" if isinstance(m, torch.nn.RMSNorm) else "layer_norm", m.normalized_shape)
     eps = ops.get(op).none_eps if m.eps is None else m.eps
