@@ -35,7 +35,6 @@ its arguments, ``tensors.py`` handles a call's torch tensors or numpy arrays.
 from __future__ import annotations
 
 import functools
-import itertools
 import os
 import threading
 import types
@@ -60,6 +59,7 @@ from .memo import MEMO_LIMIT, remember
 from .target_choice import select_target as _select_target
 from .tensors import TorchArrays, arrays_of
 from .tokens import bundle_for, bundle_token
+from .torch_counts import TorchCounts
 from .versions import check_runtime
 
 FALLBACKS = (None, "eager")
@@ -130,9 +130,7 @@ class Bundle:
         # call counts without taking the lock; folded in under it (_fold_hits)
         self._hits: list[str] = []
         self._eager_hits: list[str] = []  # the same, for calls routed to torch eager
-        # calls a module sent to torch itself (torch_path.py), per kernel key: [an itertools.count
-        # (its __next__ counts one, atomically, keeping nothing per call), its value at reset_stats]
-        self._torch_counts: dict[str, list] = {}
+        self._torch_counts = TorchCounts()  # calls a module sent to torch itself (torch_path.py)
         # per-call memos (dict get/set are atomic under the GIL; a race only recomputes)
         self.checks = CallChecks(self._device_type, device.uri, target.name, self.torch_route)
         self._specs: dict[tuple, tuple] = {}  # run(): (key, first argument's shape) -> argument specs
@@ -194,10 +192,8 @@ class Bundle:
         {"static_hits", "dynamic_hits", "misses", "eager"} over all keys."""
         with self._stats_lock:
             self._fold_hits()
-            per_key = {k: dict(v) for k, v in sorted(self._stats.items())}
-            for key, (c, base) in self._torch_counts.items():
-                if _count_of(c) > base:
-                    per_key.setdefault(key, {"hits": 0, "misses": 0, "eager": 0})["eager"] += _count_of(c) - base
+            per_key = {k: dict(v) for k, v in self._stats.items()}
+            self._torch_counts.add_to(per_key)
             per_key = dict(sorted(per_key.items()))
         if not totals:
             return per_key
@@ -214,8 +210,7 @@ class Bundle:
             del self._hits[:len(self._hits)]
             del self._eager_hits[:len(self._eager_hits)]
             self._stats.clear()
-            for entry in self._torch_counts.values():
-                entry[1] = _count_of(entry[0])
+            self._torch_counts.reset()
 
     # A bundle is a shared, read-only resource: copies of modules share it.
     def __copy__(self) -> "Bundle":
@@ -275,8 +270,7 @@ class Bundle:
         if found is None or not to_eager:
             return None
         with self._stats_lock:
-            entry = self._torch_counts.setdefault(found[0].key, [itertools.count(), 0])
-        return entry[0].__next__
+            return self._torch_counts.counter(found[0].key)
 
     def always_torch(self, key: str) -> bool:
         """Whether torch tensors of every call kernel ``key`` serves go to torch's op
@@ -524,11 +518,6 @@ class Bundle:
 
     def __dir__(self):
         return sorted(set(super().__dir__()) | set(entries.all_entry_points()))
-
-
-def _count_of(c: itertools.count) -> int:
-    """How many an ``itertools.count`` has counted (its repr: ``count(N)``)."""
-    return int(repr(c)[6:-1])
 
 
 def _counted(run: Callable, count: Callable[[], None], forward: bool) -> Callable:
