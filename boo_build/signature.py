@@ -4,7 +4,7 @@ Pure Python on purpose (no torch, no numpy): the loader imports it too.
 
 Key format (``KernelSignature.key``), fields joined by ``-``::
 
-    {op}-{dtype}-{input shape}-{op's part}-{affine}[-s{stats}][-eps{eps}][-off{offset}][-max{elements}]-m{mask}
+    {op}-{dtype}-{input shape}-{op's part}-{affine}[-s{stats}][-eps{eps}][-off{offset}][-max{elements}][-res]-m{mask}
 
 * op: a registered op's name (``boo_build.ops``: ``layer_norm``, ``rms_norm``, ``group_norm``)
 * op's part: the op's shape parameters (``Op.key_part``): ``n{normalized shape}``
@@ -24,6 +24,8 @@ Key format (``KernelSignature.key``), fields joined by ``-``::
   negative one after ``n`` (``off1.0``, ``offn0.5``).
 * max: for a dynamic signature whose ``max_elements`` differs from
   ``DEFAULT_MAX_ELEMENTS`` only (static signatures have none).
+* res: the fused residual form (``residual``), only when set: ``h = x + residual``
+  (in the input's dtype), then the norm of ``h``; see the calling convention below.
 * mask: MIOpen-style bit set (``boo_build.ops.base``: 1 forward, 2 input, 4 weight, 8 bias gradient).
 
 Dynamic dimensions: an ``input_shape`` entry that is a name stands for any
@@ -45,6 +47,16 @@ the op's data (``boo_build.ops.base``; ``inputs`` / ``outputs``):
   (y, mean, rstd), rms_norm (y, rstd)
 * backward: (grad_y, x, *stats, [weight if affine and mask & 2])
   -> the requested gradients in the op's order (input, weight[, bias])
+
+The fused residual form (``residual``; layer norm and RMS norm, ``Op.residuals``):
+
+* forward: (x, residual, [weight], [bias]) -> (y, h, *stats): ``h = x + residual``
+  rounded to the input's dtype, the statistics and y computed from h as stored
+* backward (a mask with the input gradient): (grad_y, h, *stats, [weight if
+  affine], grad_h) -> (dh, [grad_weight], [grad_bias]): ``dh = norm_backward(grad_y)
+  + grad_h``, the gradient of both x and residual, ``grad_h`` the gradient h
+  gets from its other users. A sum whose only user is the norm has no grad_h:
+  the plain backward of h serves it, as do the weight-only masks.
 
 Statistics such as mean and rstd are in ATen's layout (``Op.stats_shape``: the input's leading
 dims followed by a 1 per normalized dim; group norm's ``[N, groups]``), in ``stats_dtype``; the
@@ -155,6 +167,8 @@ class KernelSignature:
     groups: int | None = None  # group norm's channel groups; None for the ops that have none
     # RMS norm's weight offset: the weight scales as ``weight_offset + weight`` (Gemma: 1.0)
     weight_offset: float = 0.0
+    # the fused residual add (``Op.residuals``): forward x + residual, then the norm; backward with grad_h
+    residual: bool = False
 
     def __post_init__(self) -> None:
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen)
@@ -184,7 +198,8 @@ class KernelSignature:
                    or eps_problem(self.eps)
                    or affine_problem(self.op, self.affine, self.bias)
                    or mask_problem(self.op, self.mask, self.affine, self.bias)
-                   or op.offset_problem(self.weight_offset, self.affine))
+                   or op.offset_problem(self.weight_offset, self.affine)
+                   or op.residual_problem(self.residual, self.mask))
         if problem:
             raise SignatureError(problem)
         set_("eps", float(self.eps))
@@ -335,6 +350,11 @@ class KernelSignature:
 
     def inputs(self) -> tuple[tuple[str, tuple[int | str, ...], str], ...]:
         """(name, shape, dtype) of each kernel argument, in order."""
+        if self.residual:  # the plain kernel's arguments, x as h, and the residual or grad_h
+            plain = self.replace(residual=False).inputs()
+            if self.is_forward:
+                return plain[:1] + (("residual", self.input_shape, self.dtype),) + plain[1:]
+            return plain + (("grad_h", self.input_shape, self.dtype),)
         x = ("input", self.input_shape, self.dtype)
         w = ("weight", self.param_shape, self.dtype)
         b = ("bias", self.param_shape, self.dtype)
@@ -355,7 +375,8 @@ class KernelSignature:
         if self.is_forward:
             sd = self.stats_dtype
             assert sd is not None  # __post_init__ fills in the default
-            return (("output", self.input_shape, self.dtype),) + tuple(
+            h = (("h", self.input_shape, self.dtype),) if self.residual else ()
+            return (("output", self.input_shape, self.dtype),) + h + tuple(
                 (s, self.stats_shape, sd) for s in op.stats
             )
         shapes = {INPUT_GRAD: self.input_shape, WEIGHT_GRAD: self.param_shape, BIAS_GRAD: self.param_shape}
@@ -380,6 +401,8 @@ class KernelSignature:
             parts.append("off" + format_offset(self.weight_offset))
         if self.is_dynamic and self.max_elements != DEFAULT_MAX_ELEMENTS:
             parts.append(f"max{self.max_elements}")
+        if self.residual:
+            parts.append("res")
         parts.append(f"m{self.mask}")
         return "-".join(parts)
 
@@ -409,6 +432,8 @@ class KernelSignature:
                     fields["weight_offset"] = parse_offset(part[3:])
                 except ValueError:
                     raise SignatureError(f"bad signature key {key!r}: bad weight offset {part!r}") from None
+            elif part == "res":
+                fields["residual"] = True
             elif part.startswith("max") and part[3:].isdigit():
                 fields["max_elements"] = int(part[3:])
             elif part.startswith("s") and part[1:] in dtypes.BY_CODE:
@@ -446,6 +471,8 @@ class KernelSignature:
             del d["groups"]
         if not d["weight_offset"]:  # no offset: as before weight offsets existed
             del d["weight_offset"]
+        if not d["residual"]:  # the plain form: as before the residual form existed
+            del d["residual"]
         d["key"] = self.key
         return d
 

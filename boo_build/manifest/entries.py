@@ -14,14 +14,26 @@ from typing import Any, Iterable, Sequence
 
 from .. import dtypes, ops
 from ..errors import SignatureError
-from ..ops.base import DEFAULT_EPS, IMPLS
+from ..ops.base import DEFAULT_EPS, FORWARD, IMPLS, INPUT_GRAD
 from ..shapes import DEFAULT_MAX_ELEMENTS, MAX_DIM, MAX_RANK, as_dims, dynamic_problem, eps_problem, limit_problem
 from ..signature import KernelSignature, ModuleId, affine_problem, canonical_dtype, mask_problem
 
 ENTRY_KEYS = (
     "op", "input_shape", "input_shapes", "normalized_shape", "groups", "dtype",
-    "stats_dtype", "eps", "weight_offset", "affine", "bias", "masks", "impls", "bench_shapes",
+    "stats_dtype", "eps", "weight_offset", "affine", "bias", "masks", "impls", "bench_shapes", "residual",
 )
+
+
+def residual_forms(mask: int, residual: bool) -> tuple[bool, ...]:
+    """The ``residual`` values a ``residual = true`` entry builds for ``mask``: the fused
+    forward; for a backward with the input gradient, the fused one taking grad_h and the
+    plain one of h (a sum whose only user is the norm has no grad_h); for a weight-only
+    mask the plain one alone (it takes no grad_h)."""
+    if not residual:
+        return (False,)
+    if mask == FORWARD:
+        return (True,)
+    return (True, False) if mask & INPUT_GRAD else (False,)
 
 
 def _dedupe(items: Iterable[Any]) -> tuple:
@@ -201,6 +213,13 @@ def entry_requests(entry: Any, max_elements: int | None = DEFAULT_MAX_ELEMENTS) 
     if op is not None:  # the op's rule, with affine where it is valid (else the number alone)
         check(ops.get(op).offset_problem(weight_offset, True if affine is None else affine))
 
+    residual = entry.get("residual", False)
+    if not isinstance(residual, bool):
+        errors.append(f"residual must be true or false, got {residual!r}")
+        residual = False
+    elif op is not None:
+        check(ops.get(op).residual_problem(residual, FORWARD))
+
     if op is not None and affine is not None and bias is not None:
         check(affine_problem(op, affine, bias))
         for m in masks or ():
@@ -234,7 +253,9 @@ def entry_requests(entry: Any, max_elements: int | None = DEFAULT_MAX_ELEMENTS) 
         return [], list(_dedupe(errors))
 
     reqs = []
-    for shape, dtype, mask in itertools.product(shapes, dtype_list, masks):
+    forms = ((shape, dtype, mask, res) for shape, dtype, mask in itertools.product(shapes, dtype_list, masks)
+             for res in residual_forms(mask, residual))
+    for shape, dtype, mask, res in forms:
         assert shape is not None  # a bad shape is in errors, returned above
         try:  # every field was checked above; this is a backstop
             sig = KernelSignature(
@@ -244,6 +265,7 @@ def entry_requests(entry: Any, max_elements: int | None = DEFAULT_MAX_ELEMENTS) 
                                   else ops.get(op).default_normalized_shape(shape)),
                 groups=groups, dtype=dtype, mask=mask, eps=eps, affine=affine, bias=bias,
                 stats_dtype=stats_dtype, max_elements=max_elements, weight_offset=weight_offset,
+                residual=res,
             )
         except SignatureError as e:
             errors.append(str(e))

@@ -3,7 +3,13 @@
 Pure Python. The command names come from the ops (``Op.commands``:
 ``layernorm``, ``layernormfp16``, ``layernormbfp16``, this project's
 ``rmsnorm``, ``rmsnormfp16``, ``rmsnormbfp16``, and ``groupnorm``,
-``groupnormfp16``, ``groupnormbfp16``), the flags are MIOpen's. How a command
+``groupnormfp16``, ``groupnormbfp16``), the flags are MIOpen's; the fused
+residual form (``KernelSignature.residual``: x + residual, then the norm) of
+the ops that have one (``Op.residual_commands``): MIOpen's ``addlayernorm``,
+``addlayernormfp16``, ``addlayernormbfp16`` and this project's ``addrmsnorm``,
+``addrmsnormfp16``, ``addrmsnormbfp16``, with the flags of the plain command
+(``-F 14``: the backward taking grad_h; the plain command's ``-F 14`` is the
+one without it). How a command
 gives its input shape is the op's (``Op.command_shape``): ``"tensor"``
 (layernorm's) or ``"ncdhw"`` (groupnorm's, below).
 
@@ -113,8 +119,14 @@ _NCDHW_FLAG_LIST = _flag_list(NCDHW_FLAGS)
 
 
 def commands() -> dict[str, tuple[str, str]]:
-    """command -> (op, dtype), from every registered op."""
-    return {cmd: (op, dtype) for op in ops.names() for cmd, dtype in ops.get(op).commands}
+    """command -> (op, dtype), from every registered op (its fused residual form's too)."""
+    return {cmd: (op, dtype) for op in ops.names()
+            for cmd, dtype in (*ops.get(op).commands, *ops.get(op).residual_commands)}
+
+
+def residual_command(cmd: str) -> bool:
+    """Whether ``cmd`` is a fused residual form's command (``addlayernorm``)."""
+    return any(cmd in dict(ops.get(op).residual_commands) for op in ops.names())
 
 
 def _parse_int(text: str, what: str) -> int:
@@ -352,6 +364,7 @@ def _signature(cmd: str, spec, values: dict[str, tuple[str, str]], shape: tuple[
         return KernelSignature(
             op=spec.name, input_shape=shape, normalized_shape=normalized_shape, groups=groups,
             dtype=commands()[cmd][1], mask=mask, eps=eps, affine=affine, bias=bias,
+            residual=residual_command(cmd),
         )
     except SignatureError as e:
         hint = ""

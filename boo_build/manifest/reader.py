@@ -28,6 +28,7 @@ Two formats, chosen by the file's suffix:
         masks = [1, 14]            # default: every mask valid for op/affine/bias
         impls = ["aten"]           # default: the op's implementations
         bench_shapes = [[8, 128, 768]]  # dynamic shapes only: sizes to benchmark at
+        residual = true            # layer_norm, rms_norm: the fused x + residual form; default false
 
     A dimension of ``input_shape`` written as a name (``["batch", "seq", 768]``)
     is dynamic: any size from 1 to its upper bound at call time (see
@@ -36,6 +37,13 @@ Two formats, chosen by the file's suffix:
     one shape is the same size; normalized dims are integers. ``bench_shapes``
     defaults to the manifest's static shapes the kernel covers, then 1, 64 and
     4096 rows (``Manifest.bench_shapes``).
+
+    ``residual = true`` builds the fused residual form (``boo_build.signature``):
+    the forward takes x and the residual and returns h = x + residual too; each
+    backward mask with the input gradient is built twice, fused (taking grad_h,
+    the gradient h gets from its other users) and plain (the backward of h, for
+    a sum whose only user is the norm); a weight-only mask plain only
+    (``entries.residual_forms``).
 
     ``input_shapes``, ``dtype`` and ``masks`` lists expand as a cartesian
     product.  An optional top-level ``commands = ["layernorm -X ...", ...]``

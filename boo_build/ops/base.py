@@ -95,6 +95,10 @@ class Op(abc.ABC):
     fused_backward: bool = False  # whether its manual backward has the ``fused`` GPU export variant
     fused_forward: bool = False  # and its manual forward, where no single-dispatch pass applies (dynamic)
     weight_offsets: bool = False  # whether it scales by ``weight_offset + weight`` (Gemma's RMS norm: 1 + weight)
+    # whether it has the fused residual form (``KernelSignature.residual``: ``h = x + residual``,
+    # then the norm of h), and that form's MIOpen-style commands: (command, dtype)
+    residuals: bool = False
+    residual_commands: tuple[tuple[str, str], ...] = ()
 
     # -- layout: how the op reduces, where its parameters lie, its key part -----
     # The defaults are a norm over trailing dims (``normalized_shape``, a suffix of
@@ -225,6 +229,19 @@ class Op(abc.ABC):
             return f"weight_offset {offset!r} needs a weight (affine = true): without one there is nothing to offset"
         return None
 
+    def residual_problem(self, residual: Any, mask: Any) -> str | None:
+        """What is wrong with a fused residual add (``KernelSignature.residual``), or None."""
+        if not isinstance(residual, bool):
+            return f"residual must be true or false, got {residual!r}"
+        if not residual:
+            return None
+        if not self.residuals:
+            return f"{self.name} has no fused residual form (x + residual, then the norm): remove residual"
+        if isinstance(mask, int) and mask != FORWARD and not mask & INPUT_GRAD:
+            return (f"mask {mask} with residual: a backward without the input gradient takes no grad_h "
+                    "(the plain kernel of h serves it: residual = false)")
+        return None
+
     def with_offset(self, param: Any, offset: float) -> Any:
         """``eager_backward``'s first argument for a call whose weight offset is ``offset``
         (``param``: the call's shape parameter): ``param`` itself where the op has none."""
@@ -285,6 +302,45 @@ class Op(abc.ABC):
             it = iter(self.eager_backward(ns, mask, gy, x, *(dense(stats_as(torch, t, sig)) for t in stats), w, b))
             return tuple([next(it) if mask & bit else None for bit in grads])
         return backward
+
+    def residual_route(self, sig, stats: tuple | None = None) -> Callable:
+        """``eager_route`` of a fused residual signature (``sig.residual``): what torch runs
+        without the kernel, the add then the plain route. Forward ``fn(x, residual, w, b)
+        -> (y, h, *stats)``; backward ``fn(grad_out, h, stats, w, b, grad_h)`` -> the
+        gradients in ``grads`` order, the input's ``dh = norm_backward(grad_out) + grad_h``
+        (autograd's accumulation, in the input's dtype)."""
+        plain = self.eager_route(sig.replace(residual=False), stats)
+        if sig.is_forward:
+            def forward(x, r, w, b):
+                h = x + r
+                y, *st = plain(h, w, b)
+                return (y, h, *st)
+            return forward
+
+        def backward(gy, h, stats, w, b, gh):
+            dh, *rest = plain(gy, h, stats, w, b)
+            return (dh + gh, *rest)
+        return backward
+
+    def residual_eager_call(self, sig, x, r, w, b, grad_out: Callable[[], Any],
+                            compiled: bool) -> tuple[Callable, tuple]:
+        """``eager_call`` of a fused residual signature: torch eager's add, then the norm
+        (forward), or the norm's backward and the gradient ``h`` gets from its other users
+        added to its input gradient (autograd's accumulation), on prepared inputs."""
+        plain = sig.replace(residual=False)
+        if sig.is_forward:
+            fn, args = self.eager_call(plain, x, w, b, grad_out, compiled)
+
+            def forward(x, r, *rest):
+                return fn(x + r, *rest)
+            return forward, (x, r, *args[1:])
+        fn, args = self.eager_call(plain, x + r, w, b, grad_out, compiled)
+        gh = grad_out()
+
+        def backward(gh, *args):
+            dh, *rest = fn(*args)
+            return (dh + gh, *rest)
+        return backward, (gh, *args)
 
     def single_dispatch(self, sig) -> bool:
         """Whether the export asks iree-compile for one dispatch (the attribute

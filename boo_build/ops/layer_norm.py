@@ -37,6 +37,9 @@ class LayerNorm(Op):
     commands: tuple[tuple[str, str], ...] = (
         ("layernorm", "float32"), ("layernormfp16", "float16"), ("layernormbfp16", "bfloat16"))
     autocast_aten: str = "aten::layer_norm"
+    residuals: bool = True
+    residual_commands: tuple[tuple[str, str], ...] = (  # MIOpen's name (its forward does not return h)
+        ("addlayernorm", "float32"), ("addlayernormfp16", "float16"), ("addlayernormbfp16", "bfloat16"))
 
     def zero_size_stat(self, name: str) -> float:
         return 0.0 if name == "mean" else super().zero_size_stat(name)

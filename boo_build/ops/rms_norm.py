@@ -40,6 +40,9 @@ class RMSNorm(Op):
     none_eps: float = FLOAT32_EPS
     autocast_aten: str = "aten::rms_norm"
     weight_offsets: bool = True
+    residuals: bool = True
+    residual_commands: tuple[tuple[str, str], ...] = (
+        ("addrmsnorm", "float32"), ("addrmsnormfp16", "float16"), ("addrmsnormbfp16", "bfloat16"))
 
     def implementation(self, impl: str) -> Callable:
         return _implementations()[impl]

@@ -508,11 +508,17 @@ def _op_call(sig: KernelSignature, seed: int, device: str, *, compiled: bool) ->
     g = torch.Generator().manual_seed(seed)
     dt = torch_dtype(sig.dtype)
     fwd_args = [a.to(device) for a in sample_args(sig.replace(mask=1), seed)]
-    x = fwd_args[0]
-    w = fwd_args[1] if sig.affine else None
-    b = fwd_args[2] if sig.bias else None
-    op, args = ops.get(sig.op).eager_call(
-        sig, x, w, b, lambda: torch.randn(sig.input_shape, generator=g).to(dt).to(device), compiled)
+    x, r = fwd_args[0], fwd_args[1] if sig.residual else None
+    params = fwd_args[2 if sig.residual else 1:]
+    w = params[0] if sig.affine else None
+    b = params[1] if sig.bias else None
+
+    def grad_out():
+        return torch.randn(sig.input_shape, generator=g).to(dt).to(device)
+    if sig.residual:  # torch eager's add, then the norm (what a model without the fused kernel runs)
+        op, args = ops.get(sig.op).residual_eager_call(sig, x, r, w, b, grad_out, compiled)
+    else:
+        op, args = ops.get(sig.op).eager_call(sig, x, w, b, grad_out, compiled)
     if compiled:
         # Signatures share these lambdas' code: start afresh so that no
         # earlier compile's guards or recompile limit get in the way.

@@ -51,6 +51,14 @@ def reference(sig: KernelSignature, args: tuple[torch.Tensor, ...]) -> tuple[tor
 def _leaves(sig: KernelSignature, args) -> dict[str, Any]:
     """The formula's inputs in float64: x (and gy) as given, the weight (a
     backward that is not given one gets 1) and bias (a backward's is 0)."""
+    if sig.residual and sig.is_forward:
+        # h = x + residual as the kernel stores it (the input's dtype, rounded: what the
+        # model's code normalizes), then the norm of it, a leaf as the norm's input is
+        x, r, *params = args
+        return _leaves(sig.replace(residual=False), ((x + r).to(x.dtype), *params))
+    if sig.residual:
+        *args, gh = args
+        return {**_leaves(sig.replace(residual=False), args), "gh": gh.to(torch.float64)}
     a = [t.to(torch.float64) for t in args]
     if sig.is_forward:
         rest = a[1:]
@@ -69,12 +77,15 @@ def _leaves(sig: KernelSignature, args) -> dict[str, Any]:
 def _formula(sig: KernelSignature, leaves: dict[str, Any]) -> tuple[torch.Tensor, ...]:
     if sig.is_forward:
         y, stats = _forward64(sig, leaves["x"], leaves["w"], leaves["b"])
-        return (y,) + stats
+        return (y, leaves["x"]) + stats if sig.residual else (y,) + stats
     x, w, b = (None if leaves[k] is None else leaves[k].detach().requires_grad_(True) for k in ("x", "w", "b"))
     y, _ = _forward64(sig, x, w, b)
     given = {INPUT_GRAD: x, WEIGHT_GRAD: w, BIAS_GRAD: b}
     tensors = [given[bit] for bit in ops.get(sig.op).grads if sig.mask & bit]
-    return tuple(torch.autograd.grad(y, tensors, grad_outputs=leaves["gy"]))
+    grads = tuple(torch.autograd.grad(y, tensors, grad_outputs=leaves["gy"]))
+    if sig.residual:  # dh: the norm's input gradient and the one h gets from its other users
+        return (grads[0] + leaves["gh"],) + grads[1:]
+    return grads
 
 
 def formula_errors(sig: KernelSignature, args: tuple[torch.Tensor, ...],

@@ -59,7 +59,35 @@ def make_module(mid: ModuleId, variant: str = "") -> torch.nn.Module:
     forward = ops.get(mid.signature.op).implementation(mid.impl)
     if mid.impl == PLANTED_IMPL and mid.signature.is_forward and os.environ.get(PLANT_ERROR_ENV) == "1":
         forward = _planted(forward)
+    if mid.signature.residual:
+        return ResidualModule(mid.signature, OpModule(mid.signature.replace(residual=False), forward, variant)).eval()
     return OpModule(mid.signature, forward, variant).eval()
+
+
+class ResidualModule(torch.nn.Module):
+    """A fused residual kernel (``KernelSignature.residual``) around the plain kernel's
+    module (``norm``, the same implementation and variant): every implementation's
+    residual form is the same add around its own norm, traced into one kernel.
+
+    Forward: ``h = x + residual`` in the input's dtype (as the model's code rounds it),
+    the norm of h as stored -> (y, h, *stats). Backward: the norm's backward of h,
+    then ``dh = grad_input + grad_h``, added in float32 and rounded once."""
+
+    def __init__(self, sig: KernelSignature, norm: OpModule):
+        super().__init__()
+        self.sig = sig
+        self.norm = norm
+
+    def forward(self, *args):
+        if self.sig.is_forward:
+            x, r, *params = args
+            h = x + r
+            y, *stats = self.norm(h, *params)
+            return (y, h, *stats)
+        *args, gh = args
+        dx, *rest = self.norm(*args)
+        c = self.norm.compute
+        return ((dx.to(c) + gh.to(c)).to(self.norm.dtype), *rest)
 
 
 def _planted(forward):
@@ -83,6 +111,10 @@ def sample_args(sig: KernelSignature, seed: int = 0, offset: float = 0.0) -> tup
     x = (torch.randn(sig.input_shape, generator=g, dtype=torch.float64) + offset).to(dt)
     weight = (1 + 0.1 * torch.randn(sig.param_shape, generator=g, dtype=torch.float64)).to(dt)
     bias = (0.1 * torch.randn(sig.param_shape, generator=g, dtype=torch.float64)).to(dt)
+    if sig.is_forward and sig.residual:
+        # the offset stays on h = x + residual: the residual is drawn around 0
+        r = torch.randn(sig.input_shape, generator=g, dtype=torch.float64).to(dt)
+        return (x, r) + ((weight,) if sig.affine else ()) + ((bias,) if sig.bias else ())
     if sig.is_forward:
         return (x,) + ((weight,) if sig.affine else ()) + ((bias,) if sig.bias else ())
     gy = torch.randn(sig.input_shape, generator=g, dtype=torch.float64).to(dt)
@@ -90,4 +122,5 @@ def sample_args(sig: KernelSignature, seed: int = 0, offset: float = 0.0) -> tup
 
     assert sig.stats_dtype is not None  # KernelSignature fills in the default
     stats = tuple(s.to(torch_dtype(sig.stats_dtype)) for s in statistics(sig, x))
-    return (gy, x) + stats + ((weight,) if sig.takes_weight else ())
+    grad_h = (torch.randn(sig.input_shape, generator=g, dtype=torch.float64).to(dt),) if sig.residual else ()
+    return (gy, x) + stats + ((weight,) if sig.takes_weight else ()) + grad_h

@@ -248,15 +248,20 @@ def validate_eager(sig: KernelSignature, target: str = "cpu", *, torch_device: s
 
     def run(csig, seed, offset):
         args = drawn(csig, seed, offset)
+        res = csig.residual
         if csig.is_forward:
-            x, w, b = args + (None,) * (3 - len(args))
-            return op.eager_route(csig)(x, w, b), args
+            lead = args[:2] if res else args[:1]
+            w, b = (args[len(lead):] + (None, None))[:2]
+            return (op.residual_route if res else op.eager_route)(csig)(*lead, w, b), args
         # a backward call passes the weight (and bias) whatever the mask: the forward's, as drawn
         fwd = drawn(csig.replace(mask=1), seed, offset)
-        w, b = (fwd[1:] + (None, None))[:2]
+        w, b = (fwd[2 if res else 1:] + (None, None))[:2]
         stats = tuple(args[2:2 + len(op.stats)])
-        grads = op.eager_route(csig, stats)(args[0], args[1], stats, w if csig.affine else None,
-                                            b if csig.affine and csig.bias else None)
+        params = (w if csig.affine else None, b if csig.affine and csig.bias else None)
+        if res:
+            grads = op.residual_route(csig, stats)(args[0], args[1], stats, *params, args[-1])
+        else:
+            grads = op.eager_route(csig, stats)(args[0], args[1], stats, *params)
         return [g for g, bit in zip(grads, op.grads) if csig.mask & bit], args
 
     return _checked(sig, run, base, seeds, offset_case, shapes, "torch eager")
