@@ -88,7 +88,7 @@ from .shapes import (
     max_elements_problem,
 )
 
-__all__ = ["ALL_MASKS", "KernelSignature", "ModuleId", "affine_problem", "canonical_dtype", "default_stats_dtype", "dumps", "format_eps", "format_offset", "function_name", "mask_problem", "parse_eps", "parse_offset", "shape_text"]
+__all__ = ["ALL_MASKS", "KernelSignature", "ModuleId", "affine_problem", "canonical_dtype", "default_stats_dtype", "dumps", "format_eps", "format_offset", "function_name", "mask_problem", "parse_eps", "parse_offset", "residual_key", "shape_text"]
 
 # Sizes a dynamic signature is exported with (torch.export specializes 0 and 1):
 # distinct, so no two names look equal to the tracer.
@@ -529,6 +529,11 @@ class ModuleId:
 
     def __str__(self) -> str:
         return self.key
+
+
+def residual_key(key: str) -> bool:
+    """Whether a signature (or module) key is a fused residual kernel's (its ``res`` field)."""
+    return "res" in key.split("-")
 
 
 def _empty(value: Any) -> bool:

@@ -21,6 +21,7 @@ from ..compared import VsEager
 from ..loader.archive import DEFAULT_MAX_SIZE
 from ..loader.format import CandidateRecord, ImplRecord
 from ..reasons import Kind
+from ..signature import residual_key
 from ..stages.selection import Decision
 from .text import (
     add_max_size,
@@ -73,6 +74,11 @@ def cmd_info(path, *, out: TextIO | None = None, max_size: int = DEFAULT_MAX_SIZ
     p(f"  kernels ({len(ix.kernels)}):\n")
     for key, k in sorted(ix.kernels.items()):
         p(f"    {key}\n")
+        if residual_key(key):
+            p("      fused residual: " + ("h = x + residual, then the norm of h (returns h too)"
+                                         if k.signature.is_forward else
+                                         "the norm's backward of h plus grad_h (the gradient of x and residual)")
+              + "; compared with torch eager's add, then the norm\n")
         for t, te in sorted(k.targets.items()):
             if te.is_available:
                 m = te.selected_impl

@@ -498,6 +498,10 @@ class Bundle:
     native_layer_norm_backward = _EntryPoint("layer_norm")
     fused_rms_norm = _EntryPoint("rms_norm")
     fused_rms_norm_backward = _EntryPoint("rms_norm")
+    add_layer_norm = _EntryPoint("layer_norm")  # the fused residual forms: x + residual, then the norm
+    add_layer_norm_backward = _EntryPoint("layer_norm")
+    add_rms_norm = _EntryPoint("rms_norm")
+    add_rms_norm_backward = _EntryPoint("rms_norm")
     native_group_norm = _EntryPoint("group_norm")
     native_group_norm_backward = _EntryPoint("group_norm")
 

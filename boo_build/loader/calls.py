@@ -12,6 +12,7 @@ torch argument requiring grad) goes to the op's custom ops instead
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any, NamedTuple
 
@@ -23,6 +24,7 @@ from ..ops.base import (
     WEIGHT_GRAD,
     norm_shape,  # noqa: F401  (re-exported: the entry points' helper)
 )
+from .tensors import arrays_of
 
 # What ``forward``/``backward`` return for a call autograd records (a sentinel).
 AUTOGRAD = object()
@@ -231,6 +233,116 @@ def backward(bundle, op, output_mask, grad_out, input, normalized_shape, stats: 
     outs = bundle.dispatch(sig, arrays, args, op.eager_backward, lambda: (
         op.with_offset(ns, sig.weight_offset), sig.mask, gy, x, *(as_stats(arrays, t, sig) for t in stats), w, b))
     return spread(sig.mask, outs, op.grads)
+
+
+# ------------------------------------------------- the fused residual form
+# ``x + residual``, then the norm (``KernelSignature.residual``): the checks are the
+# plain call's, on the input, and the residual's (or grad_h's) own against the input
+# (the same kind, device, dtype and shape: a mixed-dtype add is not a fused signature).
+@functools.lru_cache(maxsize=256)
+def residual_of(sig):
+    """The fused residual signature of a plain one (a cache: ``Bundle.dispatch`` memoizes
+    routes by the signature's identity, which this keeps for equal signatures)."""
+    return sig.replace(residual=True)
+
+
+def _check_like(bundle, name: str, t, input):
+    """``t`` (the residual, grad_h) checked against the call's input: contiguous."""
+    arrays = arrays_of("input", input)
+    dt = arrays.dtype_name(input) or arrays.dtype_text(input)
+    try:
+        return bundle.checks.check_array(name, t, dt, tuple(input.shape), arrays=arrays)
+    except TypeError as e:
+        if arrays.owns(t) and "dtype" in str(e):
+            raise TypeError(f"{e}: {name} and input must have one dtype (a mixed-dtype add is not a fused "
+                            f"kernel: cast one, or add them and call the plain norm)") from None
+        raise
+
+
+def residual_forward(bundle, op, input, residual, normalized_shape, weight, bias, eps, autograd: bool = False,
+                     offset=0.0):
+    """A fused residual forward call -> (y, h, *stats), ``h = input + residual`` in the
+    input's dtype; with ``autograd``, ``AUTOGRAD`` where autograd records it."""
+    if autograd and wants_grad(input, residual, weight, bias):
+        return AUTOGRAD
+    r = _check_like(bundle, "residual", residual, input)
+    try:
+        arrays, sig, ns, x, w, b = bundle.checks.prepare(op.name, input, normalized_shape, weight, bias, eps,
+                                                         FORWARD, None, offset)
+    except Unserved as e:  # no kernel takes its eps or dtype: torch's add and op (fallback="eager"), else the error
+        if bundle.fallback != "eager" or e.refusal is not None:
+            return unserved_forward(bundle, op, e)  # raises
+        h = e.arrays.eager(lambda x, r: (x + r,), (e.x, r), str(e.error))[0]
+        e.x = e.arrays.contiguous(h)
+        y, *stats = unserved_forward(bundle, op, e)
+        return (y, h, *stats)
+    if sig is None:
+        h = x + r
+        y, *stats = zero_size_forward(op, arrays, h, ns)
+        return (y, h, *stats)
+    rsig = residual_of(sig)
+    args = (x, r) if w is None else (x, r, w) if b is None else (x, r, w, b)
+    return bundle.dispatch(rsig, arrays, lambda _: args, _residual_eager_forward(op), lambda: (rsig, x, r, w, b))
+
+
+def residual_backward(bundle, op, output_mask, grad_out, h, normalized_shape, stats: tuple, weight, bias, grad_h,
+                      eps: float | None, autograd: bool = False, offset=0.0):
+    """A fused residual backward call -> the gradients in ``op.grads`` order, the input's
+    ``dh = norm_backward(grad_out) + grad_h`` (the gradient of both x and residual). Without
+    ``grad_h``, or without the input gradient asked, the plain backward of ``h`` (``backward``)."""
+    om = output_mask if type(output_mask) is tuple else tuple(output_mask)
+    mask = backward_mask(op, om, params_of(weight, bias))
+    if grad_h is None or not mask & INPUT_GRAD:
+        return backward(bundle, op, om, grad_out, h, normalized_shape, stats, weight, bias, eps, autograd, offset)
+    if autograd and wants_grad(grad_out, h, *stats, weight, bias, grad_h):
+        return AUTOGRAD
+    eps = DEFAULT_EPS if eps is None else eps
+    gh = _check_like(bundle, "grad_h", grad_h, h)
+    try:
+        arrays, sig, ns, gy, x, stats, w, b = bundle.checks.prepare_backward(
+            op, mask, grad_out, h, normalized_shape, stats, weight, bias, eps, None, offset)
+    except Unserved as e:  # as the forward's
+        if bundle.fallback != "eager" or e.refusal is not None:
+            return unserved_backward(bundle, op, mask, e)  # raises
+        dh, *rest = unserved_backward(bundle, op, mask, e)
+        return (e.arrays.eager(lambda a, b: (a + b,), (dh, gh), str(e.error))[0], *rest)
+    if sig is None:
+        dh, *rest = zero_size_grads(op, arrays, x, ns, mask)
+        return (dh + gh, *rest)
+    rsig = residual_of(sig)
+
+    def args(ks):
+        layout = bundle.checks.stats_layout(ks)
+        out = [gy, x]
+        for t in stats:
+            out.append(as_stats(arrays, t, ks, layout))
+        if ks.takes_weight:
+            out.append(w)
+        out.append(gh)
+        return tuple(out)
+
+    outs = bundle.dispatch(rsig, arrays, args, _residual_eager_backward(op), lambda: (
+        op.with_offset(ns, sig.weight_offset), sig.mask, gy, x, *(as_stats(arrays, t, sig) for t in stats), w, b, gh))
+    return spread(sig.mask, outs, op.grads)
+
+
+@functools.cache
+def _residual_eager_forward(op):
+    """torch's add, then the op's eager forward: (sig, x, residual, w, b) -> (y, h, *stats)."""
+    def run(sig, x, r, w, b):
+        h = x + r
+        y, *stats = op.eager_forward(sig, h, w, b)
+        return (y, h, *stats)
+    return run
+
+
+@functools.cache
+def _residual_eager_backward(op):
+    """The op's eager backward, then grad_h added to the input gradient (autograd's accumulation)."""
+    def run(*args):
+        dh, *rest = op.eager_backward(*args[:-1])
+        return (dh + args[-1], *rest)
+    return run
 
 
 def unserved_forward(bundle, op, u: Unserved) -> tuple:

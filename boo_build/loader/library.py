@@ -62,6 +62,10 @@ class TorchOps:
     gated_by: tuple[str, ...] = ()
     stats_differentiable: bool = False
     extra_grads: Callable[[Mapping[str, Any], dict[str, Any], Mapping[str, bool]], None] | None = None
+    # the fused residual form's entry points (``add_layer_norm`` & co.): the forward takes
+    # ``residual`` after the input, the backward ``grad_h`` before eps; None: the op has none
+    residual_forward: Callable[..., Any] | None = None
+    residual_backward: Callable[..., Any] | None = None
 
     @property
     def description(self) -> ops.Op:
@@ -87,6 +91,18 @@ class TorchOps:
         outs = ", ".join(["Tensor"] * (1 + len(stats)))
         return (f"({', '.join(self.forward_args)}, str bundle) -> ({outs})",
                 f"({', '.join(self.backward_args)}, str bundle) -> Tensor[]")
+
+    def residual_args(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The fused residual ops' arguments: the forward's with ``residual`` after the
+        input, the backward's with ``grad_h`` before its last (eps)."""
+        f, b = self.forward_args, self.backward_args
+        return (f[:1] + ("Tensor residual",) + f[1:], b[:-1] + ("Tensor? grad_h",) + b[-1:])
+
+    def residual_schemas(self) -> tuple[str, str]:
+        """(forward, backward) schemas of ``boo::add_<op>``: (out, h, *stats); the gradients."""
+        f, b = self.residual_args()
+        outs = ", ".join(["Tensor"] * (2 + len(self.description.stats)))
+        return f"({', '.join(f)}, str bundle) -> ({outs})", f"({', '.join(b)}, str bundle) -> Tensor[]"
 
 
 def _register(d: TorchOps, by_token: Callable[[str], Any]) -> None:
@@ -182,6 +198,10 @@ def _register(d: TorchOps, by_token: Callable[[str], Any]) -> None:
 
     bwd.register_autograd(backward_backward, setup_context=backward_setup)
     ag.register_autocast(fwd, op.autocast_aten)
+    if d.residual_forward is not None:
+        from .residual_ops import register_residual
+
+        register_residual(d, by_token)
 
 
 @functools.cache

@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 
 from ..candidates import Candidate, module_file
 from ..reasons import Kind
-from ..signature import ModuleId
+from ..signature import ModuleId, residual_key
 from .page_charts import RC, chart_bandwidth, chart_compiles, chart_rows, chart_speedup, chart_validation
 from .page_data import (
     DIGEST_META,
@@ -153,6 +153,11 @@ def _section_speedup(data: PageData) -> list[str]:
            'Bars start at 1&times;: right of the line the kernel is faster. Kernels timed without paired '
            'rounds (older records) show every implementation\'s median time against torch eager\'s, from '
            '<code>bench.csv</code>.</p>']
+    if any(residual_key(k.key) for k in data.kernels):
+        out.append('<p class="note">A fused residual kernel (<code>-res-</code> in its key: '
+                   '<code>h = x + residual</code>, then the norm) is compared with torch eager\'s add, then the '
+                   'norm; its backward with the norm\'s backward and the add of <code>grad_h</code> (the gradient '
+                   'h gets from its other users).</p>')
     for t in data.targets:
         rows = speedups(data, t)
         out.append(f"<h3>{_e(t)}</h3>")

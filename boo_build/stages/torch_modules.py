@@ -84,9 +84,8 @@ class ResidualModule(torch.nn.Module):
             h = x + r
             y, *stats = self.norm(h, *params)
             return (y, h, *stats)
-        *args, gh = args
-        dx, *rest = self.norm(*args)
-        c = self.norm.compute
+        dx, *rest = self.norm(*args[:-1])
+        gh, c = args[-1], self.norm.compute
         return ((dx.to(c) + gh.to(c)).to(self.norm.dtype), *rest)
 
 

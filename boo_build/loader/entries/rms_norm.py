@@ -1,5 +1,6 @@
 """RMS norm's loader entry points (``Bundle.fused_rms_norm``, ``fused_rms_norm_backward``:
-ATen's arguments, then ``weight_offset``) and its ``boo::`` torch ops, described
+ATen's arguments, then ``weight_offset``; ``add_rms_norm``, ``add_rms_norm_backward``: the
+fused residual form, x + residual then the norm) and its ``boo::`` torch ops, described
 (``torch_ops()``). rstd is differentiable, as ATen's: its gradient reaches the input as
 ``-grad_rstd * rstd**3 * x / N`` (torch ops; the kernels take grad_out only).
 
@@ -52,6 +53,42 @@ def fused_rms_norm_backward(bundle, grad_out, input, normalized_shape, rstd, wei
         None if eps is None else float(eps), bundle.token()))
 
 
+def add_rms_norm(bundle, input, residual, normalized_shape, weight=None, eps: float | None = None,
+                 weight_offset: float = 0.0):
+    """``h = input + residual``, then _fused_rms_norm of h, in one kernel -> (out, h, rstd), as
+    ``add_layer_norm`` (vLLM's ``fused_add_rms_norm``, returning h rather than writing it over
+    the residual). Differentiable in ``out``, ``h`` and ``rstd`` (``boo::add_rms_norm``)."""
+    eps = RMS_NORM.none_eps if eps is None else eps
+    out = calls.residual_forward(bundle, RMS_NORM, input, residual, normalized_shape, weight, None, eps,
+                                 autograd=True, offset=weight_offset)
+    if out is not calls.AUTOGRAD:
+        return out
+    from ..library import registered  # the torch ops: only where autograd records a call
+
+    torch = registered(bundle.by_token)
+    return torch.ops.boo.add_rms_norm(input, residual, calls.norm_shape(normalized_shape), weight, float(eps),
+                                      float(weight_offset), bundle.token())
+
+
+def add_rms_norm_backward(bundle, grad_out, input, normalized_shape, rstd, weight=None, output_mask=(True, True),
+                          weight_offset: float = 0.0, grad_h=None, *, eps: float | None = None):
+    """``add_rms_norm``'s backward -> (grad_input, grad_weight), as ``add_layer_norm_backward``'s
+    (``input``: the forward's h; ``grad_h``: the gradient h gets from its other users, or None)."""
+    out = calls.residual_backward(bundle, RMS_NORM, output_mask, grad_out, input, normalized_shape, (rstd,), weight,
+                                  None, grad_h, eps, autograd=True, offset=weight_offset)
+    if out is not calls.AUTOGRAD:
+        return out
+    from ..library import registered  # the torch ops: only where autograd records a call
+
+    torch = registered(bundle.by_token)
+    from .. import autograd as ag
+
+    m = [bool(v) for v in output_mask]
+    return ag.spread(ag.asked(m, weight), torch.ops.boo.add_rms_norm_backward(
+        grad_out, input, calls.norm_shape(normalized_shape), rstd, weight, m, float(weight_offset), grad_h,
+        None if eps is None else float(eps), bundle.token()))
+
+
 def _eager_backward(args, mask, gy, x, stats, params):
     ns = calls.norm_shape(args["normalized_shape"])
     (rstd,) = stats
@@ -71,7 +108,8 @@ def _rstd_grad(saved, grads, need) -> None:
     grads["input"] = (g if gx is None else gx.float() + g).to(x.dtype)
 
 
-ENTRY_POINTS = {"fused_rms_norm": fused_rms_norm, "fused_rms_norm_backward": fused_rms_norm_backward}
+ENTRY_POINTS = {"fused_rms_norm": fused_rms_norm, "fused_rms_norm_backward": fused_rms_norm_backward,
+                "add_rms_norm": add_rms_norm, "add_rms_norm_backward": add_rms_norm_backward}
 
 
 def torch_ops():
@@ -91,4 +129,6 @@ def torch_ops():
         eager_backward=_eager_backward,
         stats_differentiable=True,
         extra_grads=_rstd_grad,
+        residual_forward=add_rms_norm,
+        residual_backward=add_rms_norm_backward,
     )

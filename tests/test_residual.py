@@ -1,0 +1,293 @@
+"""The fused residual form of layer norm and RMS norm (``KernelSignature.residual``:
+``h = x + residual``, then the norm of h; its backward ``dh = norm_backward(grad_y) +
+grad_h``), from the manifest to the loader.
+
+The unit tests here (signature, manifest, commands, the export's modules, torch eager's
+form, the loader's checks and its torch route) build nothing; the build tests share one
+session build of ``RES_MANIFEST`` (``res_built``): every fused kernel validated against
+float64 by the build (static and dynamic, float32 and a half type, every mask, with and
+without grad_h), and a two-layer residual stack trained through the loader and the
+``boo::`` ops against plain torch."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+import torch
+from helpers import BIN, compiles, env
+
+from boo_build.errors import SignatureError
+from boo_build.manifest import parse_command
+from boo_build.manifest.entries import entry_requests
+from boo_build.signature import KernelSignature, ModuleId
+from boo_build.stages.benchmark import eager_fn
+from boo_build.stages.reference import reference
+from boo_build.stages.torch_modules import make_module, sample_args
+from boo_build.stages.validate import _checked, validate_eager
+
+
+def _sig(op="layer_norm", mask=1, shape=(3, 5, 16), dtype="float32", **kw):
+    kw.setdefault("bias", op == "layer_norm")
+    return KernelSignature(op, shape, (16,), dtype, mask, residual=True, **kw)
+
+
+# ------------------------------------------------------------------ signature
+def test_key_calling_convention_and_json():
+    fwd, bwd = _sig(), _sig(mask=14)
+    assert fwd.key == "layer_norm-f32-3x5x16-n16-wb-res-m1"
+    assert _sig("rms_norm", 6, ("batch", 16), eps=1e-6).key == "rms_norm-f32-BATCHx16-n16-w-eps1em06-res-m6"
+    for s in (fwd, bwd, _sig("rms_norm", 2, ("batch", 16))):
+        assert KernelSignature.parse(s.key) == s
+        assert KernelSignature.from_json(json.loads(json.dumps(s.to_json()))) == s
+    assert [n for n, _, _ in fwd.inputs()] == ["input", "residual", "weight", "bias"]
+    assert [n for n, _, _ in fwd.outputs()] == ["output", "h", "mean", "rstd"]
+    assert [n for n, _, _ in bwd.inputs()] == ["grad_output", "input", "mean", "rstd", "weight", "grad_h"]
+    assert [n for n, _, _ in bwd.outputs()] == ["grad_input", "grad_weight", "grad_bias"]
+    # the plain form's JSON has no residual field (as before the field existed)
+    assert "residual" not in fwd.replace(residual=False).to_json()
+
+
+def test_signature_refusals_name_the_problem():
+    with pytest.raises(SignatureError, match="mask 4 with residual: a backward without the input gradient"):
+        _sig(mask=4)
+    with pytest.raises(SignatureError, match="group_norm has no fused residual form"):
+        KernelSignature("group_norm", (2, 4, 3), (), "float32", 1, groups=2, residual=True)
+    with pytest.raises(SignatureError, match="residual must be true or false"):
+        KernelSignature("layer_norm", (2, 16), (16,), "float32", 1, residual="yes")
+
+
+# ------------------------------------------------------------------- manifest
+def test_manifest_entry_builds_the_fused_and_the_plain_backwards():
+    reqs, errors = entry_requests(dict(op="layer_norm", input_shape=[4, 16], residual=True, masks=[1, 4, 14]))
+    assert errors == []
+    assert sorted(r.signature.key for r in reqs) == sorted([
+        "layer_norm-f32-4x16-n16-wb-res-m1",   # the fused forward
+        "layer_norm-f32-4x16-n16-wb-m4",       # a weight-only mask: no grad_h, the plain kernel of h
+        "layer_norm-f32-4x16-n16-wb-res-m14",  # with grad_h
+        "layer_norm-f32-4x16-n16-wb-m14",      # without: h's only user is the norm
+    ])
+    _, errors = entry_requests(dict(op="group_norm", input_shape=[2, 4, 3], groups=2, residual=True))
+    assert errors == ["group_norm has no fused residual form (x + residual, then the norm): remove residual"]
+    _, errors = entry_requests(dict(op="rms_norm", input_shape=[4, 16], residual=1))
+    assert errors == ["residual must be true or false, got 1"]
+
+
+def test_miopen_style_commands():
+    assert parse_command("addlayernormbfp16 -X 2x8x16 -F 14 -m 1").signature.key == \
+        "layer_norm-bf16-2x8x16-n16-wb-res-m14"
+    assert parse_command("addrmsnormfp16 -X 2x8x16 -m 1").signature.key == "rms_norm-f16-2x8x16-n16-w-res-m1"
+    assert not parse_command("layernorm -X 2x8x16 -F 14 -m 1").signature.residual
+    with pytest.raises(SignatureError, match="takes no grad_h"):
+        parse_command("addrmsnorm -X 2x8x16 -F 4 -m 1")
+
+
+# ------------------------------------------------- the export's modules, eager
+# (ATen's half-precision CPU kernels, run eagerly, round the statistics to half: the build
+# test checks the aten implementation in half precision compiled)
+@pytest.mark.parametrize("sig,impl", [
+    (s, i) for s in (_sig(), _sig(mask=14), _sig("rms_norm"), _sig("rms_norm", 6)) for i in ("aten", "manual")
+] + [(_sig(mask=2, dtype="bfloat16", bias=False), "manual"), (_sig("rms_norm", 6, dtype="float16"), "manual")],
+    ids=lambda v: getattr(v, "key", v))
+def test_modules_compute_the_fused_form(sig, impl):
+    """The modules export traces (each implementation with the add around it), run by torch
+    here, against the float64 reference: h as stored, the norm of it, dh with grad_h."""
+
+    def run(csig, seed, offset):
+        args = sample_args(csig, seed, offset)
+        return make_module(ModuleId(csig, impl))(*args), args
+
+    r = _checked(sig, run, {"module": sig.key, "target": "cpu", "tolerance": {}}, (0,), True, None, "kernel")
+    assert r.status == "passed", r.reason
+    # h is x + residual in the input's dtype, exactly
+    if sig.is_forward:
+        args = sample_args(sig)
+        y, h, *_ = make_module(ModuleId(sig, impl))(*args)
+        assert torch.equal(h, args[0] + args[1])
+        assert torch.equal(reference(sig, args)[1], (args[0] + args[1]).double())
+
+
+def test_a_wrong_grad_h_fails_validation():
+    """A backward that leaves grad_h out is caught (the reference adds it)."""
+    sig = _sig(mask=14)
+
+    def run(csig, seed, offset):
+        args = sample_args(csig, seed, offset)
+        plain = make_module(ModuleId(csig.replace(residual=False), "manual"))
+        return plain(*args[:-1]), args
+
+    r = _checked(sig, run, {"module": sig.key, "target": "cpu", "tolerance": {}}, (0,), False, None, "kernel")
+    assert r.status == "failed" and r.reason.startswith("grad_input")
+
+
+def test_torch_eager_is_the_add_then_the_norm():
+    """What the benchmark times as torch eager (``eager_fn``) and what the loader routes to
+    torch (``residual_route``, validated as a kernel is)."""
+    sig = _sig(mask=14)
+    dx, dw, db = eager_fn(sig)()
+    assert dx.shape == sig.input_shape and dw.shape == db.shape == (16,)
+    y, mean, rstd = eager_fn(_sig())()  # torch's add inside, then native_layer_norm
+    assert y.shape == sig.input_shape
+    for s in (_sig(), sig, _sig("rms_norm", 6)):
+        assert validate_eager(s).status == "passed"
+
+
+# ------------------------------------------------- the loader, without a kernel
+def _stack(b, loss_of_h2: bool, op="layer_norm"):
+    """A two-layer residual stack: h1 = x + r, y1 = norm1(h1); h2 = lin(y1) + h1,
+    y2 = norm2(h2) -> its loss and every gradient, through the loader (``b``) or plain
+    torch (``b`` None). ``loss_of_h2``: h2 has another user (the fused backward with
+    grad_h runs for both layers), else only the first layer's h has one."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 16, generator=g).requires_grad_()
+    r = torch.randn(2, 3, 16, generator=g).requires_grad_()
+    w1, w2 = ((1 + 0.1 * torch.randn(16, generator=g)).requires_grad_() for _ in range(2))
+    b1 = (0.1 * torch.randn(16, generator=g)).requires_grad_()
+    lw = (0.2 * torch.randn(16, 16, generator=g)).requires_grad_()
+    F = torch.nn.functional
+    if b is None:
+        h1 = x + r
+        y1 = F.layer_norm(h1, [16], w1, b1)
+        h2 = y1 @ lw + h1
+        y2 = F.rms_norm(h2, [16], w2, 1e-6)
+    else:
+        y1, h1, _, _ = b.add_layer_norm(x, r, [16], w1, b1)
+        y2, h2, _ = b.add_rms_norm(y1 @ lw, h1, [16], w2, 1e-6)
+    loss = (y2 * y2).mean() + ((h2 * 0.5).sum() if loss_of_h2 else 0)
+    return loss, torch.autograd.grad(loss, [x, r, w1, b1, lw, w2])
+
+
+def test_the_torch_route_trains_as_plain_torch(tmp_path):
+    """With no kernel for these shapes (``fallback="eager"``), the entry points and their
+    ``boo::`` ops run torch's add and norm: the same loss and gradients, the calls counted
+    as misses under the fused keys."""
+    from boo_build.loader import open_bundle
+
+    b = open_bundle("tests/fixtures/pre-kinds-0.1.0.tar.zst", device="local-task", fallback="eager")
+    for other_user in (True, False):
+        want, got = _stack(None, other_user), _stack(b, other_user)
+        torch.testing.assert_close(got[0], want[0])
+        for a, e in zip(got[1], want[1]):
+            torch.testing.assert_close(a, e)
+    s = b.stats()
+    assert s["layer_norm-f32-2x3x16-n16-wb-res-m14"]["misses"] == 2  # h1 has another user both times
+    assert s["rms_norm-f32-2x3x16-n16-w-eps1em06-res-m6"]["misses"] == 1  # h2's only with its loss term
+    assert s["rms_norm-f32-2x3x16-n16-w-eps1em06-m6"]["misses"] == 1  # else the plain backward of h
+
+
+def test_loader_checks_the_residual_against_the_input():
+    from boo_build.loader import open_bundle
+
+    b = open_bundle("tests/fixtures/pre-kinds-0.1.0.tar.zst", device="local-task", fallback="eager")
+    x = torch.randn(2, 16)
+    with pytest.raises(TypeError, match="residual and input must have one dtype"):
+        b.add_layer_norm(x, x.double(), [16])
+    with pytest.raises(ValueError, match=r"residual has shape \[1, 16\], expected \[2, 16\]"):
+        b.add_rms_norm(x, x[:1], [16])
+    y, h, mean, rstd = b.add_layer_norm(x[:0], x[:0], [16])  # zero rows: torch's results, no kernel
+    assert y.shape == h.shape == (0, 16) and mean.shape == (0, 1)
+
+
+# ----------------------------------------------------------- the build tests
+RES_MANIFEST = """\
+[bundle]
+name = "res-test"
+version = "0.1.0"
+targets = ["cpu"]
+
+# layer norm, float32, static: every mask, fused (with grad_h) and plain (without)
+[[kernels]]
+op = "layer_norm"
+input_shape = [2, 3, 16]
+residual = true
+impls = ["manual"]
+
+[[kernels]]
+op = "layer_norm"
+input_shape = [2, 3, 16]
+residual = true
+masks = [1, 14]
+impls = ["aten"]
+
+# layer norm, bfloat16, dynamic rows: every mask
+[[kernels]]
+op = "layer_norm"
+input_shape = ["rows", 16]
+dtype = "bfloat16"
+residual = true
+impls = ["manual"]
+
+# RMS norm, float32, dynamic: every mask (the stack's second layer)
+[[kernels]]
+op = "rms_norm"
+input_shape = ["batch", "seq", 16]
+eps = 1e-6
+residual = true
+impls = ["manual"]
+
+# RMS norm, float16, static: every mask, both implementations
+[[kernels]]
+op = "rms_norm"
+input_shape = [2, 3, 16]
+dtype = "float16"
+residual = true
+"""
+
+
+@pytest.fixture(scope="session")
+@compiles
+def res_built(tmp_path_factory):
+    """``RES_MANIFEST`` built by ``boo-build build`` (validated, not benchmarked) -> its output folder."""
+    d = tmp_path_factory.mktemp("res")
+    (d / "res.toml").write_text(RES_MANIFEST)
+    proc = subprocess.run([str(BIN / "boo-build"), "build", "res.toml", "--out", "out", "-q", "--no-bench"], cwd=d,
+                          env=env(), capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return d / "out"
+
+
+def test_fused_kernels_validate_against_float64(res_built):
+    """Every kernel of the build, each implementation: passed against the float64 reference;
+    the fused ones cover static and dynamic, float32 and a half type, every mask with
+    grad_h, and the plain ones every mask without it."""
+    records = sorted((res_built / "res-test" / "validate" / "cpu").glob("*.json"))
+    keys = {}
+    for p in records:
+        rec = json.loads(p.read_text())
+        assert rec["status"] == "passed", (p.name, rec["reason"])
+        keys.setdefault(ModuleId.parse(rec["module"].split("+")[0]).signature, set()).add(rec["module"])
+    fused = {s for s in keys if s.residual}
+    want = {(op, dt, dyn, m) for op, dt, dyn, masks in (
+        ("layer_norm", "float32", False, (1, 2, 6, 10, 14)), ("layer_norm", "bfloat16", True, (1, 2, 6, 10, 14)),
+        ("rms_norm", "float32", True, (1, 2, 6)), ("rms_norm", "float16", False, (1, 2, 6))) for m in masks}
+    assert {(s.op, s.dtype, s.is_dynamic, s.mask) for s in fused} == want
+    plain = {(s.op, s.dtype, s.mask) for s in keys if not s.residual}
+    assert {("layer_norm", "float32", m) for m in (2, 4, 6, 8, 10, 12, 14)} <= plain
+    assert {("rms_norm", "float16", m) for m in (2, 4, 6)} <= plain
+    # every case of a dynamic kernel ran at several sizes, the offset case included
+    rec = json.loads((res_built / "res-test" / "validate" / "cpu" /
+                      "layer_norm-bf16-ROWSx16-n16-wb-res-m14-manual.json").read_text())
+    cases = {o["case"] for o in rec["outputs"]}
+    assert any("offset" in c for c in cases) and len({c.split("@")[1] for c in cases}) >= 3
+
+
+def test_a_residual_stack_trains_with_the_fused_kernels(res_built):
+    """A two-layer residual stack (layer norm, then RMS norm) trained eagerly through the
+    loader and the ``boo::`` ops: the loss and every gradient as plain torch's, every norm
+    call run by a kernel (no fallback), the fused ones counted."""
+    from boo_build.loader import open_bundle
+
+    b = open_bundle(next(res_built.glob("*.tar.zst")), device="local-task")
+    for other_user in (True, False):
+        want, got = _stack(None, other_user), _stack(b, other_user)
+        torch.testing.assert_close(got[0], want[0])
+        for a, e in zip(got[1], want[1]):
+            torch.testing.assert_close(a, e)
+    s = b.stats()
+    assert s["layer_norm-f32-2x3x16-n16-wb-res-m1"]["hits"] == 2
+    assert s["layer_norm-f32-2x3x16-n16-wb-res-m14"]["hits"] == 2  # h1's other user: h2 = ... + h1
+    assert s["rms_norm-f32-BATCHxSEQx16-n16-w-eps1em06-res-m1"]["hits"] == 2
+    assert s["rms_norm-f32-BATCHxSEQx16-n16-w-eps1em06-res-m6"]["hits"] == 1  # h2's loss term
+    assert s["rms_norm-f32-BATCHxSEQx16-n16-w-eps1em06-m6"]["hits"] == 1  # the final norm: no grad_h
+    assert all(v["misses"] == 0 and v["eager"] == 0 for v in s.values())
