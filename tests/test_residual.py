@@ -291,3 +291,32 @@ def test_a_residual_stack_trains_with_the_fused_kernels(res_built):
     assert s["rms_norm-f32-BATCHxSEQx16-n16-w-eps1em06-res-m6"]["hits"] == 1  # h2's loss term
     assert s["rms_norm-f32-BATCHxSEQx16-n16-w-eps1em06-m6"]["hits"] == 1  # the final norm: no grad_h
     assert all(v["misses"] == 0 and v["eager"] == 0 for v in s.values())
+
+
+def test_second_derivatives_through_the_fused_ops():
+    """A gradient of a gradient (``create_graph=True``) through ``boo::add_layer_norm`` and
+    ``boo::add_rms_norm`` and their backward ops: as plain torch's."""
+    from boo_build.loader import open_bundle
+
+    b = open_bundle("tests/fixtures/pre-kinds-0.1.0.tar.zst", device="local-task", fallback="eager")
+    F = torch.nn.functional
+
+    def grads(use):
+        g = torch.Generator().manual_seed(1)
+        x, r = (torch.randn(2, 16, generator=g, dtype=torch.float64).to(torch.float32).requires_grad_()
+                for _ in range(2))
+        w = (1 + 0.1 * torch.randn(16, generator=g)).requires_grad_()
+        if use:
+            y, h, *_ = b.add_layer_norm(x, r, [16], w, None)
+            z, h2, _ = b.add_rms_norm(y, h, [16], w)
+        else:
+            h = x + r
+            y = F.layer_norm(h, [16], w, None)
+            h2 = y + h
+            z = F.rms_norm(h2, [16], w)
+        loss = (z * z.detach().sin()).sum() + (h2 * h2).sum()
+        gx, gw = torch.autograd.grad(loss, [x, w], create_graph=True)
+        return torch.autograd.grad((gx * gx).sum() + gw.sum(), [x, r, w])
+
+    for a, e in zip(grads(True), grads(False)):
+        torch.testing.assert_close(a, e)
