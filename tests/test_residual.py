@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 import torch
@@ -26,6 +27,8 @@ from boo_build.stages.benchmark import eager_fn
 from boo_build.stages.reference import reference
 from boo_build.stages.torch_modules import make_module, sample_args
 from boo_build.stages.validate import _checked, validate_eager
+
+FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def _sig(op="layer_norm", mask=1, shape=(3, 5, 16), dtype="float32", **kw):
@@ -134,6 +137,13 @@ def test_torch_eager_is_the_add_then_the_norm():
 
 
 # ------------------------------------------------- the loader, without a kernel
+def _no_kernels():
+    """A bundle holding no kernel these tests call (a fixture's), with the eager fallback."""
+    from boo_build.loader import open_bundle
+
+    return open_bundle(FIXTURES / "pre-kinds-0.1.0.tar.zst", device="local-task", fallback="eager")
+
+
 def _stack(b, loss_of_h2: bool, op="layer_norm"):
     """A two-layer residual stack: h1 = x + r, y1 = norm1(h1); h2 = lin(y1) + h1,
     y2 = norm2(h2) -> its loss and every gradient, through the loader (``b``) or plain
@@ -158,18 +168,21 @@ def _stack(b, loss_of_h2: bool, op="layer_norm"):
     return loss, torch.autograd.grad(loss, [x, r, w1, b1, lw, w2])
 
 
-def test_the_torch_route_trains_as_plain_torch(tmp_path):
-    """With no kernel for these shapes (``fallback="eager"``), the entry points and their
-    ``boo::`` ops run torch's add and norm: the same loss and gradients, the calls counted
-    as misses under the fused keys."""
-    from boo_build.loader import open_bundle
-
-    b = open_bundle("tests/fixtures/pre-kinds-0.1.0.tar.zst", device="local-task", fallback="eager")
+def _trains_as_torch(b) -> None:
+    """``_stack`` through ``b`` gives plain torch's loss and gradients, with and without h2's other user."""
     for other_user in (True, False):
         want, got = _stack(None, other_user), _stack(b, other_user)
         torch.testing.assert_close(got[0], want[0])
         for a, e in zip(got[1], want[1]):
             torch.testing.assert_close(a, e)
+
+
+def test_the_torch_route_trains_as_plain_torch():
+    """With no kernel for these shapes (``fallback="eager"``), the entry points and their
+    ``boo::`` ops run torch's add and norm: the same loss and gradients, the calls counted
+    as misses under the fused keys."""
+    b = _no_kernels()
+    _trains_as_torch(b)
     s = b.stats()
     assert s["layer_norm-f32-2x3x16-n16-wb-res-m14"]["misses"] == 2  # h1 has another user both times
     assert s["rms_norm-f32-2x3x16-n16-w-eps1em06-res-m6"]["misses"] == 1  # h2's only with its loss term
@@ -177,9 +190,7 @@ def test_the_torch_route_trains_as_plain_torch(tmp_path):
 
 
 def test_loader_checks_the_residual_against_the_input():
-    from boo_build.loader import open_bundle
-
-    b = open_bundle("tests/fixtures/pre-kinds-0.1.0.tar.zst", device="local-task", fallback="eager")
+    b = _no_kernels()
     x = torch.randn(2, 16)
     with pytest.raises(TypeError, match="residual and input must have one dtype"):
         b.add_layer_norm(x, x.double(), [16])
@@ -279,11 +290,7 @@ def test_a_residual_stack_trains_with_the_fused_kernels(res_built):
     from boo_build.loader import open_bundle
 
     b = open_bundle(next(res_built.glob("*.tar.zst")), device="local-task")
-    for other_user in (True, False):
-        want, got = _stack(None, other_user), _stack(b, other_user)
-        torch.testing.assert_close(got[0], want[0])
-        for a, e in zip(got[1], want[1]):
-            torch.testing.assert_close(a, e)
+    _trains_as_torch(b)
     s = b.stats()
     assert s["layer_norm-f32-2x3x16-n16-wb-res-m1"]["hits"] == 2
     assert s["layer_norm-f32-2x3x16-n16-wb-res-m14"]["hits"] == 2  # h1's other user: h2 = ... + h1
@@ -296,9 +303,7 @@ def test_a_residual_stack_trains_with_the_fused_kernels(res_built):
 def test_second_derivatives_through_the_fused_ops():
     """A gradient of a gradient (``create_graph=True``) through ``boo::add_layer_norm`` and
     ``boo::add_rms_norm`` and their backward ops: as plain torch's."""
-    from boo_build.loader import open_bundle
-
-    b = open_bundle("tests/fixtures/pre-kinds-0.1.0.tar.zst", device="local-task", fallback="eager")
+    b = _no_kernels()
     F = torch.nn.functional
 
     def grads(use):

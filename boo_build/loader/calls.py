@@ -221,6 +221,12 @@ def backward(bundle, op, output_mask, grad_out, input, normalized_shape, stats: 
     if sig is None:
         return zero_size_grads(op, arrays, x, ns, mask)
 
+    return _dispatch_backward(bundle, op, sig, sig, arrays, ns, gy, x, stats, w, b, (), op.eager_backward)
+
+
+def _dispatch_backward(bundle, op, sig, ks_sig, arrays, ns, gy, x, stats, w, b, extra: tuple, eager):
+    """A checked backward call of ``sig`` run as ``ks_sig`` (the fused residual form's, with
+    ``extra``: grad_h), its arguments in the kernel's calling convention, or ``eager`` on ATen's."""
     def args(ks):
         layout = bundle.checks.stats_layout(ks)
         out = [gy, x]
@@ -228,10 +234,11 @@ def backward(bundle, op, output_mask, grad_out, input, normalized_shape, stats: 
             out.append(as_stats(arrays, t, ks, layout))
         if ks.takes_weight:
             out.append(w)
-        return tuple(out)
+        return (*out, *extra)
 
-    outs = bundle.dispatch(sig, arrays, args, op.eager_backward, lambda: (
-        op.with_offset(ns, sig.weight_offset), sig.mask, gy, x, *(as_stats(arrays, t, sig) for t in stats), w, b))
+    outs = bundle.dispatch(ks_sig, arrays, args, eager, lambda: (
+        op.with_offset(ns, sig.weight_offset), sig.mask, gy, x, *(as_stats(arrays, t, sig) for t in stats), w, b,
+        *extra))
     return spread(sig.mask, outs, op.grads)
 
 
@@ -309,21 +316,8 @@ def residual_backward(bundle, op, output_mask, grad_out, h, normalized_shape, st
     if sig is None:
         dh, *rest = zero_size_grads(op, arrays, x, ns, mask)
         return (dh + gh, *rest)
-    rsig = residual_of(sig)
-
-    def args(ks):
-        layout = bundle.checks.stats_layout(ks)
-        out = [gy, x]
-        for t in stats:
-            out.append(as_stats(arrays, t, ks, layout))
-        if ks.takes_weight:
-            out.append(w)
-        out.append(gh)
-        return tuple(out)
-
-    outs = bundle.dispatch(rsig, arrays, args, _residual_eager_backward(op), lambda: (
-        op.with_offset(ns, sig.weight_offset), sig.mask, gy, x, *(as_stats(arrays, t, sig) for t in stats), w, b, gh))
-    return spread(sig.mask, outs, op.grads)
+    return _dispatch_backward(bundle, op, sig, residual_of(sig), arrays, ns, gy, x, stats, w, b, (gh,),
+                              _residual_eager_backward(op))
 
 
 @functools.cache
