@@ -128,10 +128,17 @@ def test_torch_eager_is_the_add_then_the_norm():
     """What the benchmark times as torch eager (``eager_fn``) and what the loader routes to
     torch (``residual_route``, validated as a kernel is)."""
     sig = _sig(mask=14)
+    x, r, w, b = sample_args(_sig())
+    y, mean, rstd = eager_fn(_sig())()  # torch's add, then native_layer_norm
+    torch.testing.assert_close(y, torch.nn.functional.layer_norm(x + r, [16], w, b), rtol=0, atol=0)
+    # the backward: the norm's, then grad_h added to its input gradient, grad_h drawn after grad_y
+    h = (x + r).requires_grad_()
+    g = torch.Generator().manual_seed(0)
+    gy, gh = torch.randn(sig.input_shape, generator=g), torch.randn(sig.input_shape, generator=g)
+    want = torch.autograd.grad(torch.nn.functional.layer_norm(h, [16], w, b), h, gy)[0] + gh
     dx, dw, db = eager_fn(sig)()
-    assert dx.shape == sig.input_shape and dw.shape == db.shape == (16,)
-    y, mean, rstd = eager_fn(_sig())()  # torch's add inside, then native_layer_norm
-    assert y.shape == sig.input_shape
+    torch.testing.assert_close(dx, want)
+    assert dw.shape == db.shape == (16,)
     for s in (_sig(), sig, _sig("rms_norm", 6)):
         assert validate_eager(s).status == "passed"
 
