@@ -86,6 +86,23 @@ def test_miopen_style_commands():
         parse_command("addrmsnorm -X 2x8x16 -F 4 -m 1")
 
 
+def test_gpu_candidates_are_the_plain_kernels():
+    """The fused form has the plain kernel's GPU variants (the export wraps each variant's
+    module in the add), which the traffic model ranks: fused backwards, the dynamic
+    layer-norm forward's fused variant, nosplit where the target splits reductions."""
+    from boo_build.candidates import candidates
+    from boo_build.targets import catalogue
+
+    cat = catalogue()
+    for sig in (_sig(mask=14), _sig("rms_norm", 6), _sig(shape=("rows", 16))):
+        for t in ("sm_80", "gfx942"):
+            def names(s):
+                return [str(c) for c in candidates(("aten", "manual"), cat[t], lambda i: ModuleId(s, i), False,
+                                                   model=True)]
+            assert names(sig) == names(sig.replace(residual=False))
+            assert "manual+fused" in names(sig)
+
+
 # ------------------------------------------------- the export's modules, eager
 # (ATen's half-precision CPU kernels, run eagerly, round the statistics to half: the build
 # test checks the aten implementation in half precision compiled)
