@@ -36,6 +36,19 @@ KERNELS = (  # (op, dtype, input shape, rows to model a dynamic kernel at, masks
     ("rms_norm", "bfloat16", ("rows", 4096), (1024, 4096), (1, 6)),
 )
 CANDIDATES = (("aten", ""), ("manual", ""), ("manual", "fused"))
+NOTES = (
+    "Notes (iree-compile 3.13):",
+    "",
+    "* Static forwards are one dispatch (single-dispatch preprocessing) that recomputes `x + residual` in each of",
+    "  the norm's passes: it reads both inputs per pass, so the model counts more bytes than the add and the norm",
+    "  apart (which read `h` per pass); a GPU keeping the row on chip between passes reads each once.",
+    "* Dynamic forwards: without single-dispatch preprocessing, iree-compile gives the add a dispatch of its own",
+    "  (it writes `h`, which the norm's dispatch reads back), flattened to one `?` dimension, which the model",
+    "  counts at the row count alone: those rows understate the fused kernel's bytes by about the add's three",
+    "  tensors: the fused dynamic forward is the two apart's dispatches and bytes, in one module call.",
+    "* Backwards: `grad_h` costs one read (the add is fused into the row pass that writes the input gradient),",
+    "  against the add apart's three tensors and a launch.",
+)
 
 
 def best(sig: KernelSignature, at: KernelSignature, flags) -> tuple[str, Traffic | None, list[str]]:
@@ -102,6 +115,8 @@ def main() -> int:
         "| fused / apart, minimal | fused candidates |",
         "|---|---|---|---:|---:|---|",
         *rows(args.target),
+        "",
+        *NOTES,
         "",
     ])
     print(text)
