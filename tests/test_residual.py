@@ -245,28 +245,39 @@ residual = true
 masks = [1, 14]
 impls = ["aten"]
 
-# layer norm, bfloat16, dynamic rows: every mask
+# layer norm, bfloat16, dynamic rows: every mask taking grad_h (and their plain forms)
 [[kernels]]
 op = "layer_norm"
 input_shape = ["rows", 16]
 dtype = "bfloat16"
 residual = true
+masks = [1, 2, 6, 10, 14]
 impls = ["manual"]
 
-# RMS norm, float32, dynamic: every mask (the stack's second layer)
+# RMS norm, float32, dynamic (the stack's second layer): every mask taking grad_h
 [[kernels]]
 op = "rms_norm"
 input_shape = ["batch", "seq", 16]
 eps = 1e-6
 residual = true
+masks = [1, 2, 6]
 impls = ["manual"]
 
-# RMS norm, float16, static: every mask, both implementations
+# RMS norm, float16, static: every mask, with and without grad_h; aten for the forward and mask 6
 [[kernels]]
 op = "rms_norm"
 input_shape = [2, 3, 16]
 dtype = "float16"
 residual = true
+impls = ["manual"]
+
+[[kernels]]
+op = "rms_norm"
+input_shape = [2, 3, 16]
+dtype = "float16"
+residual = true
+masks = [1, 6]
+impls = ["aten"]
 """
 
 
@@ -300,6 +311,8 @@ def test_fused_kernels_validate_against_float64(res_built):
     plain = {(s.op, s.dtype, s.mask) for s in keys if not s.residual}
     assert {("layer_norm", "float32", m) for m in (2, 4, 6, 8, 10, 12, 14)} <= plain
     assert {("rms_norm", "float16", m) for m in (2, 4, 6)} <= plain
+    modules = set().union(*keys.values())
+    assert {"rms_norm-f16-2x3x16-n16-w-res-m6-aten", "layer_norm-f32-2x3x16-n16-wb-res-m14-aten"} <= modules
     # every case of a dynamic kernel ran at several sizes, the offset case included
     rec = json.loads((res_built / "res-test" / "validate" / "cpu" /
                       "layer_norm-bf16-ROWSx16-n16-wb-res-m14-manual.json").read_text())
@@ -349,3 +362,18 @@ def test_second_derivatives_through_the_fused_ops():
 
     for a, e in zip(grads(True), grads(False)):
         torch.testing.assert_close(a, e)
+
+
+def test_info_and_the_report_page_say_what_a_fused_kernel_is(res_built):
+    import io
+
+    from boo_build.cli.info import cmd_info
+
+    out = io.StringIO()
+    assert cmd_info(next(res_built.glob("*.tar.zst")), out=out) == 0
+    text = out.getvalue()
+    assert ("    layer_norm-f32-2x3x16-n16-wb-res-m1\n      fused residual: h = x + residual, then the norm of h "
+            "(returns h too); compared with torch eager's add, then the norm\n") in text
+    assert "layer_norm-f32-2x3x16-n16-wb-m14\n      cpu" in text  # a plain kernel: no such line
+    page = (res_built / "res-test" / "report.html").read_text()
+    assert "A fused residual kernel (<code>-res-</code> in its key" in page

@@ -176,3 +176,17 @@ def test_gpus_whose_flags_differ_only_in_the_architecture_get_one_model():
     # different flags, a different key: gfx942 splits reductions, gfx1100 does not
     assert arch_free(cat["gfx942"], cat["gfx942"].flags) != arch_free(cat["gfx1100"], cat["gfx1100"].flags)
     assert arch_free(cat["sm_80"], cat["sm_80"].flags) != arch_free(cat["gfx1100"], cat["gfx1100"].flags)
+
+
+def test_fused_residual_kernels_add_little_to_the_norms():
+    """The fused residual form (``residual``): the static forward is one dispatch writing y, h
+    and the statistics once; the fused variant's mask-14 backward has the plain one's
+    dispatches, grad_h its only extra read (the add fused into the row pass)."""
+    fwd = _ln(1).replace(residual=True)
+    t = kernel_traffic(export_mlir(ModuleId(fwd, "aten")), SM80, fwd)
+    assert t.dispatches == 1 and t.write_bytes == 2 * X + 2 * ROW
+    assert t.minimal_bytes == 2 * X + 2 * COL + 2 * X + 2 * ROW  # x, residual, w, b in; y, h, mean, rstd out
+    bwd = _ln(14).replace(residual=True)
+    fused, plain = (kernel_traffic(export_mlir(ModuleId(s, "manual"), "fused"), SM80, s) for s in (bwd, _ln(14)))
+    assert fused.dispatches == plain.dispatches
+    assert fused.read_bytes == plain.read_bytes + X and fused.write_bytes == plain.write_bytes
