@@ -377,3 +377,28 @@ def test_info_and_the_report_page_say_what_a_fused_kernel_is(res_built):
     assert "layer_norm-f32-2x3x16-n16-wb-m14\n      cpu" in text  # a plain kernel: no such line
     page = (res_built / "res-test" / "report.html").read_text()
     assert "A fused residual kernel (<code>-res-</code> in its key" in page
+
+
+def test_the_fused_ops_pass_torch_opcheck():
+    """The ``boo::add_*`` ops' schemas, fake implementations (what torch.compile traces) and
+    autograd registration, by ``torch.library.opcheck``."""
+    from boo_build.loader.library import registered
+
+    b = _no_kernels()
+    registered(b.by_token)
+    g = torch.Generator().manual_seed(0)
+    x, r, gy, gh = (torch.randn(2, 3, 16, generator=g) for _ in range(4))
+    w, bias = torch.randn(16, generator=g), torch.randn(16, generator=g)
+    checks = ("test_schema", "test_faketensor", "test_autograd_registration")
+    ops = torch.ops.boo
+    torch.library.opcheck(ops.add_layer_norm.default, (x.requires_grad_(), r, [16], w, bias, 1e-5, b.token()),
+                          test_utils=checks)
+    torch.library.opcheck(ops.add_rms_norm.default, (x, r, [16], w, None, 0.0, b.token()), test_utils=checks)
+    h = (x + r).detach()
+    _, _, mean, rstd = b.add_layer_norm(x.detach(), r, [16], w, bias)
+    (rms_rstd,) = b.add_rms_norm(x.detach(), r, [16], w)[2:]
+    torch.library.opcheck(ops.add_layer_norm_backward.default,
+                          (gy, h, [16], mean, rstd, w, bias, [True, True, True], gh, None, b.token()),
+                          test_utils=checks[:2])
+    torch.library.opcheck(ops.add_rms_norm_backward.default,
+                          (gy, h, [16], rms_rstd, w, [True, True], 0.0, gh, None, b.token()), test_utils=checks[:2])
