@@ -314,10 +314,16 @@ def build_group_norms(tmp_path_factory) -> Path:
     """``GN_MANIFEST`` built by ``boo-build build`` (validated, not benchmarked:
     bench.csv still has a row per kernel; the benchmarks would triple the build's
     time, tests/test_benchmark.py covers them) -> its output folder."""
-    d = tmp_path_factory.mktemp("gn")
-    (d / "gn.toml").write_text(GN_MANIFEST)
-    proc = subprocess.run([str(BIN / "boo-build"), "build", "gn.toml", "--out", "out", "-q", "--no-bench"], cwd=d,
-                          env=env(), capture_output=True, text=True, timeout=900)
+    return build_unbenchmarked(tmp_path_factory, "gn", GN_MANIFEST)
+
+
+def build_unbenchmarked(tmp_path_factory, name: str, manifest: str) -> Path:
+    """``manifest`` built by ``boo-build build --no-bench`` in a folder of its own (every kernel
+    validated against the reference, or the build fails) -> its output folder."""
+    d = tmp_path_factory.mktemp(name)
+    (d / f"{name}.toml").write_text(manifest)
+    proc = subprocess.run([str(BIN / "boo-build"), "build", f"{name}.toml", "--out", "out", "-q", "--no-bench"],
+                          cwd=d, env=env(), capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr  # every kernel validated against the reference
     return d / "out"
 

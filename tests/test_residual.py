@@ -12,12 +12,11 @@ without grad_h), and a two-layer residual stack trained through the loader and t
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 import torch
-from helpers import BIN, compiles, env
+from helpers import build_unbenchmarked, compiles
 
 from boo_build.errors import SignatureError
 from boo_build.manifest import parse_command
@@ -285,12 +284,7 @@ impls = ["aten"]
 @compiles
 def res_built(tmp_path_factory):
     """``RES_MANIFEST`` built by ``boo-build build`` (validated, not benchmarked) -> its output folder."""
-    d = tmp_path_factory.mktemp("res")
-    (d / "res.toml").write_text(RES_MANIFEST)
-    proc = subprocess.run([str(BIN / "boo-build"), "build", "res.toml", "--out", "out", "-q", "--no-bench"], cwd=d,
-                          env=env(), capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return d / "out"
+    return build_unbenchmarked(tmp_path_factory, "res", RES_MANIFEST)
 
 
 def test_fused_kernels_validate_against_float64(res_built):

@@ -75,10 +75,10 @@ def cmd_info(path, *, out: TextIO | None = None, max_size: int = DEFAULT_MAX_SIZ
     for key, k in sorted(ix.kernels.items()):
         p(f"    {key}\n")
         if residual_key(key):
-            p("      fused residual: " + ("h = x + residual, then the norm of h (returns h too)"
-                                         if k.signature.is_forward else
-                                         "the norm's backward of h plus grad_h (the gradient of x and residual)")
-              + "; compared with torch eager's add, then the norm\n")
+            p("      fused residual: " + ("h = x + residual, then the norm of h (returns h too); compared with "
+                                         "torch eager's add, then the norm\n" if k.signature.is_forward else
+                                         "the norm's backward of h plus grad_h (the gradient of x and residual); "
+                                         "compared with torch eager's norm backward, then grad_h added\n"))
         for t, te in sorted(k.targets.items()):
             if te.is_available:
                 m = te.selected_impl
