@@ -331,6 +331,20 @@ def test_a_residual_stack_trains_with_the_fused_kernels(res_built):
     assert all(v["misses"] == 0 and v["eager"] == 0 for v in s.values())
 
 
+def test_a_bundle_with_fused_kernels_is_format_6_and_older_loaders_refuse_it(res_built, monkeypatch):
+    """The fused kernels' bundle is written as format 6 (``RESIDUAL_FORMAT_VERSION``): a loader
+    that reads only 1-5 refuses it asking for an upgrade, instead of failing on the ``res`` key."""
+    from boo_build.loader import format as bundle_format
+    from boo_build.loader import open_bundle
+    from boo_build.loader.errors import BundleFormatError
+
+    path = next(res_built.glob("*.tar.zst"))
+    assert open_bundle(path, device="local-task").index["format_version"] == bundle_format.RESIDUAL_FORMAT_VERSION == 6
+    monkeypatch.setattr(bundle_format, "READABLE_VERSIONS", (1, 2, 3, 4, 5))
+    with pytest.raises(BundleFormatError, match=r"format version 6 is not supported; .* \(upgrade boo-build"):
+        open_bundle(path, device="local-task")
+
+
 def test_second_derivatives_through_the_fused_ops():
     """A gradient of a gradient (``create_graph=True``) through ``boo::add_layer_norm`` and
     ``boo::add_rms_norm`` and their backward ops: as plain torch's."""

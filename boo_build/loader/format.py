@@ -91,7 +91,12 @@ OFFSET_FORMAT_VERSION = 4
 # written now is version 5: a loader reading only 1-4 reads its first frame (the
 # header) and refuses it with "upgrade boo-build".
 SPLIT_FORMAT_VERSION = 5
-READABLE_VERSIONS = (1, 2, 3, 4, 5)
+# Version 6 = version 5 whose kernels may be fused residual add + norm kernels (the
+# signature field ``residual``, the key's ``res`` field): a loader reading only 1-5
+# refuses it with "upgrade boo-build" instead of failing on a key it cannot parse.
+# Bundles without one stay 5.
+RESIDUAL_FORMAT_VERSION = 6
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
 INDEX_NAME = "bundle.json"
 CSV_NAME = "bench.csv"
 # Optional index field (format version 1; absent in bundles written before it):
@@ -116,11 +121,13 @@ def format_version_for(signatures: Iterable[KernelSignature]) -> int:
     """The format version a bundle of these kernel signatures is written as: the
     split container's (5), or newer where one of them needs it (an op's own
     ``Op.format_version``); what each older version first allowed (dynamic dims: 2;
-    group norm: 3; a weight offset: 4) is in the table of docs/bundle-format.md."""
+    group norm: 3; a weight offset: 4; a fused residual kernel: 6) is in the table of
+    docs/bundle-format.md."""
     version = SPLIT_FORMAT_VERSION  # the container every bundle is written in now (versions 1-4: read only)
     for s in signatures:
         version = max(version, DYNAMIC_FORMAT_VERSION if s.is_dynamic else FORMAT_VERSION,
-                      ops.get(s.op).format_version, OFFSET_FORMAT_VERSION if s.weight_offset else FORMAT_VERSION)
+                      ops.get(s.op).format_version, OFFSET_FORMAT_VERSION if s.weight_offset else FORMAT_VERSION,
+                      RESIDUAL_FORMAT_VERSION if s.residual else FORMAT_VERSION)
     return version
 
 
@@ -624,6 +631,6 @@ def check_index(index: Any, members: Mapping[str, bytes] | None, path: str = "bu
 
 __all__ = [
     "BundleIndex", "CSV_NAME", "DYNAMIC_FORMAT_VERSION", "FORMAT", "FORMAT_VERSION", "INDEX_NAME", "ImplRecord",
-    "IndexProblem", "KernelRecord", "OFFSET_FORMAT_VERSION", "OP_FORMAT_VERSION", "READABLE_VERSIONS", "RUNTIME_FIELD",
+    "IndexProblem", "KernelRecord", "OFFSET_FORMAT_VERSION", "OP_FORMAT_VERSION", "READABLE_VERSIONS", "RESIDUAL_FORMAT_VERSION", "RUNTIME_FIELD",
     "SPLIT_FORMAT_VERSION", "Status", "TargetRecord", "TargetSpec", "check_format", "check_index", "format_version_for",
 ]
