@@ -473,12 +473,11 @@ class Bundle:
 
     def unserved(self, call: calls.Unserved, eager, eager_args):
         """A call no kernel can serve that torch's op may take
-        (``calls.Unserved``: an eps the signatures refuse, a dtype no kernel
-        takes). With ``fallback="eager"``, torch's ``eager(*eager_args())``, counted
-        in ``stats()`` as a miss under ``call.key`` (``"{op}:{reason}={value}"``),
-        unless another check refused the call (``call.refusal``, raised) or torch's
-        op refuses it (the loader's error, naming torch's reason too). Without the
-        fallback, the loader's error (``call.error``)."""
+        (``calls.Unserved``: an eps the signatures refuse, a dtype no kernel takes). With
+        ``fallback="eager"``, torch's ``eager(*eager_args())``, counted in ``stats()`` as a miss under
+        ``call.key`` (``"{op}:{reason}={value}"``), unless another check refused the call (``call.refusal``,
+        raised) or torch's op refuses it (the loader's error, naming torch's reason too). Without the fallback,
+        the loader's error (``call.error``)."""
         if self.fallback != "eager":
             raise call.error from None
         if call.refusal is not None:
@@ -490,10 +489,9 @@ class Bundle:
         self._count(call.key, "misses")
         return out
 
-    # -- the ops' ATen-style entry points (``boo_build.ops``), as methods: the
-    # built-in ops' here, their op modules imported on first use (``_EntryPoint``;
-    # torch by their first torch call); an op registered later is found in the
-    # registry (``__getattr__``)
+    # -- the ops' ATen-style entry points (``boo_build.ops``), as methods: the built-in ops' here, their op modules
+    # imported on first use (``_EntryPoint``; torch by their first torch call); an op registered later is found in
+    # the registry (``__getattr__``)
     native_layer_norm = _EntryPoint("layer_norm")
     native_layer_norm_backward = _EntryPoint("layer_norm")
     fused_rms_norm = _EntryPoint("rms_norm")
