@@ -22,7 +22,14 @@ A candidate is (implementation, compile variant, execution mode):
   the traffic model (``stages/traffic.py``) before anything compiles: without a
   device only the best-modelled one compiles and ships (``selection.modelled_gate``),
   or with ``--all-variants`` (``BuildConfig.all_variants``) every one modelled, for
-  ``boo-build measure`` to time on the device;
+  ``boo-build measure`` to time on the device.
+  *Fallbacks* (``fallbacks``): the variants that change what iree-compile is given,
+  tried only for a kernel none of whose candidates compiled on a target (the
+  build's fallback step, ``build/creators.py``): ``nosd`` on every target, ``nosplit``
+  where the target splits reductions, ``novd`` on HIP and CUDA targets (no vector
+  distribution of reductions: its "failed to distribute" errors) and ``stack`` on
+  CPU targets (a 128 KiB stack bound, as dynamic kernels have: "exceeded stack
+  allocation limit"). One that compiles is a candidate like any other;
 * ``mode``: the runtime driver that runs it; ``""`` = the target's driver. CPU
   targets also offer the other CPU driver (``local-sync`` next to
   ``local-task``: the same vmfb run inline on the calling thread; a small
@@ -42,16 +49,24 @@ from dataclasses import dataclass
 from . import ops
 from .ops.base import FUSED, IMPLS, LANES, lanes_apply
 from .signature import ModuleId
-from .targets import CPU_DRIVERS, Target
+from .targets import CPU_DRIVERS, STACK_LIMIT, Target
 
-__all__ = ["Candidate", "EXPORT_VARIANTS", "NOSD", "NOSPLIT", "SINGLE_DISPATCH", "SPLIT_REDUCTION", "applies", "apply_variant", "candidates", "explores", "export_variant", "modelled", "modes", "module_file", "single_dispatch", "split_module_file", "variant_flags", "variants"]
+__all__ = ["Candidate", "EXPORT_VARIANTS", "LANES_NOSD", "NOSD", "NOSPLIT", "NOVD", "SINGLE_DISPATCH", "SPLIT_REDUCTION", "STACK", "applies", "apply_variant", "candidates", "explores", "export_variant", "fallback_variants", "fallbacks", "modelled", "modes", "module_file", "single_dispatch", "split_module_file", "variant_flags", "variants"]
 
 SINGLE_DISPATCH = '#util.preprocessing_pipeline<"iree-preprocessing-make-single-dispatch">'
 _SD_ATTR = f"preprocessing_pipeline = {SINGLE_DISPATCH}"
 NOSD = "nosd"
 NOSPLIT = "nosplit"
+NOVD = "novd"
+STACK = "stack"
 SPLIT_REDUCTION = "--iree-dispatch-creation-enable-split-reduction"
-VARIANTS = (NOSD, LANES, FUSED, NOSPLIT)
+# flags a variant adds to its target's: novd puts reductions on IREE's GPU pipeline without
+# vector distribution (it avoids "failed to distribute"); stack the bound dynamic kernels
+# have on CPU targets (targets.DYNAMIC_CPU_FLAGS; it avoids "exceeded stack allocation limit")
+_ADDED_FLAGS = {NOVD: ("--iree-codegen-llvmgpu-use-reduction-vector-distribution=false",),
+                STACK: (STACK_LIMIT,)}
+VARIANTS = (NOSD, LANES, FUSED, NOSPLIT, NOVD, STACK)
+LANES_NOSD = f"{LANES}.{NOSD}"  # a fallback: the lanes export without the single-dispatch attribute
 EXPORT_VARIANTS = (LANES, FUSED)  # exported from their own torch code, not derived from the baseline's MLIR
 _JOIN = "."  # parts of a combined variant: fused.nosplit
 
@@ -111,6 +126,22 @@ def variants(target: Target) -> tuple[str, ...]:
     return (FUSED,)
 
 
+def fallback_variants(target: Target) -> tuple[str, ...]:
+    """Variants ``target`` tries, in this order, for a kernel none of whose candidates
+    compiled (``fallbacks``): those that change what iree-compile is given. First
+    ``lanes.nosd``: without the single dispatch, IREE's GPU code sums a row serially
+    (Vulkan: a 768-wide float32 forward misses the mean by 1e-4 at a mean offset of
+    100, beyond the validation's bound), and the lanes' 8 partial sums cut that 6x."""
+    out = [LANES_NOSD, NOSD]
+    if SPLIT_REDUCTION in target.flags:
+        out.append(NOSPLIT)
+    if target.driver in ("hip", "cuda"):  # IREE's LLVMGPU pipelines (a flag of theirs)
+        out.append(NOVD)
+    if target.is_cpu:
+        out.append(STACK)
+    return tuple(out)
+
+
 def modelled(target: Target, traffic: bool) -> bool:
     """Whether ``target``'s variants are ranked by the traffic model (GPU targets,
     where the build runs the model) when no device measures them."""
@@ -123,8 +154,11 @@ def export_variant(variant: str) -> str:
 
 
 def variant_flags(variant: str, flags) -> tuple[str, ...]:
-    """iree-compile flags of ``variant`` from the target's ``flags``: nosplit drops split reduction."""
-    return tuple(f for f in flags if not (NOSPLIT in _parts(variant) and f == SPLIT_REDUCTION))
+    """iree-compile flags of ``variant`` from the target's ``flags``: nosplit drops split
+    reduction; novd and stack add their flag."""
+    parts = _parts(variant)
+    kept = tuple(f for f in flags if not (NOSPLIT in parts and f == SPLIT_REDUCTION))
+    return kept + tuple(f for v in parts for f in _ADDED_FLAGS.get(v, ()) if f not in kept)
 
 
 def modes(target: Target) -> tuple[str, ...]:
@@ -153,16 +187,20 @@ def _applies(variant: str, mid: ModuleId) -> bool:
                                          else op.fused_backward)
     if variant == NOSPLIT:  # forwards have no column sums to split
         return not sig.is_forward
-    return variant == NOSD and single_dispatch(mid)
+    if variant == STACK:  # dynamic kernels have the bound already (targets.dynamic_flags)
+        return not sig.is_dynamic
+    return variant == NOVD or (variant == NOSD and single_dispatch(mid))
 
 
 def apply_variant(variant: str, mlir: str) -> str | None:
-    """The MLIR text of ``variant``; None when the variant changes nothing in it.
-    An export variant's MLIR is its own export's, as is; nosplit's is the
-    baseline's (its flags differ: ``variant_flags``)."""
-    if variant == NOSD:
+    """The MLIR text of ``variant`` from its export's (``export_variant``); None when the
+    variant changes nothing in it. nosd takes the single-dispatch attribute out (of the
+    baseline's export, or of lanes' in ``lanes.nosd``); an export variant's MLIR is its own
+    export's, as is; nosplit's, novd's and stack's are the baseline's (their flags differ:
+    ``variant_flags``)."""
+    if NOSD in _parts(variant):
         return _without_single_dispatch(mlir)
-    return mlir if variant and all(v != NOSD for v in _parts(variant)) else None
+    return mlir if variant else None
 
 
 def _without_single_dispatch(mlir: str) -> str | None:
@@ -190,6 +228,20 @@ def candidates(impls, target: Target, mid_of, explore: bool, model: bool = False
                       if explore or model else ())
         for v in vs:
             out += [Candidate(impl, v, m) for m in (modes(target) if explore else ("",))]
+    return out
+
+
+def fallbacks(impls, target: Target, mid_of, explore: bool, model: bool = False) -> list[Candidate]:
+    """The candidates of ``impls`` on ``target`` tried only where none of ``candidates``
+    compiled, in the order tried: each fallback variant (``fallback_variants``) that
+    changes an implementation's module and is not a candidate already, in each mode
+    where explored."""
+    have = {c.module for c in candidates(impls, target, mid_of, explore, model)}
+    out = []
+    for v in fallback_variants(target):
+        for impl in impls:
+            if applies(v, mid_of(impl)) and Candidate(impl, v).module not in have:
+                out += [Candidate(impl, v, m) for m in (modes(target) if explore else ("",))]
     return out
 
 

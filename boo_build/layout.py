@@ -57,6 +57,11 @@ class Layout:
     def compile_record(self, target: str, mid: ModuleId, variant: str = "") -> Path:
         return self.root / "vmfb" / target / f"{module_file(mid.key, variant)}.compile.json"
 
+    def fallback(self, target: str, signature_key: str) -> Path:
+        """A kernel's fallback step on a target (``records.FallbackRecord``): the variants
+        tried where none of its candidates compiled."""
+        return self.root / "vmfb" / target / f"{signature_key}.fallback.json"
+
     def validation(self, target: str, mid: ModuleId, variant: str = "") -> Path:
         return self.root / "validate" / target / f"{module_file(mid.key, variant)}.json"
 

@@ -10,6 +10,7 @@ fields that were absent stay absent.
 
     export   -> ExportRecord        mlir/<module>.export.json
     compile  -> CompileRecord       vmfb/<target>/<module>.compile.json
+    fallback -> FallbackRecord      vmfb/<target>/<signature>.fallback.json (a kernel's fallback step)
     validate -> ValidationResult    validate/<target>/<module>.json (its OutputChecks)
     bench    -> BenchResult         bench/<target>/<subject>.json (its SizeTimings; torch
                                     eager's carries an EagerValidation)
@@ -37,7 +38,7 @@ from .compared import first_time
 
 __all__ = [
     "BenchResult", "BenchStatus", "COMPILED", "EAGER", "CompileRecord", "CompileStatus", "EagerValidation", "ExportRecord",
-    "ExportStatus", "OutputCheck", "SizeTiming", "VOLATILE_FIELDS", "ValidationFloor", "ValidationResult",
+    "ExportStatus", "FallbackRecord", "OutputCheck", "SizeTiming", "VOLATILE_FIELDS", "ValidationFloor", "ValidationResult",
     "ValidationStatus", "compared_seconds", "stable_record",
 ]
 
@@ -194,6 +195,38 @@ class CompileRecord:
                    status=d["status"],
                    reason=d.get("reason", ""), command=d.get("command"), error=d.get("error"), size=d.get("size"),
                    sha256=d.get("sha256"), variant=d.get("variant", ""), run_id=d.get("run_id"),
+                   seconds=d.get("seconds"))
+
+
+@dataclass(frozen=True)
+class FallbackRecord:
+    """A kernel's fallback step on one target (``candidates.fallbacks``): whether it ran
+    (``tried``: the modules it compiled, ``<impl>+<variant>``, none where a candidate
+    compiled or none failed in iree-compile), why (``reason``), and the content digest
+    of every record it wrote (``digests``, by file name: what the benchmark and select
+    tasks' up-to-date checks compare, since the modules tried are known only now)."""
+
+    key: str  # signature key
+    target: str
+    tried: tuple[str, ...]
+    reason: str
+    digests: Mapping[str, str | None] = field(default_factory=dict)
+    run_id: str | None = None
+    seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tried", tuple(self.tried))
+        object.__setattr__(self, "digests", dict(sorted(self.digests.items())))
+
+    def to_json(self) -> Json:
+        return {"key": self.key, "target": self.target, "status": "tried" if self.tried else "not tried",
+                "tried": list(self.tried), "reason": self.reason, "digests": dict(self.digests),
+                "run_id": self.run_id, "seconds": self.seconds}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "FallbackRecord":
+        return cls(key=d.get("key", ""), target=d.get("target", ""), tried=tuple(d.get("tried") or ()),
+                   reason=d.get("reason", ""), digests=dict(d.get("digests") or {}), run_id=d.get("run_id"),
                    seconds=d.get("seconds"))
 
 

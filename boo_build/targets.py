@@ -54,7 +54,8 @@ GFX_ARCHS = ("gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1201")
 #   reduction of width 768 asks more than the default 32 KiB ("exceeded stack
 #   allocation limit": the manual layer-norm input gradient did not compile);
 #   CPU worker threads have MiBs of stack.
-DYNAMIC_CPU_FLAGS = ("--iree-llvmcpu-vector-pproc-strategy=peel", "--iree-llvmcpu-stack-allocation-limit=131072")
+STACK_LIMIT = "--iree-llvmcpu-stack-allocation-limit=131072"  # also the CPU fallback variant `stack` (candidates)
+DYNAMIC_CPU_FLAGS = ("--iree-llvmcpu-vector-pproc-strategy=peel", STACK_LIMIT)
 
 
 def arch_free(target: "Target", flags) -> tuple[str, ...]:

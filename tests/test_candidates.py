@@ -14,14 +14,23 @@ import pytest
 from helpers import boo, boo_main, compiles
 
 from boo_build.candidates import (
+    LANES_NOSD,
     NOSD,
+    NOSPLIT,
+    NOVD,
     SINGLE_DISPATCH,
+    SPLIT_REDUCTION,
+    STACK,
     Candidate,
     applies,
     apply_variant,
     candidates,
     explores,
+    export_variant,
+    fallback_variants,
+    fallbacks,
     modes,
+    variant_flags,
     variants,
 )
 from boo_build.ops.base import LANES
@@ -70,6 +79,41 @@ def test_what_each_target_offers():
     assert not explores(cat["cpu"], bench=False, distributed=False, device=dev)  # --no-bench
     assert not explores(cat["cpu"], bench=True, distributed=True, device=dev)  # --scheduler: baselines
     assert not explores(cat["cpu"], bench=True, distributed=False, device=None)  # no device here
+
+
+def test_fallbacks_change_what_iree_compile_is_given():
+    """Tried only where none of a kernel's candidates compiled, in this order: lanes.nosd
+    (manual forwards of whole 8-lane rows), nosd, nosplit where the target splits
+    reductions, novd on HIP and CUDA, stack on CPU targets; never a candidate already."""
+    cat = catalogue("x86_64")
+    assert fallback_variants(cat["cpu"]) == (LANES_NOSD, NOSD, STACK)
+    assert fallback_variants(cat["gfx942"]) == (LANES_NOSD, NOSD, NOSPLIT, NOVD)
+    assert fallback_variants(cat["gfx1100"]) == fallback_variants(cat["sm_80"]) == (LANES_NOSD, NOSD, NOVD)
+    assert fallback_variants(cat["vulkan"]) == fallback_variants(cat["vulkan-llvmpipe"]) == (LANES_NOSD, NOSD)
+    wide = KernelSignature("layer_norm", (16, 768), (768,), "float32", 1)
+    of = lambda sig: lambda i: ModuleId(sig, i)  # noqa: E731
+    keys = lambda cs: [c.key for c in cs]  # noqa: E731
+    assert keys(fallbacks(["aten", "manual"], cat["vulkan"], of(wide), False, True)) == [
+        "manual+lanes.nosd", "aten+nosd", "manual+nosd"]
+    # where explored, in every mode, less what the target tries anyway (the CPU's nosd)
+    assert keys(fallbacks(["manual"], cat["cpu"], of(wide), True)) == [
+        "manual+lanes.nosd", "manual+lanes.nosd@local-sync", "manual+stack", "manual+stack@local-sync"]
+    assert keys(fallbacks(["aten"], cat["cpu"], of(FWD), False)) == ["aten+nosd", "aten+stack"]
+    # backwards: no single dispatch to drop; the gfx942 manual's fused variants are candidates, not fallbacks
+    assert keys(fallbacks(["manual"], cat["gfx942"], of(BWD), False, True)) == ["manual+nosplit", "manual+novd"]
+    dyn = KernelSignature("layer_norm", ("batch", 768), (768,), "float32", 2)
+    assert keys(fallbacks(["manual"], cat["cpu"], of(dyn), False)) == []  # dynamic kernels have the stack bound
+    # what each gives iree-compile: the lanes export without the attribute, or other flags
+    assert export_variant(LANES_NOSD) == LANES and applies(LANES_NOSD, ModuleId(wide, "manual"))
+    attr = f"util.func @f() attributes {{preprocessing_pipeline = {SINGLE_DISPATCH}}} {{"
+    assert apply_variant(LANES_NOSD, attr) == apply_variant(NOSD, attr) == "util.func @f() {"
+    assert all(apply_variant(v, "m") == "m" for v in (NOSPLIT, NOVD, STACK))
+    gfx = cat["gfx942"].flags
+    assert SPLIT_REDUCTION in gfx and SPLIT_REDUCTION not in variant_flags(NOSPLIT, gfx)
+    assert variant_flags(NOVD, gfx) == gfx + ("--iree-codegen-llvmgpu-use-reduction-vector-distribution=false",)
+    assert variant_flags(STACK, cat["cpu"].flags) == cat["cpu"].flags + (
+        "--iree-llvmcpu-stack-allocation-limit=131072",)
+    assert Candidate.parse("manual+lanes.nosd@local-sync").module == "manual+lanes.nosd"
 
 
 def test_nosd_removes_only_the_attribute():

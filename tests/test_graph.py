@@ -73,6 +73,12 @@ def test_cold_build_produces_every_vmfb_and_reports(built):
         assert sum(r["status"] == "ok" for r in variants.values()) <= 1  # the best-modelled one, where it wins
         assert all(r["reason"].startswith("least modelled traffic is") for r in variants.values()
                    if r["status"] != "ok")
+    # every kernel compiled somewhere: its fallback step (one per kernel and target with fallback
+    # variants: nosd, stack; nosplit and novd on gfx942) tried none, and wrote nothing else
+    fallbacks = {str(p.relative_to(out / "small")): json.loads(p.read_text())
+                 for p in (out / "small").glob("vmfb/*/*.fallback.json")}
+    assert len(fallbacks) == 6 and {r["status"] for r in fallbacks.values()} == {"not tried"}
+    assert {r["reason"] for r in fallbacks.values()} == {"not needed: aten compiled"}
     for rel in (k for k, r in comp.items() if r["status"] == "ok"):
         vmfb = out / "small" / rel.replace(".compile.json", ".vmfb")
         assert vmfb.stat().st_size > 1000
@@ -200,9 +206,14 @@ def test_broken_mlir_fails_alone_and_sets_exit_status(tmp_path):
     # gfx942 still ships the fused variant (its own export), the only candidate left with a model
     assert re.search(rf"^  dropped  {victim.stem} on gfx942: compile failed: .* \(ships manual\+fused\)$",
                      proc.stdout, re.M)
+    # before it was declared missing on the cpu, its fallback variant (stack) was tried, for each
+    sig = victim.stem.removesuffix("-manual")
+    assert (f"fallback {sig} on cpu: none of its 2 candidate module(s) compiled; tried aten+stack (compile failed), "
+            "manual+stack (compile failed)") in proc.stdout
     comp = records(tmp_path / "out", "compile")
     assert {k for k, r in comp.items() if r["status"] == "failed"} == failed | {
-        f"vmfb/{t}/{aten.stem}.compile.json" for t in ("cpu", "gfx942")}
+        f"vmfb/{t}/{aten.stem}.compile.json" for t in ("cpu", "gfx942")} | {
+        f"vmfb/cpu/{stem}+stack.compile.json" for stem in (aten.stem, victim.stem)}
 
 
 def test_failed_kernel_without_alternative_fails_build_unless_allow_missing(tmp_path):
@@ -329,3 +340,57 @@ impls = ["manual"]
     (k,) = report["kernels"]
     assert k["targets"]["cpu"]["status"] == "unavailable"
     assert "worst at" in k["targets"]["cpu"]["impls"]["manual"]["validation"]["reason"]
+
+
+def test_a_kernel_none_of_whose_candidates_compiles_ships_a_fallback(tmp_path):
+    """Its only implementation fails in iree-compile on the CPU (a fused row reduction of
+    42x32 asks more than the default 32 KiB of stack): the fallback step tries the CPU's
+    fallback variants until one works (``stack``: the bound dynamic kernels have), which
+    compiles, passes validation and ships; a rebuild finds it up to date. (Where a
+    candidate compiles, the step tries nothing: ``test_cold_build_produces_every_vmfb_and_reports``.)"""
+    import torch
+
+    from boo_build.loader import open_bundle
+
+    (tmp_path / "fb.toml").write_text("""
+[bundle]
+name = "fb"
+version = "0.1.0"
+targets = ["cpu"]
+
+[[kernels]]
+op = "layer_norm"
+input_shape = [16, 42, 32]
+normalized_shape = [42, 32]
+dtype = "float32"
+masks = [14]
+impls = ["manual"]
+""")
+    proc = boo("build", "fb.toml", "--out", "out", "--no-bench", cwd=tmp_path)
+    key = "layer_norm-f32-16x42x32-n42x32-wb-m14"
+    vmfb = tmp_path / "out/fb/vmfb/cpu"
+    base = json.loads((vmfb / f"{key}-manual.compile.json").read_text())
+    assert base["status"] == "failed" and "exceeded stack allocation limit" in base["error"]
+    fb = json.loads((vmfb / f"{key}.fallback.json").read_text())
+    assert fb["status"] == "tried" and fb["tried"] == ["manual+stack"]  # (nosd, lanes.nosd: forwards only)
+    rec = json.loads((vmfb / f"{key}-manual+stack.compile.json").read_text())
+    assert rec["status"] == "ok" and "--iree-llvmcpu-stack-allocation-limit=131072" in rec["flags"]
+    assert f"fallback {key} on cpu: none of its 1 candidate module(s) compiled; tried manual+stack (compiled, " \
+           "passed validation)" in proc.stdout
+    assert re.search(rf"^  dropped  {key}-manual on cpu: compile failed: .* \(ships manual\+stack\)$", proc.stdout,
+                     re.M)
+    assert sorted(p.name for p in vmfb.glob("*+*")) == [f"{key}-manual+stack.compile.json",
+                                                        f"{key}-manual+stack.vmfb"]
+    b = open_bundle(tmp_path / "out/fb-0.1.0.tar.zst", prefer_eager=False)
+    te = b.index["kernels"][key]["targets"]["cpu"]
+    assert te["selected"] == "manual+stack" and te["impls"]["manual+stack"]["validation"]["status"] == "passed"
+    assert te["rejected"]["manual"].startswith("compile failed: ")
+    x, w, bias, gy = torch.randn(16, 42, 32), torch.randn(42, 32), torch.randn(42, 32), torch.randn(16, 42, 32)
+    _, mean, rstd = torch.ops.aten.native_layer_norm(x, [42, 32], w, bias, 1e-5)
+    got = b.native_layer_norm_backward(gy, x, [42, 32], mean, rstd, w, bias, [True, True, True])
+    want = torch.ops.aten.native_layer_norm_backward(gy, x, [42, 32], mean, rstd, w, bias, [True, True, True])
+    for g, r in zip(got, want):
+        torch.testing.assert_close(g, r, rtol=1e-4, atol=1e-4)
+    again = boo("build", "fb.toml", "--out", "out", "--no-bench", cwd=tmp_path)
+    assert "compile  built 0" in again.stdout and "select   built 0" in again.stdout
+    assert json.loads((vmfb / f"{key}.fallback.json").read_text())["run_id"] == fb["run_id"]

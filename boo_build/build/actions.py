@@ -31,12 +31,14 @@ from ..records import (
     CompileStatus,
     ExportRecord,
     ExportStatus,
+    FallbackRecord,
     ValidationResult,
 )
 from ..signature import ModuleId
 from ..stages import not_run
 from ..targets import catalogue
-from .jobs import BenchJob, CompileJob, ExportJob, SelectJob, TrafficCopyJob, TrafficJob, ValidateJob
+from .jobs import BenchJob, CompileJob, ExportJob, FallbackJob, SelectJob, TrafficCopyJob, TrafficJob, ValidateJob
+from .uptodate import content_digest
 
 Status = dict[str, str]  # {"status": ...}: the task's values
 
@@ -200,6 +202,60 @@ def validate_action(job: ValidateJob) -> Status:
     rec = dataclasses.replace(res, run_id=run_id)
     write_json(Path(record_path), rec.to_json())
     return {"status": rec.status}
+
+
+def fallback_action(job: FallbackJob) -> Status:
+    """A kernel's fallback step on a target: where none of its candidates compiled and
+    at least one failed in iree-compile (not merely unavailable: no export, a dtype the
+    target lacks), try its fallback modules (``candidates.fallbacks``) in order until
+    one works: each exported where it is its own export and no task writes it, compiled,
+    then modelled (a GPU target) and validated (a device here) as the graph's own tasks
+    do for the others; it works once it compiles and, where validated, passes. It is a
+    fallback, not an exploration: the first that works is the kernel's candidate (the
+    ones before it that compiled stay candidates too, their records saying why they
+    lost). The record names the modules tried, with the content digest of every record
+    written (the benchmark and select tasks compare them). Where not needed, the files
+    of an earlier try are removed: nothing reads them, and nothing ships them."""
+    t0 = time.monotonic()
+    recs = [CompileRecord.from_json(r) for p in job.candidates if (r := read_json(Path(p)))]
+    compiled = [Candidate(ModuleId.parse(r.module).impl, r.variant).module for r in recs if r.ok]
+    failed = [r for r in recs if r.status is CompileStatus.FAILED]
+    tried: list[str] = []
+    digests: dict[str, str | None] = {}
+    if compiled:
+        reason = f"not needed: {compiled[0]} compiled"
+    elif not failed:
+        reason = "not tried: no candidate failed in iree-compile" + (f" ({recs[0].why_not()})" if recs else "")
+    else:
+        reason = f"none of its {len(recs)} candidate module(s) compiled"
+        for m in job.modules:
+            c = m.compile
+            tried.append(Candidate(ModuleId.parse(c.module).impl, c.variant).module)
+            outputs = [c.record]
+            if m.export is not None:
+                export_action(m.export)
+                outputs.append(m.export.record)
+            compile_action(c)
+            works = CompileRecord.from_json(read_json(Path(c.record)) or {"status": "failed"}).ok
+            if m.traffic is not None and works:
+                traffic_action(m.traffic)
+                outputs.append(m.traffic.record)
+            if m.validate is not None:
+                validate_action(m.validate)
+                outputs.append(m.validate.record)
+                works = works and (read_json(Path(m.validate.record)) or {}).get("status") == "passed"
+            root = Path(job.record).parents[2]  # the bundle's folder (Layout.fallback)
+            digests.update({str(Path(o).relative_to(root)): content_digest(Path(o)) for o in outputs})
+            if works:
+                break
+    if not tried:
+        for m in job.modules:
+            for stale in m.files():
+                Path(stale).unlink(missing_ok=True)
+    rec = FallbackRecord(job.key, job.target, tuple(tried), reason, digests, run_id=job.run_id,
+                         seconds=round(time.monotonic() - t0, 3))
+    write_json(Path(job.record), rec.to_json())
+    return {"status": rec.to_json()["status"]}
 
 
 def bench_action(job: BenchJob) -> Status:

@@ -26,6 +26,7 @@ from .actions import (
     bench_action,
     compile_action,
     export_action,
+    fallback_action,
     pack_action,
     report_action,
     select_action,
@@ -34,7 +35,17 @@ from .actions import (
     validate_action,
 )
 from .durations import expected as expected_seconds
-from .jobs import BenchJob, CompileJob, ExportJob, SelectJob, TrafficCopyJob, TrafficJob, ValidateJob
+from .jobs import (
+    BenchJob,
+    CompileJob,
+    ExportJob,
+    FallbackJob,
+    FallbackModule,
+    SelectJob,
+    TrafficCopyJob,
+    TrafficJob,
+    ValidateJob,
+)
 from .tasks import EXPORT_SOURCES, OP_SOURCES, PKG_DIR, SELECT_SOURCES, STAGES_DIR, BuildConfig, Plan, device_map, plan
 from .toolchain import Toolchain
 from .uptodate import inputs_unchanged, record_ok
@@ -81,6 +92,7 @@ def task_creators(config: BuildConfig, plans: list[Plan] | None = None) -> dict[
     return {
         "task_export": _creator(export_tasks, g),
         "task_compile": _creator(compile_tasks, g),
+        "task_fallback": _creator(fallback_tasks, g),
         "task_traffic": _creator(traffic_tasks, g),
         "task_validate": _creator(validate_tasks, g),
         "task_bench": _creator(bench_tasks, g),
@@ -157,6 +169,77 @@ def compile_tasks(g: Graph):
                 }
 
 
+def fallback_tasks(g: Graph):
+    """Where none of a kernel's candidates compiled on a target (and one failed in
+    iree-compile), try its fallback variants (``candidates.fallbacks``: no single
+    dispatch, no split reduction, ...) in order until one works, each compiled,
+    modelled and validated as the target's modules are: a kernel is missing only once
+    they failed too. One task per kernel and target with fallbacks, after its
+    candidates' compiles; where a candidate compiled it only says so (no compile)."""
+    for p in g.plans:
+        b, lay = p.manifest.bundle.name, p.layout
+        exported = set(_export_variants(p, g.config, g.devices))  # (module id, export variant) a task writes
+        for req in p.manifest.kernels:
+            for t in p.targets:
+                kt = _kernel_target(req.signature, req.impls, t, g.config, g.devices)
+                modules = kt.fallback_modules()
+                if not modules:
+                    continue
+                own = list(dict.fromkeys((ModuleId(kt.sig, c.impl), c.variant) for c in kt.candidates()))
+                dev = g.devices.get(t.name, (None,))[0]
+                shapes = _validation_shapes(p.manifest, kt.sig) if dev is not None else None
+                jobs = [_fallback_module(g, p, t, mid, v, dev, shapes, exported) for mid, v in modules]
+                exports = dict.fromkeys((m, export_variant(v)) for m, v in modules)
+                by_task = [(m, ev) for m, ev in exports if not ev or (m, ev) in exported]  # the others: by the step
+                rec = lay.fallback(t.name, kt.sig.key)
+                versions = {"torch": g.toolchain.versions["torch"], "turbine": g.toolchain.versions["iree-turbine"]}
+                yield {
+                    "name": f"{b}/{t.name}/{kt.sig.key}",
+                    "actions": [(fallback_action, [FallbackJob(
+                        kt.sig.key, t.name, tuple(str(lay.compile_record(t.name, m, v)) for m, v in own), tuple(jobs),
+                        str(rec), g.run)])],
+                    "task_dep": [f"compile:{b}/{t.name}/{module_file(m.key, v)}" for m, v in own]
+                    + [f"export:{b}/{module_file(m.key, ev)}" for m, ev in by_task],
+                    "file_dep": ([str(STAGES_DIR / "traffic.py")] if kt.model else [])
+                    + (_VALIDATE_SOURCES if dev is not None else [])
+                    + (list(EXPORT_SOURCES) if len(by_task) < len(exports) else []),
+                    "targets": [str(rec)],
+                    "uptodate": [config_changed(_with_shapes({
+                        "flags": {module_file(m.key, v): j.compile.flags for (m, v), j in zip(modules, jobs)},
+                        "compiler": g.toolchain.compiler, "model": kt.model, "device": dev}
+                        | (versions if len(by_task) < len(exports) else {}), shapes)),
+                                 inputs_unchanged(*(lay.compile_record(t.name, m, v) for m, v in own),
+                                                  *(f for m, ev in by_task for f in (lay.export_record(m, ev),
+                                                                                     lay.mlir(m, ev)))),
+                                 record_ok(rec)],
+                    "clean": [_rm(rec)] + [_rm(Path(f)) for j in jobs for f in j.files()],
+                    "doc": f"fallback variants of {kt.sig.key} for {t.name}, where none of its candidates compiled",
+                }
+
+
+def _fallback_module(g: Graph, p: Plan, t: Target, mid: ModuleId, v: str, dev, shapes, exported) -> FallbackModule:
+    """The jobs of one module a fallback step may try, as ``compile_tasks``, ``traffic_tasks``,
+    ``validate_tasks`` (and ``export_tasks``, for an export variant none of the graph's
+    tasks writes: ``exported``) make them."""
+    lay, ev = p.layout, export_variant(v)
+    mlir, export_rec = str(lay.mlir(mid, ev)), str(lay.export_record(mid, ev))
+    flags = tuple(_flags(g.config, t, mid, v))
+    vmfb, rec = str(lay.vmfb(t.name, mid, v)), str(lay.compile_record(t.name, mid, v))
+    comp = CompileJob(mid.key, t.name, flags, mlir, export_rec, vmfb, rec, g.config.compile_timeout, g.run,
+                      g.config.scheduler, v)
+    traffic = None
+    if modelled(t, g.config.traffic):
+        shape = _traffic_shape(p.manifest, mid.signature)
+        traffic = TrafficJob(mid.key, t.name, flags, mlir, export_rec, str(lay.traffic(t.name, mid, v)),
+                             None if shape is None else tuple(shape), g.run, v)
+    validate = None
+    if dev is not None:
+        validate = ValidateJob(mid.key, t.name, vmfb, rec, str(lay.validation(t.name, mid, v)), dev, g.run,
+                               g.config.scheduler, None if shapes is None else tuple(tuple(x) for x in shapes))
+    export = ExportJob(mid.key, mlir, export_rec, g.run, ev) if ev and (mid, ev) not in exported else None
+    return FallbackModule(comp, traffic, validate, export)
+
+
 def traffic_tasks(g: Graph):
     """The traffic model of each GPU module (``stages/traffic.py``): dispatches and
     bytes per call, from iree-compile's executable sources, without a device
@@ -204,6 +287,11 @@ def traffic_tasks(g: Graph):
                 }
 
 
+# a validation's sources: its stage's, the tolerance table, the ops (the reference's forward is the op's)
+_VALIDATE_SOURCES = [str(STAGES_DIR / f) for f in ("tolerances.py", "reference.py", "validate.py")] + [
+    str(PKG_DIR / "dtypes.py")] + list(OP_SOURCES)
+
+
 def _runnable(g: Graph, p: Plan):
     for t in p.targets:
         dev, why = g.devices.get(t.name, (None, VALIDATION_DISABLED))
@@ -225,9 +313,7 @@ def validate_tasks(g: Graph):
                         mid.key, t.name, str(lay.vmfb(t.name, mid, v)), str(lay.compile_record(t.name, mid, v)),
                         str(lay.validation(t.name, mid, v)), dev, g.run, g.config.scheduler,
                         None if shapes is None else tuple(tuple(x) for x in shapes))])],
-                    "file_dep": [str(STAGES_DIR / f) for f in ("tolerances.py", "reference.py", "validate.py")]
-                    + [str(PKG_DIR / "dtypes.py")]  # the tolerance table
-                    + list(OP_SOURCES),  # the reference's forward is the op's
+                    "file_dep": list(_VALIDATE_SOURCES),
                     "task_dep": [f"compile:{p.manifest.bundle.name}/{t.name}/{name}"],
                     "targets": [str(lay.validation(t.name, mid, v))],
                     "uptodate": [config_changed(_with_shapes({"device": dev}, shapes)),
@@ -267,7 +353,7 @@ def bench_tasks(g: Graph):
                                  record_ok(lay.bench(t.name, eager_subject(req.signature.key)), "validation"),
                                  record_ok(lay.rounds(t.name, req.signature.key)),
                                  not g.config.reselect],  # --reselect: every kernel timed and decided afresh
-                    "clean": [_rm(Path(o)) for o in outs],
+                    "clean": [_rm(path) for path in kt.bench_outputs(lay, fallbacks=True)],
                     "doc": f"benchmark {req.signature.key} on {t.name} (its candidates and torch eager)",
                 }
                 previous = name
@@ -450,7 +536,10 @@ def _all_names(p: Plan, devices: dict, config: BuildConfig) -> list[str]:
                 validates.append((_expected(f"traffic:{b}/{t.name}/{stem}"), f"traffic:{b}/{t.name}/{stem}"))
             export = f"export:{b}/{module_file(mid.key, export_variant(v))}"
             chain[export] = max(chain[export], _expected(export) + after)
-    return _longest_first((s, e) for e, s in chain.items()) + _longest_first(compiles) + _longest_first(validates)
+    fallbacks = [f"fallback:{b}/{t.name}/{r.signature.key}" for r in p.manifest.kernels for t in p.targets
+                 if _kernel_target(r.signature, r.impls, t, config, devices).fallbacks()]
+    return (_longest_first((s, e) for e, s in chain.items()) + _longest_first(compiles) + _longest_first(validates)
+            + fallbacks)
 
 
 def _expected(name: str) -> float:

@@ -88,6 +88,39 @@ class ValidateJob:
 
 
 @dataclass(frozen=True)
+class FallbackModule:
+    """One module a fallback step may try: its compile, and where the target has them,
+    its traffic model (a GPU target's) and its validation (a device here); ``export``:
+    its export variant's export, where no task of the graph writes it."""
+
+    compile: CompileJob
+    traffic: TrafficJob | None = None
+    validate: ValidateJob | None = None
+    export: ExportJob | None = None
+
+    def files(self) -> list[str]:
+        """Every file its jobs write."""
+        jobs = (self.compile, self.traffic, self.validate, self.export)
+        return [self.compile.vmfb] + ([self.export.mlir] if self.export else []) + [
+            j.record for j in jobs if j is not None]
+
+
+@dataclass(frozen=True)
+class FallbackJob:
+    """The fallback step of kernel ``key`` on ``target``: where none of its candidates
+    compiled (their compile records: ``candidates``) and one failed in iree-compile,
+    try ``modules`` (``candidates.fallbacks``) in order until one works; what it tried
+    at ``record``."""
+
+    key: str
+    target: str
+    candidates: tuple[str, ...]
+    modules: tuple[FallbackModule, ...]
+    record: str
+    run_id: str
+
+
+@dataclass(frozen=True)
 class BenchJob:
     """Benchmark ``kernel`` (a ``select.KernelTarget``) of the build folder ``root`` on
     ``device``, at ``shapes`` for a dynamic kernel; ``reselect``: decide afresh, not
@@ -113,4 +146,5 @@ class SelectJob:
     run_id: str
 
 
-__all__ = ["BenchJob", "CompileJob", "ExportJob", "SelectJob", "TrafficCopyJob", "TrafficJob", "ValidateJob"]
+__all__ = ["BenchJob", "CompileJob", "ExportJob", "FallbackJob", "FallbackModule", "SelectJob", "TrafficCopyJob", "TrafficJob",
+           "ValidateJob"]

@@ -27,7 +27,7 @@ from doit.reporter import ConsoleReporter
 from ..records import CompileStatus, ExportStatus, ValidationStatus
 from . import durations
 
-STAGES = ("export", "compile", "traffic", "validate", "bench", "select", "report", "pack", "page")
+STAGES = ("export", "compile", "fallback", "traffic", "validate", "bench", "select", "report", "pack", "page")
 # Outcomes shown as "ok"; any other status an action returns is shown in
 # capitals (FAILED, NOT RUN, SKIPPED, ERROR).
 OK_STATUSES = frozenset({ExportStatus.OK, ExportStatus.UNAVAILABLE, CompileStatus.UNAVAILABLE, ValidationStatus.PASSED})

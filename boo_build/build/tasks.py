@@ -6,6 +6,8 @@ them, so there is one graph. Task names:
 
     export:<bundle>/<module key>                     one per (signature, impl)
     compile:<bundle>/<target>/<module key>           one per module x target
+    fallback:<bundle>/<target>/<signature key>       per kernel x target: where none of its candidates
+                                                     compiled, its fallback variants (candidates.fallbacks)
     traffic:<bundle>/<target>/<module key>           a GPU module's modelled traffic, before it compiles
     validate:<bundle>/<target>/<module key>          one per module x target with a device
     ready:<bundle>                                   barrier before the benchmarks
@@ -17,8 +19,8 @@ them, so there is one graph. Task names:
     page:<bundle>                                    report.html, redrawn when what it shows changed
     build                                            everything
 
-(export, traffic, compile, validate, bench, select, report, pack, page: the
-stages in the order data flows; a module's ``+<variant>`` and a benchmark
+(export, traffic, compile, fallback, validate, bench, select, report, pack, page:
+the stages in the order data flows; a module's ``+<variant>`` and a benchmark
 subject's ``@<mode>`` name the candidates, ``candidates.candidates``, which
 every generator here, the select stage and the report enumerate alike.)
 

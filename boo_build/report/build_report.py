@@ -46,6 +46,7 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
     missing: list[str] = []
     failures: list[str] = []
     dropped: list[str] = []
+    fallbacks: list[str] = []  # kernels none of whose candidates compiled: the fallback variants tried
     validations: dict = {}
     benches: dict = {}
     traffics: dict = {}  # (module file, target) -> a GPU module's modelled traffic
@@ -75,6 +76,9 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
             decisions[(sig.key, t.name)] = decision
             impls: dict[str, Any] = {}  # per compiled module: <impl>[+<variant>]
             impl_failures = []
+            if recs.fallback is not None and recs.fallback.tried:
+                fallbacks.append(f"{sig.key} on {t.name}: {recs.fallback.reason}; tried "
+                                 + ", ".join(f"{m} ({_outcome(recs.modules[m])})" for m in recs.fallback.tried))
             for c in recs.candidates:
                 m = recs.modules[c.module]
                 mfile = module_file(ModuleId(sig, c.impl).key, c.variant)
@@ -159,6 +163,7 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
         "missing": missing,
         "failures": failures,
         "dropped": dropped,
+        **({"fallbacks": fallbacks} if fallbacks else {}),  # (absent where none ran: the report keeps its bytes)
         "per_target": {t: dict(sorted(c.items())) for t, c in per_target.items()},
         # how the timings were taken: kernels timed in paired rounds, their ties, those measured
         # again, speed-ups beyond comparison.FACTOR not confirmed, those timed on a busy machine, and
@@ -174,6 +179,17 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
     rows = table_rows([r.signature for r in plan.manifest.kernels], [t.name for t in plan.targets],
                       validations, benches, decisions, traffics)
     return report, {"stats": dict(stats), "rows": rows}
+
+
+_OUTCOMES: dict[str, str] = {ValidationStatus.PASSED: "compiled, passed validation",
+             ValidationStatus.FAILED: "compiled, failed validation", ValidationStatus.ERROR: "compiled, validation error"}
+
+
+def _outcome(m) -> str:
+    """A module's outcome in a few words (a fallback line): compiled, and validated where it ran."""
+    if not m.compiled:
+        return "compile failed" if (m.compile or {}).get("status") == CompileStatus.FAILED else "not compiled"
+    return _OUTCOMES.get(str((m.validation or {}).get("status")), "compiled")
 
 
 def _dynamic_sizes(kernels: list[dict]) -> None:
@@ -240,6 +256,8 @@ def summary_text(report: dict, stats: dict, bundle_path: Path, allow_missing: bo
         lines.append(f"  {t:14s} available {c.get('available', 0)} (an implementation ships), failed "
                      f"{c.get('unavailable', 0)}, validated {c.get('validated', 0)} ({where}), not validated "
                      f"{c.get('not validated', 0)}" + (f"  ({dev})" if dev and not c.get("validated") else ""))
+    for f in report.get("fallbacks") or ():
+        lines.append(f"  fallback {f}")
     for d in report["dropped"]:
         lines.append(f"  dropped  {d}")
     if report["dropped"]:

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..candidates import Candidate, candidates, explores, export_variant, modelled, module_file
+from ..candidates import Candidate, candidates, explores, export_variant, fallbacks, modelled, module_file
 from ..files import read_json
 from ..layout import Layout, bench_subject, eager_subject
 from ..reasons import Kind, Reason
-from ..records import BenchResult, CompileRecord, CompileStatus, ValidationResult
+from ..records import BenchResult, CompileRecord, CompileStatus, FallbackRecord, ValidationResult
 from ..signature import KernelSignature, ModuleId
 from ..targets import Target
 from . import not_run
@@ -70,6 +70,20 @@ class KernelTarget:
     def candidates(self) -> list[Candidate]:
         return candidates(self.impls, self.target, lambda i: ModuleId(self.sig, i), self.explore, self.model)
 
+    def fallbacks(self) -> list[Candidate]:
+        """The candidates its fallback step tries where none of ``candidates`` compiled
+        (``candidates.fallbacks``); which it did, its record says (``KernelRecords.read``)."""
+        return fallbacks(self.impls, self.target, lambda i: ModuleId(self.sig, i), self.explore, self.model)
+
+    def fallback_modules(self) -> list[tuple[ModuleId, str]]:
+        """(module id, variant) of each module the fallback step may compile."""
+        return list(dict.fromkeys((ModuleId(self.sig, c.impl), c.variant) for c in self.fallbacks()))
+
+    def _fallback_record(self, lay: Layout) -> list[Path]:
+        """The fallback step's record, where the kernel has one: what it tried, and the
+        digests of its modules' records (they exist only where it tried them)."""
+        return [lay.fallback(self.target.name, self.sig.key)] if self.fallbacks() else []
+
     def inputs(self, lay: Layout) -> list[Path]:
         """Every record the decision reads (present or not): the select task's inputs."""
         out: list[Path] = []
@@ -84,19 +98,22 @@ class KernelTarget:
                     out.append(lay.validation(t, mid, c.variant))
                 if self.model:
                     out.append(lay.traffic(t, mid, c.variant))
-        return out + (self.bench_outputs(lay) if self.ran and self.bench else [])
+        return out + self._fallback_record(lay) + (self.bench_outputs(lay) if self.ran and self.bench else [])
 
     def bench_inputs(self, lay: Layout) -> list[Path]:
-        """What the kernel's benchmark reads: each candidate module's compile and validation records."""
+        """What the kernel's benchmark reads: each candidate module's compile and validation
+        records, and the fallback step's record (those of the modules it tried)."""
         t = self.target.name
         mids = {c.module: (ModuleId(self.sig, c.impl), c.variant) for c in self.candidates()}
-        return [p for mid, v in mids.values() for p in (lay.compile_record(t, mid, v), lay.validation(t, mid, v))]
+        return [p for mid, v in mids.values() for p in (lay.compile_record(t, mid, v), lay.validation(t, mid, v))
+                ] + self._fallback_record(lay)
 
-    def bench_outputs(self, lay: Layout) -> list[Path]:
-        """What the kernel's benchmark writes: each candidate's record, torch eager's, the rounds."""
+    def bench_outputs(self, lay: Layout, fallbacks: bool = False) -> list[Path]:
+        """What the kernel's benchmark writes: each candidate's record, torch eager's, the rounds;
+        with ``fallbacks``, also the records it writes for the fallback candidates, where tried."""
         t = self.target.name
         out = [lay.bench(t, bench_subject(module_file(ModuleId(self.sig, c.impl).key, c.variant), c.mode))
-               for c in self.candidates()]
+               for c in self.candidates() + (self.fallbacks() if fallbacks else [])]
         return out + [lay.bench(t, eager_subject(self.sig.key)), lay.rounds(t, self.sig.key)]
 
 
@@ -138,10 +155,16 @@ class KernelRecords:
     benches: Mapping[str, Json | None]  # by candidate name
     eager: Json | None
     rounds: Json | None = None  # the benchmark's paired rounds (comparison.RoundsRecord)
+    fallback: FallbackRecord | None = None  # the kernel's fallback step, where it has one
 
     @classmethod
     def read(cls, lay: Layout, kt: KernelTarget) -> "KernelRecords":
+        """The records of ``kt``'s candidates, and of the fallback candidates its fallback step tried."""
         t, cands = kt.target.name, kt.candidates()
+        fb = FallbackRecord.from_json(rec) if kt.fallbacks() and (rec := read_json(lay.fallback(t, kt.sig.key))) \
+            else None
+        if fb is not None:
+            cands += [c for c in kt.fallbacks() if c.module in fb.tried]
         modules: dict[str, ModuleRecords] = {}
         benches: dict[str, Json | None] = {}
         for c in cands:
@@ -157,7 +180,7 @@ class KernelRecords:
         timed = kt.ran and kt.bench
         eager = read_json(lay.bench(t, eager_subject(kt.sig.key))) if timed else None
         rounds = read_json(lay.rounds(t, kt.sig.key)) if timed else None
-        return cls(kt, tuple(cands), modules, benches, eager, rounds)
+        return cls(kt, tuple(cands), modules, benches, eager, rounds, fb)
 
     def compiled(self) -> list[str]:
         return [c.key for c in self.candidates if self.modules[c.module].compiled]
