@@ -2,8 +2,9 @@
 pipeline (workgroups, subgroups, device buffers) on the CPU.
 
 A small manifest (each op, forward and combined backward, float32 and a half type,
-static and dynamic) built for ``vulkan-llvmpipe`` and the portable ``vulkan``
-target: validated on lavapipe by the build, then run through the loader's
+static and dynamic, and a 768-wide float32 forward whose single dispatch neither
+Vulkan target compiles: its fallback ships) built for ``vulkan-llvmpipe`` and the
+portable ``vulkan`` target: validated on lavapipe by the build, then run through the loader's
 entry points with numpy arrays and torch tensors (host staging both ways), through
 ``replace_norms`` in a training step checked against float64, and through the
 ``torch.compile`` backend. The device-matching rules (a Vulkan kernel computes
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import subprocess
 import sys
 
@@ -57,7 +59,17 @@ groups = 4
 dtype = ["float32", "float16"]
 masks = [1, 14]
 impls = ["manual"]
+
+# BERT's hidden size: iree-compile 3.13 fails on this forward's single dispatch for both
+# targets (from 16 rows on); the build's fallback step ships the lanes export without it
+[[kernels]]
+op = "layer_norm"
+input_shape = [16, 768]
+dtype = "float32"
+masks = [1]
+impls = ["manual"]
 """
+WIDE = "layer_norm-f32-16x768-n768-wb-m1"
 
 
 @pytest.fixture(scope="module")
@@ -77,9 +89,9 @@ def _kernels(path, target):
 @pytest.mark.vulkan
 def test_the_build_validates_on_llvmpipe_and_says_it_is_software(vk):
     path, proc = vk
-    assert ("vulkan-llvmpipe available 12 (an implementation ships), failed 0, validated 12 (ran on llvmpipe, a "
+    assert ("vulkan-llvmpipe available 13 (an implementation ships), failed 0, validated 13 (ran on llvmpipe, a "
             "software device: numerics and host side, not a GPU's timings)") in proc.stdout, proc.stdout
-    assert f"{'vulkan':14s} available 6 (an implementation ships), failed 6, validated 6 (ran on llvmpipe" \
+    assert f"{'vulkan':14s} available 7 (an implementation ships), failed 6, validated 7 (ran on llvmpipe" \
         in proc.stdout  # the portable target: float32 kernels only
     index = open_bundle(path, device="vulkan").index
     for key, entry in index["kernels"].items():
@@ -94,6 +106,26 @@ def test_the_build_validates_on_llvmpipe_and_says_it_is_software(vk):
             assert portable["status"] == "available", (key, portable)
         else:  # half precision: the portable target has no 16-bit types
             assert portable["status"] == "unavailable" and "has no 16-bit types" in portable["reason"], portable
+
+
+@pytest.mark.vulkan
+def test_a_768_wide_forward_ships_its_fallback_on_both_targets(vk):
+    """iree-compile fails on the single dispatch of a 768-wide float32 forward for both
+    Vulkan targets (the portable one: 49 KiB of workgroup memory where it has 16; llvmpipe:
+    "failed to legalize operation 'arith.constant'"). Before the kernel is declared
+    missing, the build tries the fallback variants: the first, the manual lanes export
+    without the single-dispatch attribute, compiles and passes validation on lavapipe
+    (``nosd`` alone sums each row serially and misses the offset case by 1.2x its bound)."""
+    path, proc = vk
+    entry = open_bundle(path, device="vulkan").index["kernels"][WIDE]
+    for target in ("vulkan", "vulkan-llvmpipe"):
+        te = entry["targets"][target]
+        assert te["selected"] == "manual+lanes.nosd", te
+        assert te["impls"]["manual+lanes.nosd"]["validation"]["status"] == "passed"
+        assert te["rejected"]["manual"].startswith("compile failed: "), te["rejected"]
+        assert set(te["candidates"]) == {"manual", "manual+lanes.nosd"}  # the first that works: nosd not tried
+        assert (f"fallback {WIDE} on {target}: none of its 1 candidate module(s) compiled; tried manual+lanes.nosd "
+                "(compiled, passed validation)") in proc.stdout
 
 
 def _entry(b, sig, args, kind):
@@ -145,7 +177,7 @@ def test_the_loader_runs_every_kernel_with_host_arrays(vk, kind):
         for o, e in zip(out, expected):
             assert_close(o.reshape(e.shape), e, sig.dtype, f"{key} ({kind})")
     stats = b.stats(totals=True)
-    assert stats["misses"] == 0 and stats["static_hits"] + stats["dynamic_hits"] == 12, stats
+    assert stats["misses"] == 0 and stats["static_hits"] + stats["dynamic_hits"] == 13, stats
 
 
 class _Net(torch.nn.Module):
@@ -218,7 +250,7 @@ def test_the_gpu_run_script_runs_against_the_vulkan_device(vk, tmp_path):
     assert proc.returncode in (0, 1) and "ordering exit 0" in summary, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "driver='vulkan'" in (results / "device.txt").read_text()
     ordering = (results / "ordering.md").read_text()
-    assert "- PASS: layer_norm-f32-4x8x64-n64-wb-m1 with numpy arrays on vulkan://" in ordering, ordering
+    assert re.search(r"^- PASS: layer_norm-f32-\S+ with numpy arrays on vulkan://", ordering, re.M), ordering
     # measure on the software device: the report says whose times these are; they decide nothing (the
     # traffic model does, as in the build) and stay out of the new bundle
     assert "a software device on the CPU (lavapipe): its times are the CPU's, not a GPU's" in \
