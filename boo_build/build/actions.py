@@ -15,6 +15,7 @@ import dataclasses
 import hashlib
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -204,6 +205,11 @@ def validate_action(job: ValidateJob) -> Status:
     return {"status": rec.status}
 
 
+# Fallback steps of one kernel on several targets need the same export variant (the lanes
+# export, which no export task writes): the first exports it, the others reuse it.
+_FALLBACK_EXPORTS = threading.Lock()
+
+
 def fallback_action(job: FallbackJob) -> Status:
     """A kernel's fallback step on a target: where none of its candidates compiled and
     at least one failed in iree-compile (not merely unavailable: no export, a dtype the
@@ -233,7 +239,10 @@ def fallback_action(job: FallbackJob) -> Status:
             tried.append(Candidate(ModuleId.parse(c.module).impl, c.variant).module)
             outputs = [c.record]
             if m.export is not None:
-                export_action(m.export)
+                with _FALLBACK_EXPORTS:  # one export per build: another target's fallback step may have made it
+                    done = read_json(Path(m.export.record)) or {}
+                    if not (done.get("run_id") == job.run_id and done.get("status") == "ok"):
+                        export_action(m.export)
                 outputs.append(m.export.record)
             compile_action(c)
             works = CompileRecord.from_json(read_json(Path(c.record)) or {"status": "failed"}).ok
