@@ -118,6 +118,42 @@ def test_the_model_gates_which_variant_compiles():
     assert modelled_gate("manual+fused", tie) is not None
 
 
+def test_where_every_implementation_failed_the_gate_ranks_the_variants_alone(tmp_path):
+    """A variant the model ranks below an implementation is not compiled (the
+    implementation ships); but where every implementation failed in iree-compile, a
+    better model of theirs is no reason to leave it untried: it compiles, and the
+    kernel is not left to its fallbacks."""
+    from boo_build.build.actions import compile_action
+    from boo_build.build.jobs import CompileJob
+    from boo_build.files import write_json
+    from boo_build.records import CompileRecord, ExportRecord
+    from boo_build.stages.traffic import TrafficRecord
+
+    mid = ModuleId(ln("float32", 14), "manual")
+    mlir = tmp_path / "m.mlir"  # the variant's module: any that compiles (the gate is what is tested)
+    mlir.write_text("func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> { return %a : tensor<4xf32> }\n")
+    write_json(tmp_path / "m.export.json", ExportRecord(mid.key, "ok", "", mid.func_name, FUSED).to_json())
+    gate = []
+    for name, model in (("aten", _t(200, 3)), ("manual", _t(300, 4)), ("manual+fused", _t(250, 3))):
+        path = tmp_path / f"{name}.traffic.json"
+        write_json(path, TrafficRecord(name, "cpu", model).to_json())
+        gate.append((name, str(path)))
+    bases = []
+    for impl in ("aten", "manual"):
+        bases.append(tmp_path / f"{impl}.compile.json")
+        write_json(bases[-1], CompileRecord(ModuleId(mid.signature, impl).key, "cpu", (), "failed",
+                                            error="error: failed to distribute").to_json())
+    job = CompileJob(mid.key, "cpu", CPU_TARGET.flags, str(mlir), str(tmp_path / "m.export.json"),
+                     str(tmp_path / "v.vmfb"), str(tmp_path / "v.compile.json"), 60.0, "run", None, FUSED,
+                     tuple(gate), tuple(str(b) for b in bases))
+    assert compile_action(job) == {"status": "ok"} and (tmp_path / "v.vmfb").stat().st_size > 0
+    # one implementation compiled: the model decides, as before
+    write_json(bases[0], CompileRecord(ModuleId(mid.signature, "aten").key, "cpu", (), "ok").to_json())
+    assert compile_action(job) == {"status": "unavailable"} and not (tmp_path / "v.vmfb").exists()
+    rec = json.loads((tmp_path / "v.compile.json").read_text())
+    assert rec["reason"].startswith("least modelled traffic is aten's")
+
+
 def test_fused_variants_cut_what_the_model_counts():
     """What the variants are for, on iree-compile's own output: the dynamic layer-norm
     forward in one dispatch instead of two (the same passes over x); the mask-14

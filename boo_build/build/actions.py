@@ -68,8 +68,9 @@ def compile_action(job: CompileJob) -> Status:
     so (a baseline record is as it always was). ``job.gate``: (candidate name, traffic
     record) of every candidate of the kernel on this target, where the traffic
     model decides: the variant compiles only where it models best
-    (``selection.modelled_gate``), else its record says why not; with
-    ``--all-variants`` its own alone: it compiles wherever it is modelled."""
+    (``selection.modelled_gate``), among them all or, where every implementation of the
+    kernel failed to compile (``job.bases``), among the variants; else its record says
+    why not; with ``--all-variants`` its own alone: it compiles wherever it is modelled."""
     mid_key, target, flags, mlir_path, export_record = job.module, job.target, job.flags, job.mlir, job.export_record
     vmfb_path, record_path, timeout, run_id = job.vmfb, job.record, job.timeout, job.run_id
     scheduler, variant, gate = job.scheduler, job.variant, job.gate
@@ -101,6 +102,11 @@ def compile_action(job: CompileJob) -> Status:
 
         models = {name: TrafficRecord.from_json(rec).traffic if (rec := read_json(Path(path))) else None
                   for name, path in gate}
+        bases = [CompileRecord.from_json(r) for p in job.bases if (r := read_json(Path(p)))]
+        if bases and not any(b.ok for b in bases) and any(b.status is CompileStatus.FAILED for b in bases):
+            # none of the kernel's implementations compiled: a better model of theirs is no reason to skip
+            # a variant (else the kernel would be left to its fallbacks, this variant untried)
+            models = {name: m for name, m in models.items() if not Candidate.parse(name).is_baseline}
         mine = Candidate(ModuleId.parse(mid_key).impl, variant).key
         if (why := modelled_gate(mine, models)) is not None:
             Path(vmfb_path).unlink(missing_ok=True)

@@ -151,18 +151,23 @@ def compile_tasks(g: Graph):
                     gated = [(mid, v)]
                 gate = [(candidates.Candidate(m.impl, pv).key, str(lay.traffic(t.name, m, pv)))
                         for m, pv in gated]
+                # the kernel's implementations: where every one fails, the gate ranks the variants alone
+                bases = [] if every else [m for m, pv in gated if not pv]
+                base_recs = [str(lay.compile_record(t.name, m)) for m in bases]
                 yield {
                     "name": f"{p.manifest.bundle.name}/{t.name}/{module_file(mid.key, v)}",
                     "actions": [(compile_action, [CompileJob(mid.key, t.name, tuple(flags), mlir, export_rec,
                                                              str(vmfb), str(rec), g.config.compile_timeout, g.run,
-                                                             g.config.scheduler, v, tuple(gate))])],
+                                                             g.config.scheduler, v, tuple(gate),
+                                                             tuple(base_recs))])],
                     "task_dep": [f"export:{p.manifest.bundle.name}/{module_file(mid.key, ev)}"]
-                    + [f"traffic:{p.manifest.bundle.name}/{t.name}/{module_file(m.key, pv)}" for m, pv in gated],
+                    + [f"traffic:{p.manifest.bundle.name}/{t.name}/{module_file(m.key, pv)}" for m, pv in gated]
+                    + [f"compile:{p.manifest.bundle.name}/{t.name}/{m.key}" for m in bases],
                     "targets": [str(rec)],
                     # (the option only where it decides something: other builds' tasks stay up to date)
                     "uptodate": [config_changed({"flags": flags, "compiler": g.toolchain.compiler}
                                                 | ({"all_variants": True} if every else {})),
-                                 inputs_unchanged(export_rec, mlir, *(path for _, path in gate)),
+                                 inputs_unchanged(export_rec, mlir, *(path for _, path in gate), *base_recs),
                                  record_ok(rec)],
                     "clean": [_rm(vmfb), _rm(rec)],
                     "doc": f"compile {module_file(mid.key, v)} for {t.name}",

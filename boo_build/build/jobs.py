@@ -28,7 +28,9 @@ class CompileJob:
     ``flags`` into ``vmfb``, its record at ``record``. ``variant``: a variant of the
     export; ``gate``: (candidate, traffic record) of every candidate of the kernel on
     this target where the traffic model decides which compiles (empty: it does not;
-    the variant's own alone with ``--all-variants``: it compiles where modelled)."""
+    the variant's own alone with ``--all-variants``: it compiles where modelled);
+    ``bases``: the compile records of the kernel's implementations among them (where
+    every one failed, the variants are ranked without them)."""
 
     module: str
     target: str
@@ -42,6 +44,7 @@ class CompileJob:
     scheduler: str | None = None
     variant: str = ""
     gate: tuple[tuple[str, str], ...] = ()
+    bases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
