@@ -256,9 +256,9 @@ def test_unsafe_members_refused(built, tmp_path):
 
 
 def test_format_version_and_limits(built, tmp_path):
-    p = rewrite(built.path, tmp_path / "future.tar.zst", header=lambda h: h.update(format_version=6))
-    with pytest.raises(BundleFormatError, match=r"format version 6 is not supported; this loader reads "
-                                                r"format versions 1, 2, 3, 4, 5 \(upgrade"):
+    p = rewrite(built.path, tmp_path / "future.tar.zst", header=lambda h: h.update(format_version=7))
+    with pytest.raises(BundleFormatError, match=r"format version 7 is not supported; this loader reads "
+                                                r"format versions 1, 2, 3, 4, 5, 6 \(upgrade"):
         read_archive(p)
     p = rewrite(built.path, tmp_path / "other.tar.zst", header=lambda h: h.update(format="zip"))
     with pytest.raises(BundleFormatError, match="not a boo-bundle index"):
