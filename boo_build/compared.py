@@ -21,13 +21,16 @@ def first_time(mean_s: float | None, median_s: float | None, min_s: float | None
     return None
 
 
-# what each verdict of a kernel against torch eager (``stages.comparison.Verdict``) says, in words
-_VERDICTS = {"faster": "faster than torch eager", "slower": "slower than torch eager",
-             "tie": "a tie with torch eager (within the margin)", "inside the noise": "inside the noise (a tie)",
+# what each verdict of a kernel against torch eager or torch.compile (``stages.comparison.Verdict``)
+# says, in words ({b}: the baseline's name)
+_VERDICTS = {"faster": "faster than {b}", "slower": "slower than {b}",
+             "tie": "a tie with {b} (within the margin)", "inside the noise": "inside the noise (a tie)",
              "not in every pass": "faster, but not in every pass (a tie)",
              "unconfirmed": "beyond the confirmation factor, not confirmed by a second pass (not recorded)",
              "kept": "the kernel kept from the previous build (torch eager not faster in every pass)",
              "held": "the previous build's torch eager kept (timed on a busy machine)"}
+EAGER_NAME, COMPILED_NAME = "torch eager", "torch.compile"
+_TIMING_KEYS = {EAGER_NAME: "eager", COMPILED_NAME: "compiled"}  # each baseline's pair in a ``timing``
 
 
 @dataclass(frozen=True)
@@ -42,23 +45,33 @@ class VsEager:
     high: float
     rounds: int
     verdict: str
+    baseline: str = EAGER_NAME  # or ``COMPILED_NAME``: the same figure over torch.compile
 
     @classmethod
-    def from_timing(cls, timing: Mapping[str, Any] | None) -> "VsEager | None":
-        """From a target entry's or decision's ``timing`` (its ``eager`` pair: kernel/eager);
-        None where the kernel was not timed against torch eager in paired rounds."""
-        e = (timing or {}).get("eager")
-        if not e:
+    def from_timing(cls, timing: Mapping[str, Any] | None, baseline: str = EAGER_NAME) -> "VsEager | None":
+        """From a target entry's or decision's ``timing`` (its ``eager`` pair: kernel/eager; its
+        ``compiled`` pair for ``baseline`` torch.compile); None where the kernel was not timed
+        against that baseline in paired rounds."""
+        e = (timing or {}).get(_TIMING_KEYS[baseline])
+        if not e or "ratio" not in e:
             return None
         try:
-            return cls.from_pair(float(e["ratio"]), float(e["noise"]), int(e["n"]), str(e.get("verdict") or ""))
+            return cls.from_pair(float(e["ratio"]), float(e["noise"]), int(e["n"]), str(e.get("verdict") or ""),
+                                 baseline)
         except (KeyError, TypeError, ValueError, ZeroDivisionError):
             return None
 
+    @staticmethod
+    def untimed(timing: Mapping[str, Any] | None) -> str | None:
+        """Why the kernel was not timed against torch.compile (a ``timing``'s), None where it was or nothing says."""
+        c = (timing or {}).get("compiled") or {}
+        return c.get("untimed")
+
     @classmethod
-    def from_pair(cls, ratio: float, noise: float, rounds: int, verdict: str) -> "VsEager":
-        """From the paired rounds' kernel/eager median ratio and its noise (half width in log ratio)."""
-        return cls(1.0 / ratio, math.exp(-noise) / ratio, math.exp(noise) / ratio, rounds, verdict)
+    def from_pair(cls, ratio: float, noise: float, rounds: int, verdict: str,
+                  baseline: str = EAGER_NAME) -> "VsEager":
+        """From the paired rounds' kernel/baseline median ratio and its noise (half width in log ratio)."""
+        return cls(1.0 / ratio, math.exp(-noise) / ratio, math.exp(noise) / ratio, rounds, verdict, baseline)
 
     @property
     def recorded(self) -> bool:
@@ -71,7 +84,8 @@ class VsEager:
 
     def text(self) -> str:
         """The figure and the verdict: ``0.92x (0.78-1.08, 24 rounds): a tie with torch eager (within the margin)``."""
-        return f"{self.figure()}: {_VERDICTS.get(self.verdict, self.verdict or 'no verdict')}"
+        words = _VERDICTS.get(self.verdict, self.verdict or "no verdict").format(b=self.baseline)
+        return f"{self.figure()}: {words}"
 
 
-__all__ = ["VsEager", "first_time"]
+__all__ = ["COMPILED_NAME", "EAGER_NAME", "VsEager", "first_time"]

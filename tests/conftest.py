@@ -28,6 +28,10 @@ import pytest
 # helpers.py holds asserts too: rewrite them as in the test files
 pytest.register_assert_rewrite("helpers")
 
+# The tests' builds time no torch.compile baseline (an Inductor compile per kernel and size, seconds each)
+# unless a test asks with --compile-budget (tests/test_report_page.py's build times it for every CPU kernel)
+os.environ.setdefault("BOO_COMPILE_BUDGET", "0")
+
 from helpers import backend_bundle, build_group_norms, build_kernels, compiles  # noqa: E402
 
 from boo_build.loader import open_bundle  # noqa: E402

@@ -42,6 +42,8 @@ impls = ["manual"]
 # layer_norm m1 keeps aten on cpu; the rms kernel has no implementation left
 # on cpu (a failed kernel); gfx942 has no device here (not run).
 RMS = "rms_norm-f32-3x37-n37-w-m1"
+# the planted error, and torch.compile's baseline timed for every CPU kernel (the tests' builds time it nowhere else)
+BUILD_ENV = {PLANT_ERROR_ENV: "1", "BOO_COMPILE_BUDGET": "4"}
 LN1 = "layer_norm-f32-4x6x10-n10-wb-m1"
 
 
@@ -116,7 +118,7 @@ def assert_self_contained(page: Page) -> None:
 def built(tmp_path_factory):
     d = tmp_path_factory.mktemp("page")
     (d / "small.toml").write_text(MANIFEST)
-    proc = boo("build", "small.toml", "--out", "out", "--allow-missing", cwd=d, extra_env={PLANT_ERROR_ENV: "1"})
+    proc = boo("build", "small.toml", "--out", "out", "--allow-missing", cwd=d, extra_env=BUILD_ENV)
     return d, proc
 
 
@@ -145,6 +147,36 @@ def test_build_writes_a_self_contained_page_with_every_kernel_and_target(built):
     assert "No GPU bandwidth figures" in page.section("bandwidth")
     assert "sha256" in page.section("bundle") and "small-0.1.0.tar.zst" in page.section("bundle")
     assert "not run: no device (gfx942)" in page.section("bundle")  # the build machine's devices
+
+
+def test_the_build_times_torch_compile_for_every_cpu_kernel_and_every_view_shows_it(built):
+    """torch.compile of each kernel's op joins its paired rounds on the CPU: the index carries the
+    verdict torch.compile(backend="boo") decides on, and info, bench.csv and the page the figure."""
+    from boo_build.loader.archive import read_archive
+    from boo_build.stages.comparison import COMPILED, RoundsRecord
+
+    d, _ = built
+    rounds = [RoundsRecord.from_json(json.loads(p.read_text())) for p in (d / "out/small").rglob("cpu/*.rounds.json")]
+    assert len(rounds) == 3
+    for r in rounds:
+        if r.preference:  # a candidate to compare (the rms kernel has none left: the planted error)
+            assert all(COMPILED in size.times and len(size.times[COMPILED]) == size.n for size in r.sizes), r.signature
+    timed = [r.signature for r in rounds if r.preference]
+    assert len(timed) == 2 and RMS not in timed
+    ix = read_archive(d / "out/small-0.1.0.tar.zst").bundle_index
+    for key in timed:
+        vs = ix.kernels[key].targets["cpu"].vs_compiled
+        assert vs is not None and vs.timed and vs.compiled_s and "kernel/torch.compile" in vs.reason, key
+        assert "compiled" in (ix.kernels[key].targets["cpu"].timing or {})
+    rows = (d / "out/small/bench.csv").read_text().splitlines()
+    header = rows[0].split(",")
+    assert {"speedup_vs_compile", "compile_verdict"} <= set(header)
+    col = header.index("speedup_vs_compile")
+    assert sum(1 for row in rows[1:] if row.split(",")[col]) == 2
+    info = boo("info", "out/small-0.1.0.tar.zst", cwd=d).stdout
+    assert info.count("speed-up over torch.compile:") == 2 and info.count("speed-up over torch eager:") == 2
+    assert "torch.compile(backend='boo'):" in info
+    assert parse(d / "out/small/report.html").section("speedup").count("rounds)") >= 4  # both figures, both kernels
 
 
 def test_failed_kernel_and_deviceless_target_are_shown_honestly(built):
@@ -192,7 +224,7 @@ def test_noop_rebuild_leaves_the_page_alone(built):
     d, _ = built
     page = d / "out/small/report.html"
     before, digest = page.stat(), parse(page).metas["boo-report-inputs"]
-    boo("build", "small.toml", "--out", "out", "--allow-missing", cwd=d, extra_env={PLANT_ERROR_ENV: "1"})
+    boo("build", "small.toml", "--out", "out", "--allow-missing", cwd=d, extra_env=BUILD_ENV)
     after = page.stat()
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
     assert re.fullmatch(r"[0-9a-f]{64}", digest)
@@ -210,13 +242,13 @@ def test_up_to_date_check_reads_records_without_matplotlib(built):
 def test_failed_build_draws_the_page_without_a_bundle_and_a_later_build_restores_it(built):
     d, _ = built
     page = d / "out/small/report.html"
-    proc = boo("build", "small.toml", "--out", "out", cwd=d, check=False, extra_env={PLANT_ERROR_ENV: "1"})
+    proc = boo("build", "small.toml", "--out", "out", cwd=d, check=False, extra_env=BUILD_ENV)
     assert proc.returncode != 0
     failed = parse(page)
     assert re.search(r"no bundle : not written: 1 requested kernel\(s\) missing", failed.section("bundle"))
     assert "FAILED" in failed.figure("chart-validation")
     # the same records with a bundle again: the page shows it (not the failed build's page)
-    boo("build", "small.toml", "--out", "out", "--allow-missing", cwd=d, extra_env={PLANT_ERROR_ENV: "1"})
+    boo("build", "small.toml", "--out", "out", "--allow-missing", cwd=d, extra_env=BUILD_ENV)
     again = parse(page)
     assert "no bundle" not in again.section("bundle") and "small-0.1.0.tar.zst" in again.section("bundle")
 

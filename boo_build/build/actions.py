@@ -285,7 +285,7 @@ def bench_action(job: BenchJob) -> Status:
     from ..layout import Layout
     from ..loader.devices import DeviceInfo
     from ..stages.bench_process import in_bench_process
-    from ..stages.benchmark import KernelBench, bench_candidates
+    from ..stages.benchmark import NOT_ASKED, KernelBench, bench_candidates
     from ..stages.select import KernelRecords, SelectRecord
     from ..stages.validate import eager_record
 
@@ -312,10 +312,12 @@ def bench_action(job: BenchJob) -> Status:
         from .distributed import remote_bench
 
         kb = KernelBench.from_json(remote_bench(scheduler, sig.key, t.name, device, timed, shapes,
-                                                None if previous is None else previous.to_json()))
+                                                None if previous is None else previous.to_json(), job.compiled,
+                                                job.untimed))
     else:
         dev = DeviceInfo(**device) if device else None
-        kb = in_bench_process(bench_candidates, sig, t, dev, timed, [tuple(s) for s in shapes], previous=previous)
+        kb = in_bench_process(bench_candidates, sig, t, dev, timed, [tuple(s) for s in shapes], previous=previous,
+                              compiled=job.compiled, untimed=job.untimed or NOT_ASKED)
     for c in recs.candidates:
         rec = skipped.get(c.key) or kb.results[c.key]
         subject = bench_subject(module_file(ModuleId(sig, c.impl).key, c.variant), c.mode)

@@ -335,6 +335,7 @@ def bench_tasks(g: Graph):
     if not g.config.bench:
         return
     previous = None
+    shares, untimed = compile_shares(g)
     for p in g.plans:
         b = p.manifest.bundle.name
         lay = p.layout
@@ -344,15 +345,17 @@ def bench_tasks(g: Graph):
                 name = f"{b}/{t.name}/{req.signature.key}"
                 shapes = [list(s) for s in p.manifest.bench_shapes(req.signature)]
                 outs = [str(path) for path in kt.bench_outputs(lay)]
+                compiled = shares.get(name, 0)
                 yield {
                     "name": name,
                     "actions": [(bench_action, [BenchJob(kt, str(lay.root), dev, g.run, g.config.scheduler,
-                                                         tuple(tuple(x) for x in shapes), g.config.reselect)])],
+                                                         tuple(tuple(x) for x in shapes), g.config.reselect,
+                                                         compiled, untimed)])],
                     "targets": outs,
                     # Timing shares the machine with nothing: after all compiles, one at a time.
                     "task_dep": [f"ready:{b}"] + ([f"bench:{previous}"] if previous else []),
                     "file_dep": [str(STAGES_DIR / f) for f in ("benchmark.py", "comparison.py", "load.py")],
-                    "uptodate": [config_changed(_with_shapes({"device": dev}, shapes)),
+                    "uptodate": [config_changed(_with_shapes({"device": dev, "compiled": compiled}, shapes)),
                                  inputs_unchanged(*kt.bench_inputs(lay)),
                                  # torch eager's record carries its validation (validate_eager)
                                  record_ok(lay.bench(t.name, eager_subject(req.signature.key)), "validation"),
@@ -362,6 +365,28 @@ def bench_tasks(g: Graph):
                     "doc": f"benchmark {req.signature.key} on {t.name} (its candidates and torch eager)",
                 }
                 previous = name
+
+
+def compile_shares(g: Graph) -> tuple[dict[str, int], str]:
+    """The build's Inductor compile budget (``config.compile_budget``) shared among its
+    benchmarks on CPU targets (torch.compile's baseline in their rounds: one compile per
+    size timed): {bench task name: how many of its sizes, the first ones}, every kernel's
+    first size before any second one, in manifest order; and why a size left out is
+    not timed. Planned here, so that a build's choice does not depend on timing."""
+    todo: list[tuple[str, int]] = []
+    for p in g.plans:
+        for t, _ in _runnable(g, p):
+            if t.is_cpu:
+                todo += [(f"{p.manifest.bundle.name}/{t.name}/{req.signature.key}",
+                          max(1, len(p.manifest.bench_shapes(req.signature)))) for req in p.manifest.kernels]
+    left, shares = g.config.compile_budget, {name: 0 for name, _ in todo}
+    for depth in range(max((n for _, n in todo), default=0)):
+        for name, n in todo:
+            if depth < n and left > 0:
+                shares[name] += 1
+                left -= 1
+    return shares, (f"not timed: the build's torch.compile budget ({g.config.compile_budget} Inductor compiles, "
+                    "--compile-budget) spent")
 
 
 def select_tasks(g: Graph):

@@ -337,15 +337,17 @@ def remote_validate(address: str, vmfb: bytes, module_key: str, target_name: str
 
 
 def remote_bench(address: str, signature: str, target_name: str, device_dict: dict | None,
-                 candidates: list, shapes=(), previous: dict | None = None) -> dict:
+                 candidates: list, shapes=(), previous: dict | None = None, compiled: int = 0,
+                 untimed: str = "") -> dict:
     """``benchmark.bench_candidates(...).to_json()`` (a kernel's candidates, (name, vmfb),
     and torch eager in paired rounds) on a worker with the target's resource; every
     record "not run" when no worker has it. ``shapes``: a dynamic signature's
-    benchmark shapes; ``previous``: the previous build's decision (``comparison.Previous``)."""
+    benchmark shapes; ``previous``: the previous build's decision (``comparison.Previous``);
+    ``compiled``/``untimed``: torch.compile's sizes in the rounds."""
     target = catalogue_target(target_name)
     res = target_resource(target_name)
     ok, out = run_on_resource(address, res, bench_on_worker, signature, target, device_dict, list(candidates),
-                              list(shapes), previous, prefix=f"boo-bench-{target_name}")
+                              list(shapes), previous, compiled, untimed, prefix=f"boo-bench-{target_name}")
     if ok:
         return out
     from ..signature import KernelSignature

@@ -127,7 +127,8 @@ class FallbackJob:
 class BenchJob:
     """Benchmark ``kernel`` (a ``select.KernelTarget``) of the build folder ``root`` on
     ``device``, at ``shapes`` for a dynamic kernel; ``reselect``: decide afresh, not
-    keeping the folder's previous decision where the rounds cannot tell otherwise."""
+    keeping the folder's previous decision where the rounds cannot tell otherwise;
+    ``compiled``/``untimed``: torch.compile's sizes in the rounds (``bench_candidates``)."""
 
     kernel: Any
     root: str
@@ -136,6 +137,10 @@ class BenchJob:
     scheduler: str | None = None
     shapes: tuple[tuple[int, ...], ...] = ()
     reselect: bool = False
+    # at how many of its sizes (the first ones) torch.compile joins the rounds (the build's compile budget's
+    # share: ``creators.compile_shares``), and why not at the others
+    compiled: int = 0
+    untimed: str = ""
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,7 @@ from pathlib import Path
 from ..errors import BuildError
 from ..layout import Layout
 from ..manifest.reader import Manifest, load_manifest
+from ..stages.comparison import COMPILE_BUDGET as DEFAULT_COMPILE_BUDGET  # stdlib only
 from ..stages.compile import DEFAULT_TIMEOUT_S  # stdlib only: cheap at graph load
 from ..targets import Target, catalogue, resolve
 
@@ -64,6 +65,24 @@ EXPORT_SOURCES = (str(STAGES_DIR / "torch_modules.py"), str(STAGES_DIR / "export
 # Source files whose change must decide every kernel again (the rules, their reasons)
 SELECT_SOURCES = tuple(str(p) for p in (STAGES_DIR / "selection.py", STAGES_DIR / "select.py",
                                          STAGES_DIR / "comparison.py", PKG_DIR / "reasons.py"))
+
+
+COMPILE_BUDGET_ENV = "BOO_COMPILE_BUDGET"  # the default of --compile-budget, where set (the tests set 0)
+
+
+def default_compile_budget() -> int:
+    """The build's Inductor compile budget where no option gives one: ``$BOO_COMPILE_BUDGET``, else
+    ``DEFAULT_COMPILE_BUDGET``."""
+    v = os.environ.get(COMPILE_BUDGET_ENV, "").strip()
+    if not v:
+        return DEFAULT_COMPILE_BUDGET
+    try:
+        n = int(v)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise BuildError(f"{COMPILE_BUDGET_ENV}={v!r}: a count of Inductor compiles (0 or more) is expected")
+    return n
 
 
 @dataclass(frozen=True)
@@ -83,6 +102,9 @@ class BuildConfig:
     # GPU targets whose variants the traffic model ranks and no device measures: every ranked variant compiles and
     # ships, not only the best-modelled one (the selection still follows the model; `measure` chooses on the device)
     all_variants: bool = False
+    # Inductor compiles of torch.compile's baseline (one per kernel and size timed, several seconds each) a build may
+    # spend on its CPU targets' benchmarks: each kernel's first size first, in manifest order (creators.compile_shares)
+    compile_budget: int = field(default_factory=lambda: default_compile_budget())
 
     def __post_init__(self):
         # Absolute paths: doit keys its dependency state by path string, so

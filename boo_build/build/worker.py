@@ -113,13 +113,13 @@ def _eager_threads() -> int | None:
 
 
 def bench_on_worker(signature: str, target, device: dict | None, candidates: list, shapes=(),
-                    previous: dict | None = None) -> dict:
+                    previous: dict | None = None, compiled: int = 0, untimed: str = "") -> dict:
     """A kernel's candidates and torch eager in paired rounds (``benchmark.bench_candidates``),
     as ``actions.bench_action`` runs them locally: ``KernelBench.to_json()`` (every
     record "not run" where this worker has no device for the target). ``previous``: the
     previous build's decision (``comparison.Previous.to_json``), kept if made on this machine."""
     from ..signature import KernelSignature
-    from ..stages.benchmark import KernelBench, bench_candidates
+    from ..stages.benchmark import NOT_ASKED, KernelBench, bench_candidates
     from ..stages.comparison import Previous
 
     sig = KernelSignature.parse(signature)
@@ -127,7 +127,8 @@ def bench_on_worker(signature: str, target, device: dict | None, candidates: lis
     if dev is None:
         return KernelBench.not_run(sig, target.name, candidates, _no_device_reason(target, why)).to_json()
     return bench_candidates(sig, target, dev, candidates, [tuple(s) for s in shapes], eager_threads=_eager_threads(),
-                            previous=None if previous is None else Previous.from_json(previous)).to_json()
+                            previous=None if previous is None else Previous.from_json(previous),
+                            compiled=compiled, untimed=untimed or NOT_ASKED).to_json()
 
 
 def match_on_worker(target) -> tuple[dict | None, str]:

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, TextIO
 
-from ..compared import VsEager
+from ..compared import COMPILED_NAME, VsEager
 from ..loader.archive import DEFAULT_MAX_SIZE, Archive, sha256_hex
 from ..loader.format import INDEX_NAME, BundleIndex
 from ..loader.split_format import RECORDS_NAME
@@ -110,6 +110,12 @@ def diff_indexes(old: BundleIndex | Mapping[str, Any], new: BundleIndex | Mappin
                 res["bench"].append(f"{where}: speed-up over torch eager "
                                     f"{va.text() if va is not None else 'not timed in paired rounds'} -> "
                                     f"{vb.text() if vb is not None else 'not timed in paired rounds'}")
+            ca, cb = (VsEager.from_timing(x.timing, COMPILED_NAME) for x in (a, b))
+            if (ca is None) != (cb is None) or (ca is not None and cb is not None and (
+                    ca.verdict != cb.verdict or abs(cb.speedup / ca.speedup - 1) >= bench_threshold)):
+                res["bench"].append(f"{where}: speed-up over torch.compile "
+                                    f"{ca.text() if ca is not None else VsEager.untimed(a.timing) or 'not timed'} -> "
+                                    f"{cb.text() if cb is not None else VsEager.untimed(b.timing) or 'not timed'}")
     return res
 
 

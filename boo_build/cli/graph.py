@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from ..stages.comparison import COMPILE_BUDGET  # stdlib only
 from ..stages.compile import DEFAULT_TIMEOUT_S  # stdlib only
 
 DEFAULT_MANIFEST_DIR = Path("manifests")
@@ -112,6 +113,11 @@ def add_build_arguments(p: argparse.ArgumentParser, packs: bool = True) -> None:
                    help="GPU targets the traffic model ranks, without a device to time them: compile and ship every "
                         "variant it ranks, not only the best-modelled one, for `boo-build measure` to time on the "
                         "device (the build still selects by the model)")
+    p.add_argument("--compile-budget", type=int, default=None, metavar="N",
+                   help="Inductor compiles of torch.compile's baseline the benchmarks may spend (one per kernel and "
+                        "size timed; each kernel's first size first, in manifest order; 0: none; default "
+                        f"$BOO_COMPILE_BUDGET, else {COMPILE_BUDGET}); torch.compile(backend='boo') decides "
+                        "against torch eager where it was not timed")
     p.add_argument("--reselect", action="store_true",
                    help="benchmark every kernel again and decide afresh, not keeping the output folder's previous "
                         "decisions where the timings cannot tell (docs/validation-and-selection.md)")
@@ -132,7 +138,8 @@ def add_list_arguments(p: argparse.ArgumentParser) -> None:
     _add_selection(p)
     # what build_config reads of the options these commands do not take (nothing runs)
     p.set_defaults(jobs=None, quiet=False, allow_missing=False, no_bench=False, no_validate=False,
-                   no_traffic=False, all_variants=False, reselect=False, flag=None, timeout=DEFAULT_TIMEOUT_S, scheduler=None)
+                   no_traffic=False, all_variants=False, reselect=False, flag=None, timeout=DEFAULT_TIMEOUT_S, scheduler=None,
+                   compile_budget=None)
 
 
 add_clean_arguments = add_forget_arguments = add_list_arguments
@@ -149,6 +156,8 @@ def build_config(ns: argparse.Namespace):
     missing = [str(m) for m in manifests if not Path(m).is_file()]
     if missing:
         raise UsageError(f"manifest not found: {', '.join(missing)}")
+    if ns.compile_budget is not None and ns.compile_budget < 0:
+        raise UsageError(f"--compile-budget must be 0 or more, got {ns.compile_budget}")
     if ns.all_variants and ns.no_traffic:
         raise UsageError("--all-variants ships the variants the traffic model ranks: it needs the model "
                          "(drop --no-traffic)")
@@ -165,6 +174,7 @@ def build_config(ns: argparse.Namespace):
         traffic=not ns.no_traffic,
         reselect=ns.reselect,
         all_variants=ns.all_variants,
+        **({} if ns.compile_budget is None else {"compile_budget": ns.compile_budget}),
     )
 
 

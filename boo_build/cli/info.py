@@ -17,7 +17,7 @@ import textwrap
 from pathlib import Path
 from typing import Mapping, TextIO
 
-from ..compared import VsEager
+from ..compared import COMPILED_NAME, VsEager
 from ..loader.archive import DEFAULT_MAX_SIZE
 from ..loader.format import CandidateRecord, ImplRecord
 from ..reasons import Kind
@@ -99,6 +99,14 @@ def cmd_info(path, *, out: TextIO | None = None, max_size: int = DEFAULT_MAX_SIZ
             vs = VsEager.from_timing(te.timing)
             if vs is not None:
                 p(_wrapped("speed-up over torch eager", vs.text(), 8))
+            vc, untimed = VsEager.from_timing(te.timing, COMPILED_NAME), VsEager.untimed(te.timing)
+            if vc is not None or untimed:
+                p(_wrapped("speed-up over torch.compile", vc.text() if vc is not None else untimed or "", 8))
+            if te.vs_compiled is not None:
+                graph = te.vs_compiled.timed and (te.vs_compiled.graph or te.vs_compiled.by_rows)
+                p(_wrapped("torch.compile(backend='boo')", _backend_text(te.vs_compiled) if graph else
+                           "the kernel" if te.vs_compiled.timed else
+                           f"decides against torch eager ({te.vs_compiled.reason})", 8))
             decision = Decision.from_target_record(te)
             if decision.candidates:
                 for line in candidate_lines(decision.candidates):
@@ -110,6 +118,15 @@ def cmd_info(path, *, out: TextIO | None = None, max_size: int = DEFAULT_MAX_SIZ
     if ix.csv:
         p(f"  benchmark table: {ix.csv}\n")
     return EXIT_OK
+
+
+def _backend_text(v) -> str:
+    """Where ``torch.compile(backend="boo")`` leaves a kernel's norms to the graph's code
+    (``format.CompiledVerdict`` with torch.compile not beaten somewhere), in words."""
+    rows = v.by_rows
+    where = ("the graph's code" if not rows else "the graph's code at " + ", ".join(str(r) for r, g in rows if g)
+             + " rows, else the kernel")
+    return f"{where}: {v.reason}"
 
 
 def traffic_text(impls: Mapping[str, ImplRecord]) -> str:

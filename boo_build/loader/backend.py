@@ -28,8 +28,11 @@ Which norms (decided once per graph, at compile time, no per-call route):
   for its shape, dtype, affine form and eps; with symbolic sizes
   (``dynamic=True``, marked dims), a dynamic kernel: a static one serves one size;
 * and, with ``prefer_eager`` (the default), the bundle's records say each of
-  those kernels beat torch eager (``prefer_eager`` in the bundle's index, at the
-  traced size for kernels timed at several).
+  those kernels beat what it replaces: torch.compile's code for the norm (the
+  index's ``vs_compiled``, at the traced size for kernels timed at several), or,
+  for a kernel with no such verdict (a bundle built before it, the build's compile
+  budget spent, a compile that failed), torch eager (``prefer_eager`` in the index),
+  the decision's detail saying so.
 
 Elsewhere the node stays as Dynamo traced it, and the inner backend compiles it.
 ``prefer_eager=False`` runs the kernels wherever the bundle holds them.
@@ -42,7 +45,9 @@ bounds reaches the op, and runs torch eager's op (counted as a miss in
 ``stats()``) with the default ``fallback="eager"`` (the loader's check, then
 torch eager, not the graph's fused code), or raises ``KernelNotFound`` with
 ``fallback=None``. Inside a kernel's bounds the bundle's own per-size decisions
-(``prefer_eager``) still apply.
+still apply, against torch.compile where the build timed it (the graph's code is
+gone by then: torch eager's op runs a size torch.compile's code won), else against
+torch eager (``Bundle.with_options(vs_compiled=True)``).
 
 The graph holds the bundle as a token naming its file's sha256, target, device
 and these options (``bundle_token``), so Inductor's caches never reuse a graph
@@ -99,7 +104,8 @@ def _view(bundle: Bundle, fallback: str | None, prefer_eager: bool) -> tuple[Bun
         views = _VIEWS.setdefault(bundle, {})
         view = views.get((fallback, prefer_eager))
         if view is None:
-            view = views[(fallback, prefer_eager)] = bundle.with_options(fallback=fallback, prefer_eager=prefer_eager)
+            view = views[(fallback, prefer_eager)] = bundle.with_options(fallback=fallback, prefer_eager=prefer_eager,
+                                                                         vs_compiled=True)
     want = (f"{view.name}-{view.version}@{view.target.name}/{view.device.uri}#sha256:{sha}"
             f"{'' if prefer_eager else '+kernels'}{'' if fallback == 'eager' else '+strict'}")
     # the same file opened again (same device and options) takes the token over: either serves the graphs
@@ -119,7 +125,8 @@ class Backend:
     process), or None for the default bundle (``set_default_bundle``,
     ``BOO_BUNDLE``); ``device``: where a path is opened (default: the best).
     ``prefer_eager``: run a norm's kernels only where the bundle's records say
-    they beat torch eager (False: wherever held). ``fallback``: "eager" (a norm
+    they beat torch.compile's code (torch eager's where the build did not time
+    torch.compile; False: wherever held). ``fallback``: "eager" (a norm
     not served keeps the graph's code; a size outside a dynamic kernel's bounds
     runs torch's op) or None (``NormNotServed`` at compile time, ``KernelNotFound``
     at run time). ``inner``: the backend that compiles the rewritten graph, a

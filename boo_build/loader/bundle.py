@@ -106,7 +106,9 @@ class Bundle:
     A kernel whose entry says ``prefer_eager`` (torch eager beat it on the build
     machine) is not run for torch tensors by the ATen-style entry points: torch's
     op runs, counted in ``stats()`` as ``eager``; numpy arrays and ``run`` still
-    run the kernel. ``prefer_eager=False`` runs the kernels everywhere."""
+    run the kernel. ``prefer_eager=False`` runs the kernels everywhere. The
+    ``torch.compile`` backend's view (``with_options(vs_compiled=True)``) routes by the
+    build's verdict against torch.compile instead, where it has one (``BundledKernel.torch_for``)."""
 
     def __init__(self, source: BundleFile, target: Target, device: Any, fallback: str | None = None,
                  prefer_eager: bool = True):
@@ -118,6 +120,7 @@ class Bundle:
         self.device = device  # devices.DeviceInfo
         self.fallback = fallback
         self.prefer_eager = bool(prefer_eager)
+        self.vs_compiled = False  # routes by the verdict against torch.compile (the backend's view: with_options)
         self._device_type = target.torch_device_type  # torch's: "cpu" (CPU, Vulkan: staged), "cuda" (HIP, CUDA)
         self._lock = threading.RLock()
         self._devices: dict[str, Any] = {}  # opened runtime devices by URI (views share the dict)
@@ -225,21 +228,24 @@ class Bundle:
         kernel does differs."""
         return self.with_options(fallback=fallback)
 
-    def with_options(self, *, fallback: Any = ..., prefer_eager: Any = ...) -> "Bundle":
+    def with_options(self, *, fallback: Any = ..., prefer_eager: Any = ..., vs_compiled: Any = ...) -> "Bundle":
         """This bundle with another ``fallback`` and/or ``prefer_eager`` (as in
-        ``open_bundle``; ``...``: as this one's): the same kernels, loaded modules,
-        device and ``stats()`` (its calls count in this bundle's too)."""
+        ``open_bundle``; ``...``: as this one's), or ``vs_compiled`` (torch tensors routed by
+        the build's verdict against torch.compile where it has one: the ``torch.compile``
+        backend's view): the same kernels, loaded modules, device and ``stats()`` (its calls
+        count in this bundle's too)."""
         fallback = self.fallback if fallback is ... else fallback
         prefer_eager = self.prefer_eager if prefer_eager is ... else bool(prefer_eager)
+        vs_compiled = self.vs_compiled if vs_compiled is ... else bool(vs_compiled)
         if fallback not in FALLBACKS:
             raise ValueError(f"fallback must be one of {FALLBACKS}, got {fallback!r}")
-        if fallback == self.fallback and prefer_eager == self.prefer_eager:
+        if fallback == self.fallback and prefer_eager == self.prefer_eager and vs_compiled == self.vs_compiled:
             return self
         view = object.__new__(Bundle)  # shares the devices, runners, memos and counts, not the bound entry points
         view.__dict__.update({k: v for k, v in self.__dict__.items() if not isinstance(v, types.MethodType)})
         view.fallback = fallback
-        if prefer_eager != self.prefer_eager:  # the routes decide on it: memos of the view's own
-            view.prefer_eager = prefer_eager
+        if (prefer_eager, vs_compiled) != (self.prefer_eager, self.vs_compiled):  # the routes decide on them
+            view.prefer_eager, view.vs_compiled = prefer_eager, vs_compiled
             view._routes = {}
             view.checks = CallChecks(self._device_type, self.device.uri, self.target.name, view.torch_route)
         return view
@@ -447,7 +453,7 @@ class Bundle:
         if route is None or route.sig is not sig:
             found = self._table.resolve(sig)
             route = KernelRoute(sig, found, None if found is None else _views_of(sig, found[1]),
-                                found is not None and self.prefer_eager and found[0].eager_for(sig))
+                                found is not None and self.prefer_eager and found[0].torch_for(sig, self.vs_compiled))
             remember(self._routes, id(sig), route)  # holds sig: its id is not reused while the entry lives
         return route
 

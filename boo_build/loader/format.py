@@ -32,7 +32,9 @@ schema, so that loaders reading only 1 refuse it clearly)::
                              "mode": driver,                                   # optional
                              "candidates": {candidate: {"median_s", "mean_s"?, "min_s", "status", "reason"}},  # optional
                              "prefer_eager": {"eager_s", "kernel_s", "reason", "by_rows"?},  # optional
-                             "eager_rejected": str}                            # optional
+                             "eager_rejected": str,                            # optional
+                             "vs_compiled": {"graph", "kernel_s", "compiled_s", "reason", "by_rows"?}
+                                            | {"untimed": str}}                # optional
                           | {"status": "unavailable", "reason": str, "rejected": {impl: why}}}}}}
 
 ``impls`` is keyed by module name, ``<impl>[+<variant>]`` (``boo_build.candidates``).
@@ -50,7 +52,10 @@ several): the loader hands torch tensors to torch's op;
 numpy arrays, and loaders that do not know the field, run the kernel;
 ``eager_rejected``, where torch eager was faster but
 its results, as the loader would route them, failed the kernels' validation
-(``validate.validate_eager``): why torch calls run the kernel there.
+(``validate.validate_eager``): why torch calls run the kernel there;
+``vs_compiled``, the selected candidate against ``torch.compile`` of the op in
+the same paired rounds (``CompiledVerdict``): ``torch.compile(backend="boo")``
+decides on it, and on ``prefer_eager`` where it is absent or untimed.
 """
 
 from __future__ import annotations
@@ -273,6 +278,60 @@ class EagerPreference:
 
 
 @dataclass(frozen=True)
+class CompiledVerdict:
+    """The selected kernel against ``torch.compile`` of its op (Inductor's code for the op's
+    eager call), timed in the same paired rounds as torch eager: what ``torch.compile(backend=
+    "boo")`` decides on (``prefer_eager`` stays the loader's entry points' and ``replace_norms``').
+    Timed: ``graph``, torch.compile's code not beaten (beyond the margin and the noise, in every
+    pass: the backend leaves the graph's code), ``kernel_s``/``compiled_s`` (medians, seconds),
+    ``by_rows`` per size timed for a kernel timed at several, ``((rows, torch.compile not
+    beaten), ...)``, and ``reason``, the comparison in words. Not timed (``timed`` False: the
+    build's compile budget spent, the compile failed, no torch device): ``reason`` says why, and
+    the backend decides against torch eager's verdict instead, saying so."""
+
+    timed: bool
+    reason: str
+    graph: bool = False
+    kernel_s: float | None = None
+    compiled_s: float | None = None
+    by_rows: tuple[tuple[int, bool], ...] | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    _KNOWN = ("untimed", "graph", "kernel_s", "compiled_s", "reason", "by_rows")
+
+    def __post_init__(self) -> None:
+        if self.by_rows is not None:
+            object.__setattr__(self, "by_rows", tuple((int(r), bool(g)) for r, g in self.by_rows))
+        freeze_fields(self, "extra")
+
+    @classmethod
+    def untimed(cls, reason: str) -> "CompiledVerdict":
+        return cls(False, reason)
+
+    @classmethod
+    def from_json(cls, d: Any, where: str = "vs_compiled") -> "CompiledVerdict":
+        d = as_mapping(d, "vs_compiled")
+        if "untimed" in d:
+            return cls(False, typed_value(d["untimed"], str, f"{where}: vs_compiled.untimed"),
+                       extra=extra_fields(d, cls._KNOWN))
+        for f, ok in (("kernel_s", is_seconds), ("compiled_s", is_seconds), ("by_rows", is_by_rows)):
+            if (f != "by_rows" or f in d) and not ok(d.get(f)):
+                raise IndexProblem(f"{where}: vs_compiled.{f} is not {ok.__doc__}: {d.get(f)!r}")
+        if not isinstance(d.get("graph"), bool):
+            raise IndexProblem(f"{where}: vs_compiled.graph must be true or false, got {d.get('graph')!r}")
+        rows = d.get("by_rows")
+        return cls(True, str(d.get("reason", "")), d["graph"], d["kernel_s"], d["compiled_s"],
+                   None if rows is None else tuple((r, g) for r, g in rows), extra_fields(d, cls._KNOWN))
+
+    def to_json(self) -> dict[str, Any]:
+        if not self.timed:
+            return {"untimed": self.reason, **plain(self.extra)}
+        return {"graph": self.graph, "kernel_s": self.kernel_s, "compiled_s": self.compiled_s, "reason": self.reason,
+                **({"by_rows": [[r, g] for r, g in self.by_rows]} if self.by_rows is not None else {}),
+                **plain(self.extra)}
+
+
+@dataclass(frozen=True)
 class TargetRecord:
     """A kernel on one target: available (``selected`` among ``impls``) or
     unavailable (``reason`` says why). ``rejected``: why each implementation
@@ -304,9 +363,12 @@ class TargetRecord:
     # how the build's timings were taken, in paired rounds (the selection's ``Timing``: rounds,
     # ties, re-measurements, a busy machine, the kernel against torch eager); absent before
     timing: Mapping[str, Any] | None = None
+    # the kernel against torch.compile (``CompiledVerdict``): torch.compile(backend="boo")'s decision;
+    # absent in bundles built before it, and where the kernel was not timed in paired rounds
+    vs_compiled: CompiledVerdict | None = None
 
     _KNOWN = ("status", "reason", "selected", "impls", "rejected", "mode", "candidates", "prefer_eager",
-              "eager_rejected", "reason_kind", "rejected_kinds", "eager_rejected_kind", "timing")
+              "eager_rejected", "reason_kind", "rejected_kinds", "eager_rejected_kind", "timing", "vs_compiled")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))
@@ -321,6 +383,8 @@ class TargetRecord:
         # given as JSON (a hand-made entry): the typed records
         if isinstance(self.prefer_eager, Mapping):
             object.__setattr__(self, "prefer_eager", EagerPreference.from_json(self.prefer_eager))
+        if isinstance(self.vs_compiled, Mapping):
+            object.__setattr__(self, "vs_compiled", CompiledVerdict.from_json(self.vs_compiled))
         if self.candidates is not None:
             object.__setattr__(self, "candidates", {n: CandidateRecord.from_json(c) if isinstance(c, Mapping) else c
                                                     for n, c in self.candidates.items()})
@@ -331,10 +395,12 @@ class TargetRecord:
                   rejected: Mapping[str, Reason | str] | None = None, *, mode: str | None = None,
                   candidates: Mapping[str, CandidateRecord] | None = None,
                   prefer_eager: EagerPreference | None = None, eager_rejected: Reason | None = None,
-                  timing: Mapping[str, Any] | None = None, **extra: Any) -> "TargetRecord":
+                  timing: Mapping[str, Any] | None = None, vs_compiled: CompiledVerdict | None = None,
+                  **extra: Any) -> "TargetRecord":
         """An available entry (``reason``/``rejected`` as text: an entry made by hand, kinds from the words)."""
         return cls(Status.AVAILABLE, reason, selected, impls, dict(rejected or {}),  # type: ignore[arg-type]
-                   extra, mode, candidates, prefer_eager, eager_rejected or None, timing=timing)
+                   extra, mode, candidates, prefer_eager, eager_rejected or None, timing=timing,
+                   vs_compiled=vs_compiled)
 
     @classmethod
     def unavailable(cls, reason: Reason | str, rejected: Mapping[str, Reason | str] | None = None, *,
@@ -374,11 +440,12 @@ class TargetRecord:
         pref = None if d.get("prefer_eager") is None else EagerPreference.from_json(d["prefer_eager"], where)
         reason, rejected, why = cls.reasons_of(d, status, where)
         legacy = not any(k in d for k in ("reason_kind", "rejected_kinds", "eager_rejected_kind"))
-        timing = d.get("timing")
+        timing, vs = d.get("timing"), d.get("vs_compiled")
         rec = cls(status=status, reason=reason, selected=d.get("selected"), impls=impls, rejected=rejected,
                   extra=extra_fields(d, cls._KNOWN), mode=mode, candidates=cands, prefer_eager=pref,
                   eager_rejected=why, legacy=legacy,
-                  timing=None if timing is None else as_mapping(timing, "timing"))
+                  timing=None if timing is None else as_mapping(timing, "timing"),
+                  vs_compiled=None if vs is None else CompiledVerdict.from_json(vs, where))
         if status is Status.AVAILABLE and (impls is None or rec.selected not in impls):
             raise IndexProblem(f"{where}: selected impl {d.get('selected')!r} has no entry")
         return rec
@@ -435,6 +502,8 @@ class TargetRecord:
                 out["eager_rejected_kind"] = str(self.eager_rejected.kind)
         if self.timing is not None:
             out["timing"] = plain(self.timing)
+        if self.vs_compiled is not None:
+            out["vs_compiled"] = self.vs_compiled.to_json()
         out.update(plain(self.extra))
         return out
 
@@ -630,7 +699,7 @@ def check_index(index: Any, members: Mapping[str, bytes] | None, path: str = "bu
 
 
 __all__ = [
-    "BundleIndex", "CSV_NAME", "DYNAMIC_FORMAT_VERSION", "FORMAT", "FORMAT_VERSION", "INDEX_NAME", "ImplRecord",
+    "BundleIndex", "CSV_NAME", "CompiledVerdict", "DYNAMIC_FORMAT_VERSION", "FORMAT", "FORMAT_VERSION", "INDEX_NAME", "ImplRecord",
     "IndexProblem", "KernelRecord", "OFFSET_FORMAT_VERSION", "OP_FORMAT_VERSION", "READABLE_VERSIONS", "RESIDUAL_FORMAT_VERSION", "RUNTIME_FIELD",
     "SPLIT_FORMAT_VERSION", "Status", "TargetRecord", "TargetSpec", "check_format", "check_index", "format_version_for",
 ]

@@ -25,12 +25,13 @@ from .split_format import Frame
 class BundledKernel:
     """One signature's selected implementation (module) on the bundle's target,
     from its routes entry (``split_format``): where the module lies, the driver
-    its entry asks to run it on (``mode``; "" = the target's), and whether the
-    build found torch eager faster there (``prefer_eager``). Its signature is
-    parsed from its key when first asked for (``sig``)."""
+    its entry asks to run it on (``mode``; "" = the target's), whether the
+    build found torch eager faster there (``prefer_eager``), and torch.compile's
+    code (``compiled_for``). Its signature is parsed from its key when first asked
+    for (``sig``)."""
 
     __slots__ = ("key", "impl", "member", "function", "sha256", "size", "frame", "mode", "prefer_eager", "by_rows",
-                 "runner", "verified", "_sig")
+                 "runner", "verified", "_sig", "compiled", "compiled_rows", "compiled_why")
 
     def __init__(self, key: str, entry: Mapping[str, Any]):
         self.key = key
@@ -46,6 +47,16 @@ class BundledKernel:
         self.runner: Any = None  # its KernelRunner, once loaded (Bundle._runner)
         self.verified = False
         self._sig: KernelSignature | None = None
+        # torch.compile's code against the kernel (the routes' ``compiled``: false, true, [[rows, torch.compile
+        # not beaten], ...] or {"untimed": why}): beaten or not (None: no timed verdict, ``compiled_why`` says why)
+        compiled = entry.get("compiled")
+        timed = compiled is not None and not isinstance(compiled, Mapping)
+        self.compiled: bool | None = (any(g for _, g in compiled) if isinstance(compiled, list) else bool(compiled)) \
+            if timed else None
+        self.compiled_rows = log_rows((r, bool(g)) for r, g in compiled) if isinstance(compiled, list) and compiled \
+            else None
+        self.compiled_why = ("" if timed else str(compiled.get("untimed", "")) if isinstance(compiled, Mapping)
+                             else "no torch.compile verdict in the bundle (built before one was recorded)")
 
     @property
     def sig(self) -> KernelSignature:
@@ -60,6 +71,21 @@ class BundledKernel:
         if self.by_rows is None:
             return self.prefer_eager
         return nearest_in_rows(self.by_rows, call.rows)
+
+    def compiled_for(self, call: KernelSignature) -> bool | None:
+        """Whether torch.compile's code for ``call`` was not beaten by this kernel (the timed
+        size nearest in rows decides, as ``eager_for``); None where the build recorded no
+        timed verdict (``compiled_why`` says why)."""
+        if self.compiled is None or self.compiled_rows is None:
+            return self.compiled
+        return nearest_in_rows(self.compiled_rows, call.rows)
+
+    def torch_for(self, call: KernelSignature, compiled: bool) -> bool:
+        """Whether torch's op runs ``call`` rather than the kernel: where ``compiled`` (the
+        ``torch.compile`` backend's bundle), torch.compile's verdict, else (and where it has
+        none) torch eager's (``eager_for``)."""
+        v = self.compiled_for(call) if compiled else None
+        return self.eager_for(call) if v is None else v
 
     @property
     def always_eager(self) -> bool:

@@ -37,8 +37,9 @@ class Runs(StrEnum):
 
 class Why(StrEnum):
     """Why (``NormDecision.why``)."""
-    SERVED = "served"  # every kernel it needs held (and faster than torch eager by the records, where asked)
-    EAGER_FASTER = "eager-faster"  # the bundle's records: torch eager beat a kernel it needs
+    SERVED = "served"  # every kernel it needs held (and faster than torch.compile by the records, where asked)
+    COMPILED_FASTER = "compiled-faster"  # the bundle's records: torch.compile's code beat a kernel it needs
+    EAGER_FASTER = "eager-faster"  # no verdict against torch.compile: torch eager beat a kernel it needs
     NO_KERNEL = "no-kernel"  # no kernel for the call (its shape, dtype, affine form, eps, gradient mask)
     STATIC_ONLY = "static-only"  # symbolic sizes, but the kernel serves one size
     DEVICE = "device"  # its tensors are not on the bundle's device
@@ -73,7 +74,7 @@ class NormDecision:
 
 
 # not norms the bundle could serve: fallback=None raises for none of them
-NEVER_SERVED = (Why.FORM, Why.KIND, Why.EAGER_FASTER)
+NEVER_SERVED = (Why.FORM, Why.KIND, Why.COMPILED_FASTER, Why.EAGER_FASTER)
 
 
 class NormNotServed(ValueError):
@@ -377,13 +378,29 @@ class _Pass:
             pinned = _pinned(dims, [k.sig for k in found if k is not None])
             if pinned:
                 fixed = f"; other sizes of {', '.join(pinned)} (fixed in the kernels) run torch's op"
+        detail = "the bundle's kernels" + ("" if self.prefer_eager else " (prefer_eager=False)")
         if self.prefer_eager:
-            slower = [k.key for s, k in zip(sigs, found) if k is not None and k.eager_for(s)]
-            if slower:
-                return decision(Runs.GRAPH, Why.EAGER_FASTER, f"torch eager beat kernel {', '.join(slower)} in the "
-                                "build's timings (prefer_eager=False runs it)", kernels)
-        detail = "the bundle's kernels" + ("; the build did not find torch eager faster" if self.prefer_eager
-                                            else " (prefer_eager=False)")
+            beaten, eager, fell_back = [], [], []
+            for s, k in zip(sigs, found):
+                assert k is not None  # none missing
+                v = k.compiled_for(s)
+                if v is None:  # no verdict against torch.compile: torch eager's decides, said so
+                    fell_back.append(f"{k.key} ({k.compiled_why})")
+                    if k.eager_for(s):
+                        eager.append(k.key)
+                elif v:
+                    beaten.append(k.key)
+            against = (f"; no verdict against torch.compile for {', '.join(fell_back)}: decided against torch "
+                       "eager" if fell_back else "")
+            if beaten:
+                return decision(Runs.GRAPH, Why.COMPILED_FASTER, f"torch.compile's code not beaten by kernel "
+                                f"{', '.join(beaten)} in the build's timings (prefer_eager=False runs it)" + against,
+                                kernels)
+            if eager:
+                return decision(Runs.GRAPH, Why.EAGER_FASTER, f"torch eager beat kernel {', '.join(eager)} in the "
+                                "build's timings (prefer_eager=False runs it)" + against, kernels)
+            detail += ("; the build found them faster than torch.compile" if len(fell_back) < len(sigs) else
+                       "; the build did not find torch eager faster") + against
         if mixed:
             detail += f"; {', '.join(mixed)} cast to {dtype}, whose kernel runs"
         return decision(Runs.KERNEL, Why.SERVED, detail + fixed, kernels)

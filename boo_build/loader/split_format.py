@@ -40,7 +40,12 @@ Routes (``routes/<target>.json``), one entry per kernel key of the bundle::
     {"target": str, "kernels": {key: null                              # not built for the target
                                 | {"unavailable": reason}
                                 | {"impl", "member", "function", "sha256", "size", "frame": FRAME,
-                                   "mode": driver?, "eager": true | [[rows, eager faster], ...]?}}}
+                                   "mode": driver?, "eager": true | [[rows, eager faster], ...]?,
+                                   "compiled": false | true | [[rows, torch.compile not beaten], ...]
+                                               | {"untimed": why}?}}}
+
+``compiled`` is the records' ``vs_compiled`` (the compile backend's verdict against
+torch.compile; absent where the records have none: the backend decides on ``eager``).
 
 The routes are a function of the records (``route_json``; the frames aside):
 ``read_archive`` checks that they are, and that the header agrees with the
@@ -225,6 +230,10 @@ def route_json(index: BundleIndex, target: str, frames: Mapping[str, Frame] | No
             pref = te.prefer_eager
             if pref is not None:
                 e["eager"] = True if pref.by_rows is None else [[r, won] for r, won in pref.by_rows]
+            vs = te.vs_compiled
+            if vs is not None:
+                e["compiled"] = ({"untimed": vs.reason} if not vs.timed else vs.graph if vs.by_rows is None
+                                 else [[r, g] for r, g in vs.by_rows])
             kernels[key] = e
     return {"target": target, "kernels": kernels}
 
@@ -252,14 +261,22 @@ def check_routes(doc: Any, target: str, where: str, framed: bool = True) -> Mapp
                 raise BundleFormatError(f"{where}: kernel {key}: {f} must be a {kind.__name__}, got {e.get(f)!r}")
         if framed:
             Frame.from_json(e.get("frame"), f"{where}: kernel {key}")
-        mode, eager = e.get("mode"), e.get("eager")
+        mode, eager, compiled = e.get("mode"), e.get("eager"), e.get("compiled")
         if mode is not None and not isinstance(mode, str):
             raise BundleFormatError(f"{where}: kernel {key}: mode must be a driver name, got {mode!r}")
-        if eager is not None and eager is not True and not (
-                isinstance(eager, list) and all(isinstance(p, list) and len(p) == 2 and type(p[0]) is int
-                                                and isinstance(p[1], bool) for p in eager)):
+        if eager is not None and eager is not True and not _rows_of_bools(eager):
             raise BundleFormatError(f"{where}: kernel {key}: eager must be true or [[rows, bool], ...], got {eager!r}")
+        if compiled is not None and not isinstance(compiled, bool) and not _rows_of_bools(compiled) and not (
+                isinstance(compiled, Mapping) and isinstance(compiled.get("untimed"), str)):
+            raise BundleFormatError(f"{where}: kernel {key}: compiled must be true, false, [[rows, bool], ...] or "
+                                    f"{{\"untimed\": why}}, got {compiled!r}")
     return kernels
+
+
+def _rows_of_bools(v: Any) -> bool:
+    """Whether ``v`` is ``[[rows, bool], ...]`` (a per-size decision)."""
+    return isinstance(v, list) and all(isinstance(p, list) and len(p) == 2 and type(p[0]) is int
+                                       and isinstance(p[1], bool) for p in v)
 
 
 __all__ = ["BundleHeader", "Frame", "Part", "RECORDS_NAME", "ROUTES_DIR", "check_routes", "route_json",

@@ -56,7 +56,7 @@ from ..reasons import Kind, Reason
 from ..records import COMPILED, EAGER, BenchResult, BenchStatus, ValidationResult, ValidationStatus
 from ..report.bench_table import COLUMNS, eager_key, table_rows, table_text
 from ..signature import KernelSignature, ModuleId
-from ..stages.benchmark import bench_candidates, bench_eager_at, bench_kernel_at
+from ..stages.benchmark import NOT_ASKED, bench_candidates, bench_kernel_at
 from ..stages.pack import write_bundle
 from ..stages.selection import decide, target_entry
 from ..stages.traffic import Traffic, minimal_bytes
@@ -245,25 +245,21 @@ def measure_bundle(src: str | Path, out: str | Path, *, targets: tuple[str, ...]
                 passed.append((impl, vmfb))
         unreachable = f"not run: torch cannot reach {dev.uri}"
         rounds = None
-        if tdev:  # the implementations and torch eager in paired rounds, as a build times them
-            kb = bench_candidates(sig, target, dev, passed, shapes, torch_device=tdev, **_rounds_kw(tdev))
-            bens, eager, rounds = dict(kb.results), kb.eager, kb.rounds
+        # torch.compile of the op joins the same rounds (as a build's), unless --no-compile or its budget is spent
+        untimed = ("not timed: --no-compile" if not compile_baseline else
+                   f"not timed: torch.compile budget of {compile_budget_s:g} s spent"
+                   if compile_spent > compile_budget_s else "")
+        if tdev:  # the implementations, torch eager and torch.compile in paired rounds, as a build times them
+            kb = bench_candidates(sig, target, dev, passed, shapes, torch_device=tdev,
+                                  compiled=0 if untimed else max(1, len(shapes)), untimed=untimed or NOT_ASKED,
+                                  **_rounds_kw(tdev))
+            bens, eager, rounds, compile_spent = dict(kb.results), kb.eager, kb.rounds, compile_spent + kb.compile_s
+            compiled = kb.compiled or BenchResult(COMPILED, sig.key, name, BenchStatus.NOT_RUN, untimed or NOT_ASKED)
         else:  # torch cannot reach the device: the kernels alone, no eager to pair them with
             for impl, vmfb in passed:
                 bens[impl] = bench_kernel_at(vmfb, ModuleId(sig, impl.partition("+")[0]), target, dev, shapes, **kw)
             eager = BenchResult(EAGER, sig.key, name, BenchStatus.NOT_RUN, unreachable)
-        if not compile_baseline:
-            compiled = BenchResult(COMPILED, sig.key, name, BenchStatus.SKIPPED, "skipped: --no-compile")
-        elif tdev is None:
             compiled = BenchResult(COMPILED, sig.key, name, BenchStatus.NOT_RUN, unreachable)
-        elif compile_spent > compile_budget_s:
-            compiled = BenchResult(COMPILED, sig.key, name, BenchStatus.SKIPPED,
-                                   f"skipped: torch.compile budget of {compile_budget_s:g} s spent")
-        else:
-            t0 = time.monotonic()
-            # one pass: an Inductor compile per size is enough
-            compiled = bench_eager_at(sig, shapes, target=name, torch_device=tdev, compiled=True, **kw)
-            compile_spent += time.monotonic() - t0
         ev = eager_record(sig, name, shapes, torch_device=tdev) if tdev else None
         # torch calls go to torch only where eager was faster and its results pass. A software device's
         # times are the CPU's: there the selection follows the traffic model, as the build's does

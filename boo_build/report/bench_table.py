@@ -18,6 +18,7 @@ from ..ops.base import IMPLS
 from ..reasons import Kind
 from ..records import EAGER
 from ..signature import KernelSignature, ModuleId, shape_text
+from ..stages.comparison import NOT_ASKED
 from ..targets import Target
 
 if TYPE_CHECKING:
@@ -41,7 +42,14 @@ TRAFFIC_COLUMN = "traffic_modelled"
 # rounds ("0.78-1.07, 24 rounds") and the verdict ("tie"): the figure as ``compared.VsEager`` has it.
 INTERVAL_COLUMN = "speedup_interval"
 VERDICT_COLUMN = "speedup_verdict"
-OPTIONAL_COLUMNS = (CANDIDATE_COLUMN, TORCH_CALLS_COLUMN, TRAFFIC_COLUMN, INTERVAL_COLUMN, VERDICT_COLUMN)
+# Written only when some row was timed against torch.compile of the op in the same rounds (what
+# torch.compile(backend="boo") decides on): the speed-up over it, its interval and rounds, and the
+# verdict, or why it was not timed (the build's compile budget, a failed compile)
+COMPILE_COLUMN = "speedup_vs_compile"
+COMPILE_INTERVAL_COLUMN = "compile_interval"
+COMPILE_VERDICT_COLUMN = "compile_verdict"
+OPTIONAL_COLUMNS = (CANDIDATE_COLUMN, TORCH_CALLS_COLUMN, TRAFFIC_COLUMN, INTERVAL_COLUMN, VERDICT_COLUMN,
+                    COMPILE_COLUMN, COMPILE_INTERVAL_COLUMN, COMPILE_VERDICT_COLUMN)
 
 
 def eager_key(sig_key: str, target: str) -> tuple[str, str]:
@@ -126,6 +134,13 @@ def table_rows(signatures: Iterable[KernelSignature], targets: Iterable, validat
                 row[VERDICT_COLUMN] = vs.verdict
             else:
                 row["speedup_vs_eager"] = f"{eager_s / best:.2f}" if best and eager_s else ""
+            vc = timing.vs_compiled if timing is not None else None
+            if vc is not None:  # the same figure over torch.compile's code
+                row[COMPILE_COLUMN] = f"{vc.speedup:.2f}" if vc.recorded else ""
+                row[COMPILE_INTERVAL_COLUMN] = f"{vc.low:.2f}-{vc.high:.2f}, {vc.rounds} rounds" if vc.recorded else ""
+                row[COMPILE_VERDICT_COLUMN] = vc.verdict
+            elif timing is not None and timing.compiled_untimed and timing.compiled_untimed != NOT_ASKED:
+                row[COMPILE_VERDICT_COLUMN] = timing.compiled_untimed
             row["validation"] = "; ".join(statuses)
             # each modelled module of the kernel: each implementation, then its GPU variants
             models = [(f"{impl}+{variant}" if variant else impl, m) for impl in IMPLS

@@ -11,6 +11,7 @@ from collections import Counter
 from typing import Any, Mapping, Sequence
 
 from ..candidates import Candidate, module_file
+from ..compared import COMPILED_NAME, VsEager
 from ..reasons import Kind
 from ..signature import ModuleId, residual_key
 from .page_charts import RC, chart_bandwidth, chart_compiles, chart_rows, chart_speedup, chart_validation
@@ -152,7 +153,9 @@ def _section_speedup(data: PageData) -> list[str]:
            'figure <code>boo-build info</code>, <code>bench.csv</code> and <code>boo-build diff</code> show. '
            'Bars start at 1&times;: right of the line the kernel is faster. Kernels timed without paired '
            'rounds (older records) show every implementation\'s median time against torch eager\'s, from '
-           '<code>bench.csv</code>.</p>']
+           '<code>bench.csv</code>. The table also gives the speed-up over <code>torch.compile</code>\'s code for '
+           'the op, timed in the same rounds: <code>torch.compile(backend="boo")</code> decides against it, '
+           '<code>replace_norms</code> and the loader\'s entry points against torch eager.</p>']
     if any(residual_key(k.key) for k in data.kernels):
         out.append('<p class="note">A fused residual kernel (<code>-res-</code> in its key: '
                    '<code>h = x + residual</code>, then the norm) is compared with torch eager\'s add, then the '
@@ -183,17 +186,24 @@ def _section_speedup(data: PageData) -> list[str]:
 
 def _figures_table(data: PageData, target: str) -> list[str]:
     """The chart's figures in words: per kernel timed in paired rounds, the speed-up over torch
-    eager with its interval and rounds, the verdict, and where torch calls run."""
+    eager with its interval and rounds, the verdict, and where torch calls run (the loader's entry
+    points, ``replace_norms``); and the speed-up over torch.compile's code in the same rounds, what
+    ``torch.compile(backend="boo")`` decides on (or why it was not timed)."""
     rows = [(k.key, c, vs) for k in data.kernels if (c := k.cells.get(target)) is not None
             and (vs := vs_eager(c)) is not None]
     if not rows:
         return []
     out = ['<table class="figures"><tr><th>kernel</th><th>shipped</th><th>speed-up over torch eager '
-           '(interval, rounds)</th><th>verdict</th><th>torch calls run</th></tr>']
+           '(interval, rounds)</th><th>verdict</th><th>torch calls run</th><th>speed-up over torch.compile '
+           '(interval, rounds)</th><th>verdict</th></tr>']
     for key, c, vs in rows:
+        vc = VsEager.from_timing(c.timing, COMPILED_NAME)
+        compiled = (f"<td>{_e(vc.figure()) if vc.recorded else 'not recorded (unconfirmed)'}</td>"
+                    f"<td>{_e(vc.verdict)}</td>" if vc is not None else
+                    f"<td colspan=\"2\">{_e(VsEager.untimed(c.timing) or 'not timed')}</td>")
         out.append(f"<tr class=\"figure\"><td><code>{_e(key)}</code></td><td>{_e(c.selected or '')}</td>"
                    f"<td>{_e(vs.figure()) if vs.recorded else 'not recorded (unconfirmed)'}</td>"
-                   f"<td>{_e(vs.verdict)}</td><td>{_e(c.torch_calls or 'the kernel')}</td></tr>")
+                   f"<td>{_e(vs.verdict)}</td><td>{_e(c.torch_calls or 'the kernel')}</td>{compiled}</tr>")
     return out + ["</table>"]
 
 

@@ -38,6 +38,8 @@ from .bench_process import timing_priority
 # millisecond size (a local-task hand-off, a descheduled thread) counts in it, as
 # it does in an application's throughput; a single call's time would hide it.
 CPU_ROUND_S = 2e-3
+NOT_ASKED = comparison.NOT_ASKED  # bench_candidates' untimed where nothing says why
+COMPILE_FAILED = "not timed: torch.compile failed"  # how a compile that failed begins its why
 
 
 # ----------------------------------------------------------------- stats
@@ -348,15 +350,25 @@ class KernelBench:
     rounds: comparison.RoundsRecord
     results: Mapping[str, BenchResult]
     eager: BenchResult
+    # torch.compile of the op's eager call, timed in the same rounds (None: not asked for; a record
+    # not run or skipped, with why, where the compile budget or the compile left it out)
+    compiled: BenchResult | None = None
+    compile_s: float = 0.0  # the seconds its Inductor compiles took (``boo-build measure``'s budget counts them)
 
     def to_json(self) -> dict[str, Any]:
-        return {"rounds": self.rounds.to_json(), "results": {n: r.to_json() for n, r in self.results.items()},
-                "eager": self.eager.to_json()}
+        out: dict[str, Any] = {"rounds": self.rounds.to_json(),
+                               "results": {n: r.to_json() for n, r in self.results.items()},
+                               "eager": self.eager.to_json()}
+        if self.compiled is not None:
+            out["compiled"], out["compile_s"] = self.compiled.to_json(), self.compile_s
+        return out
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "KernelBench":
+        c = d.get("compiled")
         return cls(comparison.RoundsRecord.from_json(d["rounds"]),
-                   {n: BenchResult.from_json(r) for n, r in d["results"].items()}, BenchResult.from_json(d["eager"]))
+                   {n: BenchResult.from_json(r) for n, r in d["results"].items()}, BenchResult.from_json(d["eager"]),
+                   None if c is None else BenchResult.from_json(c), float(d.get("compile_s") or 0.0))
 
     @classmethod
     def not_run(cls, sig: KernelSignature, target: str, candidates: Sequence[tuple[str, Any]], why: str) -> "KernelBench":
@@ -376,7 +388,7 @@ def bench_candidates(sig: KernelSignature, target: Target, device, candidates: S
                      shapes=(), *, seed: int = 0, torch_device: str | None = None,
                      rounds: int = comparison.ROUNDS, eager_threads: int | None = None,
                      min_sample_s: float | None = None, previous: comparison.Previous | None = None,
-                     **kw: Any) -> KernelBench:
+                     compiled: int = 0, untimed: str = NOT_ASKED, **kw: Any) -> KernelBench:
     """Time the ``candidates`` of ``sig`` on ``device`` ((name, vmfb): a name is a
     candidate's text form, ``<impl>[+<variant>][@<mode>]``, its mode the CPU driver it
     runs on), torch eager and the reference loop in paired rounds (``bench_rounds``),
@@ -386,7 +398,12 @@ def bench_candidates(sig: KernelSignature, target: Target, device, candidates: S
     A candidate that fails to load or run is left out of the rounds with an error record.
     ``previous``: the previous build's decision, kept where the rounds cannot tell
     otherwise (``comparison.Previous``) when it was made on this machine and its
-    candidate is timed here; the rounds record says so."""
+    candidate is timed here; the rounds record says so. ``compiled``: at how many of the
+    sizes (the first ones) torch.compile of the op's eager call (``compiled_fn``, one
+    Inductor compile per size) joins the rounds, ``comparison.COMPILED``; ``untimed``: why
+    not at the others (the build's compile budget), in the rounds' ``untimed`` and the
+    compiled record (``KernelBench.compiled``). Where torch has no device for the
+    target's (a GPU target without ``torch_device``), or the compile fails, it says so."""
     from ..candidates import Candidate
     from ..loader.hal import open_device
     from ..loader.invoke import KernelRunner
@@ -413,7 +430,9 @@ def bench_candidates(sig: KernelSignature, target: Target, device, candidates: S
     threads: dict[str, int] = {}
     errors: dict[str, BenchResult] = {}
     torch_threads = 0
-    for shape in sizes:
+    compile_on = "cpu" if cpu else torch_device
+    compile_s = 0.0
+    for i, shape in enumerate(sizes):
         bound = sig if shape is None else sig.bind(shape)
         companion = eager_fn(bound, seed) if cpu else None
         subjects: list[Timed] = []
@@ -447,10 +466,22 @@ def bench_candidates(sig: KernelSignature, target: Target, device, candidates: S
             # work (torch's threads awake), whatever subject the round timed before it
             subjects.append(Timed(comparison.EAGER, eager_fn(bound, seed, torch_device or "cpu"), companion))
             subjects.append(Timed(comparison.REFERENCE, reference_work))
+            why_not = untimed if i >= compiled else (
+                f"not timed: torch has no device for {target.name} here" if compile_on is None else "")
+            if not why_not and subjects[:-2]:
+                t0 = time.perf_counter()
+                got_compiled = _compiled_subject(bound, seed, compile_on or "cpu", companion)
+                compile_s += time.perf_counter() - t0
+                if isinstance(got_compiled, str):
+                    why_not = got_compiled
+                else:
+                    subjects.append(got_compiled)
             sample = min_sample_s if min_sample_s is not None else CPU_ROUND_S if cpu else 20e-6
             got, passes_for = bench_rounds(subjects, pref, shape=shape, rounds=rounds, min_sample_s=sample,
                                            previous=previous, rows=None if shape is None else sig.rows_of(shape),
                                            **kw)
+        if why_not:
+            got = dataclasses.replace(got, untimed={comparison.COMPILED: why_not})
         per_size.append(got)
         remeasured += [w + (f" at {list(shape)}" if shape is not None else "") for w in passes_for]
     results.update(errors)
@@ -462,7 +493,42 @@ def bench_candidates(sig: KernelSignature, target: Target, device, candidates: S
     eager = _from_rounds(EAGER, sig, target.name, per_size, comparison.EAGER, torch_threads)
     record = comparison.RoundsRecord(sig.key, target.name, tuple(preference_order(timed, first=first)),
                                      tuple(per_size), tuple(remeasured), machine=machine, previous=previous)
-    return KernelBench(record, results, eager)
+    return KernelBench(record, results, eager, _compiled_record(sig, target.name, per_size, torch_threads, untimed),
+                       compile_s)
+
+
+
+
+def _compiled_subject(sig: KernelSignature, seed: int, device: str,
+                      companion: Callable[[], Any] | None) -> "Timed | str":
+    """torch.compile of ``sig``'s eager call on ``device`` as a subject of the rounds, compiled
+    here (its first call), or why not: the compile's error."""
+    try:
+        fn = compiled_fn(sig, seed, device)
+        fn()  # Inductor compiles on the first call
+    except Exception as e:  # noqa: BLE001 - a compile that fails is a result, not a crash
+        return f"{COMPILE_FAILED}: {type(e).__name__}: {_first_line(e)}"
+    return Timed(comparison.COMPILED, fn, companion)
+
+
+def _compiled_record(sig: KernelSignature, target: str, per_size: Sequence[comparison.Rounds], threads: int,
+                     budget: str) -> BenchResult:
+    """torch.compile's record from its samples in the rounds, at each size for a dynamic signature;
+    a size where it was not timed says why: skipped (``budget``, the compile budget's why), an
+    error (the compile failed), else not run."""
+    name = comparison.COMPILED
+
+    def one(r: comparison.Rounds) -> BenchResult:
+        if name in r.times:
+            return _result(COMPILED, sig, target, summarize(r.times[name]), threads)
+        why = r.untimed.get(name, NOT_ASKED)
+        status = (BenchStatus.ERROR if why.startswith(COMPILE_FAILED)
+                  else BenchStatus.SKIPPED if why == budget != NOT_ASKED else BenchStatus.NOT_RUN)
+        return BenchResult(subject=COMPILED, signature=sig.key, target=target, status=status, reason=why)
+    results = [one(r) for r in per_size]
+    if per_size[0].shape is None:
+        return results[0]
+    return _sized(sig, [r.shape for r in per_size], results)
 
 
 def software_reason(device) -> str:

@@ -83,6 +83,14 @@ from typing import Any, Mapping, Sequence
 from ..shapes import log_rows, nearest_in_rows
 
 EAGER = "eager"  # the subject of torch eager's samples
+# the subject of torch.compile's samples (Inductor's code for the op's eager call: ``benchmark.compiled_fn``),
+# the baseline of ``torch.compile(backend="boo")``'s decisions (``records.COMPILED``, the same name)
+COMPILED = "torch.compile"
+# Inductor compiles of that baseline a build may spend (one per kernel and size timed, 2-5 s each on a 2-core
+# machine): the default manifest times 76 sizes of 42 kernels on the CPU, so every kernel's first size and a few
+# more, for a build at most a fifth longer (``boo-build build --compile-budget``)
+COMPILE_BUDGET = 48
+NOT_ASKED = "not timed: no torch.compile budget given"  # why torch.compile is not in rounds where nothing says
 REFERENCE = "reference"  # the subject of the reference loop's samples
 MARGIN = 0.10  # candidates: a difference within 10 % is a tie (the preferred one is kept; selection_stability.md)
 # torch calls run the kernel only where it beat torch eager by 10 % (compared times): the
@@ -169,7 +177,8 @@ class Rounds:
     ``realtime``, whether every pass was timed with the timed threads in the real-time
     class (``bench_process.timing_priority``; None: not known), and ``waiting``, other
     processes' threads waiting to run in the median round of a pass, the most of any
-    pass (None: not known)."""
+    pass (None: not known); ``untimed``: a subject left out of these rounds and why
+    (torch.compile's, where the build's compile budget or its compile left it out)."""
 
     times: Mapping[str, Sequence[float]]
     passes: tuple[int, ...]
@@ -179,6 +188,7 @@ class Rounds:
     nice: int | None = None
     realtime: bool | None = None
     waiting: float | None = None
+    untimed: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "times", {k: tuple(float(t) for t in v) for k, v in self.times.items()})
@@ -196,7 +206,7 @@ class Rounds:
         out, at = [], 0
         for k in self.passes:
             out.append(Rounds({s: t[at:at + k] for s, t in self.times.items()}, (k,), self.shape, cpus=self.cpus,
-                              nice=self.nice, realtime=self.realtime, waiting=self.waiting))
+                              nice=self.nice, realtime=self.realtime, waiting=self.waiting, untimed=self.untimed))
             at += k
         return out
 
@@ -244,13 +254,16 @@ class Rounds:
         most = max((o for o in (self.others, others) if o is not None), default=None)
         wait = max((w for w in (self.waiting, waiting) if w is not None), default=None)
         rt = None if self.realtime is None or realtime is None else self.realtime and realtime
-        return Rounds(merged, self.passes + (k.pop(),), self.shape, most, self.cpus, self.nice, rt, wait)
+        return Rounds(merged, self.passes + (k.pop(),), self.shape, most, self.cpus, self.nice, rt, wait, self.untimed)
 
     def to_json(self) -> dict[str, Any]:
-        return {"shape": None if self.shape is None else list(self.shape), "passes": list(self.passes),
-                "times": {s: list(t) for s, t in sorted(self.times.items())},
-                "others": self.others, "cpus": self.cpus, "nice": self.nice, "realtime": self.realtime,
-                "waiting": self.waiting}
+        out: dict[str, Any] = {"shape": None if self.shape is None else list(self.shape), "passes": list(self.passes),
+               "times": {s: list(t) for s, t in sorted(self.times.items())},
+               "others": self.others, "cpus": self.cpus, "nice": self.nice, "realtime": self.realtime,
+               "waiting": self.waiting}
+        if self.untimed:
+            out["untimed"] = dict(sorted(self.untimed.items()))
+        return out
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Rounds":
@@ -259,7 +272,8 @@ class Rounds:
                    shape=None if d.get("shape") is None else tuple(d["shape"]),
                    others=None if others is None else float(others), cpus=int(d.get("cpus") or 0),
                    nice=None if nice is None else int(nice), realtime=d.get("realtime"),
-                   waiting=None if d.get("waiting") is None else float(d["waiting"]))
+                   waiting=None if d.get("waiting") is None else float(d["waiting"]),
+                   untimed={str(k): str(v) for k, v in (d.get("untimed") or {}).items()})
 
 
 def verdict(p: Pair, margin: float) -> Verdict:
@@ -374,8 +388,9 @@ def extreme(p: Pair) -> bool:
 
 
 def eager_call(rounds: Rounds, kernel: str, margin: float = EAGER_MARGIN, kept: bool = False,
-               held: bool = False) -> EagerCall:
-    """``kernel`` against torch eager in ``rounds``. A ratio beyond ``FACTOR`` must be
+               held: bool = False, baseline: str = EAGER) -> EagerCall:
+    """``kernel`` against torch eager (``baseline``: or torch.compile, ``COMPILED``, with the
+    same rules; ``kept`` and ``held`` are torch eager's) in ``rounds``. A ratio beyond ``FACTOR`` must be
     confirmed by the last pass agreeing with the first within their noise (or
     ``AGREE_FLOOR``); with one pass it is ``NOISE`` (measure again), after which
     disagreement is ``UNCONFIRMED``. ``kept``: the kernel ran torch calls in the previous
@@ -384,23 +399,23 @@ def eager_call(rounds: Rounds, kernel: str, margin: float = EAGER_MARGIN, kept: 
     ``held``: the previous build's decision stands whatever the rounds say
     (``RoundsRecord.holds``): ``KEPT`` where ``kept``, else ``HELD`` (torch eager), but
     for a ratio beyond ``FACTOR``, which is confirmed or not as ever."""
-    p = rounds.pair(kernel, EAGER)
+    p = rounds.pair(kernel, baseline)
     if held and not extreme(p):
         return EagerCall(p, Verdict.KEPT if kept else Verdict.HELD)
     v = verdict(p, margin)
     if kept and not extreme(p):  # leaving the kernel departs from the previous build: every pass must say so
         slower = verdict(p, 0.0)
         if slower is Verdict.SLOWER:
-            slower = departure(rounds, kernel, EAGER, 0.0, slower)
+            slower = departure(rounds, kernel, baseline, 0.0, slower)
             if slower in (Verdict.SLOWER, Verdict.NOISE):
                 return EagerCall(p, slower)
         return EagerCall(p, Verdict.KEPT)
     if not extreme(p):  # the kernel taking torch calls departs from torch eager: every pass must say so
-        return EagerCall(p, departure(rounds, kernel, EAGER, margin, v) if v is Verdict.FASTER else v)
+        return EagerCall(p, departure(rounds, kernel, baseline, margin, v) if v is Verdict.FASTER else v)
     if len(rounds.passes) < 2:
         return EagerCall(p, Verdict.NOISE, None)
     passes = rounds.each_pass()
-    first, last = passes[0].pair(kernel, EAGER), passes[-1].pair(kernel, EAGER)
+    first, last = passes[0].pair(kernel, baseline), passes[-1].pair(kernel, baseline)
     agree = abs(math.log(first.ratio) - math.log(last.ratio)) <= max(first.noise + last.noise, AGREE_FLOOR)
     return EagerCall(p, v if agree else Verdict.UNCONFIRMED, agree)
 
@@ -433,6 +448,11 @@ def needs_more(rounds: Rounds, preference: Sequence[str], eager: bool = True, pr
         if call.verdict is Verdict.NOISE:
             out.append(f"{winner} against torch eager" + (" (beyond {:g}x: to confirm)".format(FACTOR)
                                                           if extreme(call.pair) else ""))
+    if eager and COMPILED in rounds.times:  # torch.compile(backend="boo")'s decision, by the same rules
+        call = eager_call(rounds, winner, baseline=COMPILED)
+        if call.verdict is Verdict.NOISE:
+            out.append(f"{winner} against torch.compile" + (" (beyond {:g}x: to confirm)".format(FACTOR)
+                                                            if extreme(call.pair) else ""))
     return out
 
 
@@ -535,6 +555,6 @@ class RoundsRecord:
         return any(r.busy for r in self.sizes)
 
 
-__all__ = ["AGREE_FLOOR", "BUSY_CORES", "BUSY_SPREAD", "BUSY_WAITING", "Choice", "EAGER", "EAGER_MARGIN", "EagerCall", "FACTOR", "MARGIN",
+__all__ = ["AGREE_FLOOR", "BUSY_CORES", "BUSY_SPREAD", "BUSY_WAITING", "COMPILED", "Choice", "EAGER", "EAGER_MARGIN", "EagerCall", "FACTOR", "MARGIN",
            "MAX_PASSES", "NOTCH", "Pair", "Previous", "REFERENCE", "ROUNDS", "Rounds", "RoundsRecord", "Verdict", "choose",
            "departure", "eager_call", "extreme", "needs_more", "replicated", "verdict"]

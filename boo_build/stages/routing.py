@@ -16,13 +16,13 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Mapping, Protocol, Sequence
 
-from ..compared import VsEager
-from ..loader.format import EagerPreference
+from ..compared import COMPILED_NAME, VsEager
+from ..loader.format import CompiledVerdict, EagerPreference
 from ..reasons import Kind, Reason
 from ..records import BenchResult, EagerValidation, SizeTiming, ValidationStatus
 from ..signature import KernelSignature
 from . import comparison
-from .comparison import EAGER, RoundsRecord, Verdict
+from .comparison import COMPILED, EAGER, RoundsRecord, Verdict
 
 
 class Selection(Protocol):
@@ -182,6 +182,12 @@ class Timing:
     machine: str | None = None  # where it was timed (benchmark.machine_id): a rebuild there keeps the decision
     waiting: float | None = None  # other processes' threads waiting to run, the median round (the most of any size)
     previous: str | None = None  # the previous build's candidate, first in the preference (comparison.Previous)
+    # the selected kernel against torch.compile at the first size (kernel/compiled), as against eager;
+    # ``compiled_untimed``: why torch.compile was not timed there (the compile budget, a failed compile)
+    compiled: comparison.Pair | None = None
+    compiled_verdict: Verdict | None = None
+    compiled_confirmed: bool | None = None
+    compiled_untimed: str | None = None
 
     @property
     def vs_eager(self) -> VsEager | None:
@@ -198,6 +204,14 @@ class Timing:
         vs = self.vs_eager
         return None if vs is None or not vs.recorded else vs.speedup
 
+    @property
+    def vs_compiled(self) -> VsEager | None:
+        """The selected kernel against torch.compile as every view shows it (``compared.VsEager``)."""
+        if self.compiled is None:
+            return None
+        return VsEager.from_pair(self.compiled.ratio, self.compiled.noise, self.compiled.n,
+                                 "" if self.compiled_verdict is None else str(self.compiled_verdict), COMPILED_NAME)
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"rounds": self.rounds, "ties": self.ties, "remeasured": list(self.remeasured),
                                "busy": self.busy, "reference_spread": self.reference_spread, "others": self.others,
@@ -205,17 +219,26 @@ class Timing:
                                "previous": self.previous, "waiting": self.waiting}
         if self.eager is not None:
             out["eager"] = {**self.eager.to_json(), "verdict": str(self.eager_verdict), "confirmed": self.confirmed}
+        if self.compiled is not None:
+            out["compiled"] = {**self.compiled.to_json(), "verdict": str(self.compiled_verdict),
+                               "confirmed": self.compiled_confirmed}
+        elif self.compiled_untimed is not None:
+            out["compiled"] = {"untimed": self.compiled_untimed}
         return out
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Timing":
-        e = d.get("eager")
+        e, c = d.get("eager"), d.get("compiled") or {}
+        timed = "ratio" in c
         return cls(rounds=int(d["rounds"]), ties=int(d["ties"]), remeasured=tuple(d.get("remeasured") or ()),
                    busy=bool(d["busy"]), reference_spread=d.get("reference_spread"), others=d.get("others"),
                    nice=d.get("nice"), realtime=d.get("realtime"), eager=None if e is None else comparison.Pair.from_json(e),
                    eager_verdict=None if e is None else Verdict(e["verdict"]),
                    confirmed=None if e is None else e.get("confirmed"), machine=d.get("machine"),
-                   previous=d.get("previous"), waiting=d.get("waiting"))
+                   previous=d.get("previous"), waiting=d.get("waiting"),
+                   compiled=comparison.Pair.from_json(c) if timed else None,
+                   compiled_verdict=Verdict(c["verdict"]) if timed else None,
+                   compiled_confirmed=c.get("confirmed") if timed else None, compiled_untimed=c.get("untimed"))
 
 
 def _call(sig: KernelSignature, rounds: RoundsRecord, size: comparison.Rounds, kernel: str) -> comparison.EagerCall:
@@ -237,6 +260,7 @@ def timing_of(sig: KernelSignature, sel: Selection, rounds: RoundsRecord) -> Tim
         return None
     ties = sum(1 for r in sel.rejected.values() if r.kind is Kind.TIE)
     call = _call(sig, rounds, r0, w) if EAGER in r0.times else None
+    cc = comparison.eager_call(r0, w, baseline=COMPILED) if COMPILED in r0.times and EAGER in r0.times else None
     others = [r.others for r in rounds.sizes if r.others is not None]
     waiting = [r.waiting for r in rounds.sizes if r.waiting is not None]
     return Timing(rounds=r0.n, ties=ties, remeasured=rounds.remeasured, busy=rounds.busy,
@@ -245,7 +269,10 @@ def timing_of(sig: KernelSignature, sel: Selection, rounds: RoundsRecord) -> Tim
                   eager=None if call is None else call.pair,
                   eager_verdict=None if call is None else call.verdict, confirmed=None if call is None else call.confirmed,
                   machine=rounds.machine, previous=None if rounds.previous is None else rounds.previous.candidate,
-                  waiting=max(waiting, default=None))
+                  waiting=max(waiting, default=None), compiled=None if cc is None else cc.pair,
+                  compiled_verdict=None if cc is None else cc.verdict,
+                  compiled_confirmed=None if cc is None else cc.confirmed,
+                  compiled_untimed=r0.untimed.get(COMPILED) if cc is None and EAGER in r0.times else None)
 
 
 _VERDICT_WORDS = {Verdict.SLOWER: "slower", Verdict.TIE: f"within {EAGER_MARGIN:.0%}",
@@ -278,3 +305,37 @@ def eager_by_rounds(sig: KernelSignature, sel: Selection, rounds: RoundsRecord) 
     reason = f"the kernel not {EAGER_MARGIN:.0%} faster than torch eager on the build machine: {times}"
     return EagerPreference(eager_s=r0.median(EAGER), kernel_s=r0.median(w), reason=reason,
                            by_rows=tuple(by_rows) or None, times=times)
+
+
+def compiled_by_rounds(sig: KernelSignature, sel: Selection, rounds: RoundsRecord) -> CompiledVerdict | None:
+    """The index's ``vs_compiled`` from paired rounds: the selected kernel against torch.compile
+    of the op (``comparison.COMPILED``) by the rules it meets torch eager with
+    (``comparison.eager_call``: beyond ``EAGER_MARGIN`` and the noise, in every pass; a figure
+    beyond the factor confirmed), per size (``by_rows``) for a kernel timed at several; untimed,
+    with why, where no size timed it (the build's compile budget, a failed compile). None where
+    the selection was not made in the rounds (torch.compile(backend="boo") then decides on
+    ``prefer_eager``)."""
+    w = sel.impl
+    if not sel.measured or w is None:
+        return None
+    sizes = [r for r in rounds.sizes if w in r.times and EAGER in r.times]
+    if not sizes:
+        return None
+    calls = [(r, comparison.eager_call(r, w, baseline=COMPILED)) for r in sizes if COMPILED in r.times]
+    left = [r for r in sizes if COMPILED not in r.times]
+    why_left = left[0].untimed.get(COMPILED, "not timed") if left else ""
+    if not calls:
+        return CompiledVerdict.untimed(why_left)
+    r0, c0 = calls[0]
+    by_rows = (sorted((sig.rows_of(r.shape), not c.kernel_wins) for r, c in calls if r.shape is not None)
+               if len(calls) >= 2 else [])
+    words = _VERDICT_WORDS.get(c0.verdict, str(c0.verdict))
+    reason = (f"kernel/torch.compile {c0.pair.text()}: {words} (medians {us(r0.median(w))} ({w}) vs "
+              f"{us(r0.median(COMPILED))})")
+    if by_rows:
+        beaten = [str(rows) for rows, graph in by_rows if not graph]
+        reason += f"; faster at {', '.join(beaten) or 'no'} of {len(by_rows)} sizes timed (rows)"
+    if left:
+        reason += f"; {len(left)} size{'s' * (len(left) > 1)} not timed against it ({why_left})"
+    return CompiledVerdict(True, reason, graph=not all(c.kernel_wins for _, c in calls),
+                           kernel_s=r0.median(w), compiled_s=r0.median(COMPILED), by_rows=tuple(by_rows) or None)

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from ..candidates import Candidate
-from ..loader.format import CandidateRecord, EagerPreference, ImplRecord, TargetRecord
+from ..loader.format import CandidateRecord, CompiledVerdict, EagerPreference, ImplRecord, TargetRecord
 from ..ops.base import IMPLS
 from ..reasons import LOST_ON_TIME, NOT_RUN, Kind, Reason, with_kind
 from ..records import BenchResult, EagerValidation, ValidationResult, ValidationStatus
@@ -55,6 +55,7 @@ from .comparison import RoundsRecord, Verdict
 from .routing import (  # where torch calls go: routing.py (re-exported: the selection's one surface)
     Timing,
     compared_time,
+    compiled_by_rounds,
     eager_by_rounds,
     eager_preference,
     gate_eager,
@@ -372,8 +373,9 @@ class Decision:
     tried (else None); ``mode``: the driver the shipped candidate runs on where
     it is not the target's; ``prefer_eager``: where torch tensors go to torch
     eager instead; ``eager_rejected``: why they do not although eager was faster;
-    ``timing``: how the timings were taken, where in paired rounds. Every reason
-    is typed (``reasons.Reason``)."""
+    ``timing``: how the timings were taken, where in paired rounds; ``vs_compiled``:
+    the shipped candidate against torch.compile, what ``torch.compile(backend="boo")``
+    decides on (``routing.compiled_by_rounds``). Every reason is typed (``reasons.Reason``)."""
 
     selection: Selection
     rejected: Mapping[str, Reason]
@@ -382,6 +384,7 @@ class Decision:
     prefer_eager: EagerPreference | None = None
     eager_rejected: Reason | None = None
     timing: Timing | None = None
+    vs_compiled: CompiledVerdict | None = None
 
     def __post_init__(self) -> None:
         # as Selection's: reasons given as text get their kinds from their words
@@ -412,18 +415,21 @@ class Decision:
                 "mode": self.mode,
                 "prefer_eager": None if self.prefer_eager is None else self.prefer_eager.to_json(),
                 "eager_rejected": None if self.eager_rejected is None else self.eager_rejected.to_json(),
-                "timing": None if self.timing is None else self.timing.to_json()}
+                "timing": None if self.timing is None else self.timing.to_json(),
+                **({} if self.vs_compiled is None else {"vs_compiled": self.vs_compiled.to_json()})}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Decision":
         cands, pref, why, timing = d.get("candidates"), d.get("prefer_eager"), d.get("eager_rejected"), d.get("timing")
+        vs = d.get("vs_compiled")
         return cls(selection=Selection.from_json(d["selection"]),
                    rejected={m: Reason.from_json(r, f"rejected {m}") for m, r in (d.get("rejected") or {}).items()},
                    candidates=None if cands is None else {n: CandidateRecord.from_json(c, f"candidate {n}")
                                                           for n, c in cands.items()},
                    mode=d.get("mode"), prefer_eager=None if pref is None else EagerPreference.from_json(pref),
                    eager_rejected=None if why is None else Reason.from_json(why, "eager_rejected"),
-                   timing=None if timing is None else Timing.from_json(timing))
+                   timing=None if timing is None else Timing.from_json(timing),
+                   vs_compiled=None if vs is None else CompiledVerdict.from_json(vs))
 
     @classmethod
     def from_target_record(cls, te: TargetRecord) -> "Decision":
@@ -434,7 +440,8 @@ class Decision:
         reason = te.reason if te.reason is not None else Reason(Kind.UNKNOWN, "")
         rejected = dict(te.rejected or {})
         return cls(selection=Selection(impl, True, reason, rejected), rejected=rejected, candidates=te.candidates,
-                   mode=mode, prefer_eager=te.prefer_eager, eager_rejected=te.eager_rejected)
+                   mode=mode, prefer_eager=te.prefer_eager, eager_rejected=te.eager_rejected,
+                   vs_compiled=te.vs_compiled)
 
     @property
     def torch_calls(self) -> str:
@@ -469,14 +476,17 @@ def decide(sig: KernelSignature, target_name: str, names: Sequence[str], compile
         rejected = module_rejections(sel, names, benches)
         if sel.impl is not None:
             mode = Candidate.parse(sel.impl).mode or None
-    pref, why = None, None
+    pref, why, vs = None, None, None
     timing = timing_of(sig, sel, rounds) if rounds is not None else None
     if eager is not None:
-        faster = (eager_by_rounds(sig, sel, rounds) if rounds is not None and timing is not None
-                  and timing.eager is not None else eager_preference(sig, sel, benches, eager))
+        paired = rounds if timing is not None and timing.eager is not None else None
+        faster = (eager_by_rounds(sig, sel, paired) if paired is not None
+                  else eager_preference(sig, sel, benches, eager))
         pref, why = gate_eager(faster, eager_validation)
+        if paired is not None:
+            vs = compiled_by_rounds(sig, sel, paired)
     return Decision(selection=sel, rejected=dict(sorted(rejected.items())), candidates=cands, mode=mode,
-                    prefer_eager=pref, eager_rejected=why, timing=timing)
+                    prefer_eager=pref, eager_rejected=why, timing=timing, vs_compiled=vs)
 
 
 def target_entry(decision: Decision, impls: Mapping[str, ImplRecord], rejected: Mapping[str, Reason] | None = None,
@@ -494,5 +504,6 @@ def target_entry(decision: Decision, impls: Mapping[str, ImplRecord], rejected: 
         return TargetRecord.available(decision.module, impls, decision.selection.reason, rejected, mode=decision.mode,
                                       candidates=cands, prefer_eager=decision.prefer_eager,
                                       eager_rejected=decision.eager_rejected,
-                                      timing=None if decision.timing is None else decision.timing.to_json(), **extra)
+                                      timing=None if decision.timing is None else decision.timing.to_json(),
+                                      vs_compiled=decision.vs_compiled, **extra)
     return TargetRecord.unavailable(unavailable or decision.unavailable_reason, rejected, candidates=cands, **extra)

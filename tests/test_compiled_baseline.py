@@ -1,0 +1,166 @@
+"""torch.compile's code as a second baseline (issue 57): the benchmark's paired rounds time
+``torch.compile`` of the op's eager call beside the candidates and torch eager; the build
+decides twice, each decision against its own baseline with the same margin and noise rules:
+``replace_norms`` and the loader's entry points against torch eager (``prefer_eager``),
+``torch.compile(backend="boo")`` against torch.compile (``vs_compiled``), falling back to the
+eager verdict, saying why, where torch.compile was not timed. Decided on recorded samples
+(no wall clock), and routed by real kernels of the session's backend bundle."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+import torch
+from helpers import BW, backend_sigs, rewrite
+
+from boo_build.loader import open_bundle
+from boo_build.loader.archive import read_archive
+from boo_build.loader.backend import Backend, Runs, Why, explain
+from boo_build.loader.format import CompiledVerdict, EagerPreference, TargetRecord
+from boo_build.loader.nn import replace_norms
+from boo_build.records import BenchResult, BenchStatus, EagerValidation, ValidationResult, ValidationStatus
+from boo_build.signature import KernelSignature
+from boo_build.stages import comparison as cmp
+from boo_build.stages.comparison import COMPILED, EAGER, Rounds, RoundsRecord
+from boo_build.stages.selection import Decision, decide, target_entry
+
+SIG = KernelSignature("layer_norm", (8, 128, 768), (768,), "float32", 14)
+DYN = KernelSignature("layer_norm", ("batch", "seq", 768), (768,), "float32", 1)
+
+
+def jitter(base: float, n: int, seed: int) -> list[float]:
+    return [base * (1 + 0.02 * math.sin(1.7 * i + seed)) for i in range(n)]
+
+
+def rounds(shape=None, untimed=None, **medians_us) -> Rounds:
+    """Two passes of 12 rounds at these medians (us): ``compiled`` names torch.compile's."""
+    names = {"compiled": COMPILED}
+    times = {names.get(k, k): jitter(v * 1e-6, 24, i) for i, (k, v) in enumerate(sorted(medians_us.items()))}
+    return Rounds(times, (12, 12), shape, untimed=untimed or {})
+
+
+def _decide(sig, *sizes) -> Decision:
+    rec = RoundsRecord(sig.key, "cpu", ("aten",), tuple(sizes))
+    val = ValidationResult(f"{sig.key}-aten", "cpu", ValidationStatus.PASSED)
+    eager = BenchResult(EAGER, sig.key, "cpu", BenchStatus.OK, median_s=1e-4, mean_s=1e-4,
+                        validation=EagerValidation(ValidationStatus.PASSED))
+    return decide(sig, "cpu", ["aten"], ["aten"], {"aten": val}, {"aten": None}, explored=True, eager=eager,
+                  eager_validation=eager.validation, rounds=rec)
+
+
+def test_each_routing_is_decided_against_its_own_baseline():
+    # faster than torch eager, slower than torch.compile: the loader's entry points run the kernel,
+    # the compile backend keeps the graph's code
+    d = _decide(SIG, rounds(aten=80.0, eager=100.0, compiled=60.0))
+    assert d.prefer_eager is None
+    assert d.vs_compiled is not None and d.vs_compiled.timed and d.vs_compiled.graph
+    assert d.timing is not None and d.timing.vs_compiled is not None and d.timing.vs_compiled.verdict == "slower"
+    assert "slower" in d.vs_compiled.reason and "torch.compile" in d.vs_compiled.reason
+    # the reverse: slower than torch eager, faster than torch.compile
+    d = _decide(SIG, rounds(aten=80.0, eager=60.0, compiled=100.0))
+    assert d.prefer_eager is not None
+    assert d.vs_compiled is not None and d.vs_compiled.timed and not d.vs_compiled.graph
+    assert d.timing.vs_compiled.verdict == "faster" and d.timing.vs_compiled.speedup == pytest.approx(1.25, rel=0.05)
+    # within the margin of torch.compile: a tie, which keeps the graph's code (the kernel must beat it)
+    d = _decide(SIG, rounds(aten=95.0, eager=200.0, compiled=100.0))
+    assert d.prefer_eager is None and d.vs_compiled.graph and d.timing.vs_compiled.verdict == "tie"
+
+
+def test_the_kernel_taking_compiled_calls_needs_every_pass():
+    # faster than torch.compile in the first pass only: not in every pass, a tie (the graph's code)
+    r = rounds(aten=50.0, eager=100.0, compiled=100.0)
+    times = dict(r.times)
+    times["aten"] = tuple(times["aten"][:12]) + tuple(t * 1.9 for t in times["aten"][12:])  # 95 us: a tie
+    d = _decide(SIG, Rounds(times, (12, 12)))
+    assert d.timing.compiled_verdict is cmp.Verdict.UNREPLICATED and d.vs_compiled.graph
+    # one pass on its own asks for another, as against torch eager
+    one = Rounds({k: v[:12] for k, v in r.times.items()}, (12,))
+    assert "aten against torch.compile" in cmp.needs_more(one, ["aten"])
+
+
+def test_untimed_compiled_says_why_and_the_record_round_trips():
+    why = "not timed: the build's torch.compile budget (0 Inductor compiles, --compile-budget) spent"
+    d = _decide(SIG, rounds(aten=80.0, eager=60.0, untimed={COMPILED: why}))
+    assert d.vs_compiled == CompiledVerdict.untimed(why) and d.timing.compiled_untimed == why
+    assert Decision.from_json(d.to_json()) == d
+    te = target_entry(d, {})  # no packed module: unavailable, but the JSON forms still round-trip
+    assert TargetRecord.from_json(te.to_json()).to_json() == te.to_json()
+    # rounds records written before the baseline: no verdict at all (the backend decides against eager)
+    old = _decide(SIG, rounds(aten=80.0, eager=60.0))
+    assert old.vs_compiled is not None and not old.vs_compiled.timed  # nothing says why: "not timed"
+    assert "compiled" not in old.timing.to_json()
+
+
+def test_a_dynamic_kernel_is_decided_against_torch_compile_per_size():
+    small = rounds((1, 1, 768), aten=50.0, eager=90.0, compiled=20.0)  # torch.compile faster at one row
+    big = rounds((4, 1024, 768), aten=500.0, eager=900.0, compiled=800.0)
+    d = _decide(DYN, small, big)
+    assert d.prefer_eager is None  # faster than torch eager at both
+    assert d.vs_compiled.by_rows == ((1, True), (4096, False)) and d.vs_compiled.graph
+    assert "faster at 4096 of 2 sizes timed" in d.vs_compiled.reason
+    # a size the budget left untimed: the timed one decides, the reason names the other
+    cut = dataclasses.replace(big, times={k: v for k, v in big.times.items() if k != COMPILED},
+                              untimed={COMPILED: "not timed: budget"})
+    d = _decide(DYN, small, cut)
+    assert d.vs_compiled.by_rows is None and d.vs_compiled.graph and "1 size not timed against it" in \
+        d.vs_compiled.reason
+
+
+# ------------------------------------------------------------ the two routings, real kernels
+LN1 = next(s.key for s, _ in backend_sigs() if s.op == "layer_norm" and s.mask == 1 and s.affine)
+
+
+def _copy(src, dst, prefer_eager: bool, vs: CompiledVerdict | None):
+    ix = read_archive(src).bundle_index
+    te = ix.kernels[LN1].targets["cpu"]
+    pref = EagerPreference(eager_s=1e-5, kernel_s=2e-5, reason="torch eager faster") if prefer_eager else None
+    ix = ix.with_entry(LN1, "cpu", dataclasses.replace(te, prefer_eager=pref, vs_compiled=vs))
+    new = ix.to_json()
+    return rewrite(src, dst, index=lambda d: (d.clear(), d.update(new)))
+
+
+def _routings(path):
+    """(whether replace_norms' module ran the kernel, the backend's decision, whether the compiled
+    graph ran the kernel) for one LayerNorm of the width-8 kernels, in inference."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, BW)
+    with torch.no_grad():
+        b = open_bundle(path, device="local-task")
+        m = torch.nn.Sequential(torch.nn.LayerNorm(BW))
+        replace_norms(m, b, fallback="eager")
+        m(x)
+        swapped = b.stats().get(LN1, {}).get("hits", 0) > 0
+        torch._dynamo.reset()
+        why = explain(torch.nn.LayerNorm(BW), x, bundle=b)
+        (d,) = why.norms
+        b2 = open_bundle(path, device="local-task")
+        torch._dynamo.reset()
+        torch.compile(torch.nn.LayerNorm(BW), backend=Backend(b2, inner="eager"))(x)
+        compiled = b2.stats().get(LN1, {}).get("hits", 0) > 0
+    return swapped, d, compiled
+
+
+def test_faster_than_eager_slower_than_compiled_runs_in_replace_norms_not_in_the_backend(backend_built, tmp_path):
+    vs = CompiledVerdict(True, "kernel/torch.compile 1.60x: slower", graph=True, kernel_s=2e-5, compiled_s=1.25e-5)
+    swapped, d, compiled = _routings(_copy(backend_built, tmp_path / "a.tar.zst", False, vs))
+    assert swapped
+    assert d.runs is Runs.GRAPH and d.why is Why.COMPILED_FASTER and LN1 in d.detail, str(d)
+    assert not compiled
+
+
+def test_slower_than_eager_faster_than_compiled_runs_in_the_backend_not_in_replace_norms(backend_built, tmp_path):
+    vs = CompiledVerdict(True, "kernel/torch.compile 0.70x: faster", graph=False, kernel_s=2e-5, compiled_s=2.9e-5)
+    swapped, d, compiled = _routings(_copy(backend_built, tmp_path / "b.tar.zst", True, vs))
+    assert not swapped  # torch eager runs replace_norms' calls
+    assert d.runs is Runs.KERNEL and "faster than torch.compile" in d.detail, str(d)
+    assert compiled  # and the compiled graph's op runs the kernel, not torch eager
+
+
+def test_without_a_compiled_verdict_the_backend_decides_against_eager_and_says_why(backend_built, tmp_path):
+    why = "not timed: the build's torch.compile budget (0 Inductor compiles, --compile-budget) spent"
+    _, d, compiled = _routings(_copy(backend_built, tmp_path / "c.tar.zst", True, CompiledVerdict.untimed(why)))
+    assert d.runs is Runs.GRAPH and d.why is Why.EAGER_FASTER and why in d.detail and not compiled
+    _, d, compiled = _routings(_copy(backend_built, tmp_path / "d.tar.zst", False, None))  # a bundle before it
+    assert d.runs is Runs.KERNEL and "no torch.compile verdict in the bundle" in d.detail and compiled
