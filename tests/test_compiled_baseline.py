@@ -164,3 +164,48 @@ def test_without_a_compiled_verdict_the_backend_decides_against_eager_and_says_w
     assert d.runs is Runs.GRAPH and d.why is Why.EAGER_FASTER and why in d.detail and not compiled
     _, d, compiled = _routings(_copy(backend_built, tmp_path / "d.tar.zst", False, None))  # a bundle before it
     assert d.runs is Runs.KERNEL and "no torch.compile verdict in the bundle" in d.detail and compiled
+
+
+# ------------------------------------------------------------------ the build's compile budget
+BUDGET_MANIFEST = """
+[bundle]
+name = "budget"
+version = "0.1.0"
+targets = ["cpu", "gfx942"]
+
+[[kernels]]
+op = "layer_norm"
+input_shape = [4, 6, 10]
+masks = [1]
+
+[[kernels]]
+op = "rms_norm"
+input_shape = ["batch", 10]
+masks = [1]
+bench_shapes = [[1, 10], [64, 10], [512, 10]]
+"""
+
+
+def test_the_compile_budget_goes_to_every_kernels_first_size_first():
+    from types import SimpleNamespace
+
+    from boo_build.build.creators import compile_shares
+    from boo_build.manifest.reader import parse_toml
+    from boo_build.targets import catalogue
+
+    m = parse_toml(BUDGET_MANIFEST, "budget.toml")
+    cat = catalogue()
+    plan = SimpleNamespace(manifest=m, targets=[cat["cpu"], cat["gfx942"]])
+    ln, rms = (f"budget/cpu/{k.signature.key}" for k in m.kernels)
+
+    def shares(budget, devices=None):
+        g = SimpleNamespace(plans=[plan], config=SimpleNamespace(compile_budget=budget),
+                            devices=devices or {"cpu": ({"uri": "local-task"}, ""), "gfx942": (None, "no device")})
+        return compile_shares(g)
+
+    got, why = shares(2)
+    assert got == {ln: 1, rms: 1} and "budget (2 Inductor compiles, --compile-budget) spent" in why
+    assert shares(3)[0] == {ln: 1, rms: 2} and shares(48)[0] == {ln: 1, rms: 3} and shares(0)[0] == {ln: 0, rms: 0}
+    # a GPU target with its device: no torch device in a build, so no share of the budget
+    both = {"cpu": ({"uri": "local-task"}, ""), "gfx942": ({"uri": "hip://0"}, "")}
+    assert set(shares(48, both)[0]) == {ln, rms}

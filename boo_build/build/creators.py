@@ -354,7 +354,7 @@ def bench_tasks(g: Graph):
                     "targets": outs,
                     # Timing shares the machine with nothing: after all compiles, one at a time.
                     "task_dep": [f"ready:{b}"] + ([f"bench:{previous}"] if previous else []),
-                    "file_dep": [str(STAGES_DIR / f) for f in ("benchmark.py", "comparison.py", "load.py")],
+                    "file_dep": [str(STAGES_DIR / f) for f in ("benchmark.py", "sampling.py", "comparison.py", "load.py")],
                     "uptodate": [config_changed(_with_shapes({"device": dev, "compiled": compiled}, shapes)),
                                  inputs_unchanged(*kt.bench_inputs(lay)),
                                  # torch eager's record carries its validation (validate_eager)

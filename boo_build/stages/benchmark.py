@@ -1,10 +1,13 @@
-"""Benchmark: timing statistics, compiled kernels and torch eager (the CSV
-table: ``bench_table.py``).
+"""Benchmark: compiled kernels, torch eager and torch.compile (the CSV table:
+``bench_table.py``; the timing statistics: ``sampling.py``).
 
-* ``measure`` times a callable adaptively: a few warm-up calls, then samples
-  until the running median is stable (two medians ``rel_tol`` apart) or a
-  budget of repetitions / seconds runs out. Very short calls are batched so a
+* ``measure`` (``sampling.py``) times a callable adaptively: a few warm-up calls,
+  then samples until the running median is stable (two medians ``rel_tol`` apart)
+  or a budget of repetitions / seconds runs out. Very short calls are batched so a
   sample is at least ``min_sample_s`` long.
+* ``bench_candidates`` times a kernel's candidates, torch eager, torch.compile of
+  the op's eager call (``compiled_fn``, within the build's compile budget) and a
+  reference loop in paired rounds (``comparison.py``).
 * ``bench_kernel`` times a vmfb in-process through ``loader.invoke.KernelRunner``
   (the loader's own call path: zero-copy DLPack in and out), inputs prepared once.
 * ``bench_eager`` times torch's eager op for the same signature on the CPU,
@@ -25,7 +28,7 @@ import os
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from .. import ops
 from ..records import COMPILED, EAGER, BenchResult, BenchStatus, SizeTiming
@@ -33,6 +36,7 @@ from ..signature import KernelSignature, ModuleId
 from ..targets import Target
 from . import comparison, load
 from .bench_process import timing_priority
+from .sampling import Stats, measure, summarize  # timing statistics (re-exported: the benchmark's surface)
 
 # A CPU sample is the mean per call over about this long: the occasional stall of
 # millisecond size (a local-task hand-off, a descheduled thread) counts in it, as
@@ -40,92 +44,6 @@ from .bench_process import timing_priority
 CPU_ROUND_S = 2e-3
 NOT_ASKED = comparison.NOT_ASKED  # bench_candidates' untimed where nothing says why
 COMPILE_FAILED = "not timed: torch.compile failed"  # how a compile that failed begins its why
-
-
-# ----------------------------------------------------------------- stats
-@dataclass(frozen=True)
-class Stats:
-    min: float
-    median: float
-    p90: float
-    n: int
-    stable: bool = True  # False when measure() ran out of budget before the median settled
-    # the mean of the samples but the slowest (one pause of the machine must not
-    # decide); what the selection compares (``BenchResult.mean_s``)
-    mean: float | None = None
-
-
-def _percentile(sorted_times: Sequence[float], q: float) -> float:
-    """Linear-interpolated percentile (numpy's default method) of sorted data."""
-    if not sorted_times:
-        return math.nan
-    pos = (len(sorted_times) - 1) * q
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(sorted_times) - 1)
-    return sorted_times[lo] + (sorted_times[hi] - sorted_times[lo]) * (pos - lo)
-
-
-def summarize(times: Iterable[float], stable: bool = True) -> Stats:
-    t = sorted(float(x) for x in times)
-    if not t:
-        raise ValueError("no timings to summarize")
-    mean = statistics.fmean(t[:-1]) if len(t) > 1 else t[0]
-    return Stats(min=t[0], median=statistics.median(t), p90=_percentile(t, 0.9), n=len(t), stable=stable, mean=mean)
-
-
-def measure(fn: Callable[[], Any], *, warmup: int = 3, min_reps: int = 10, max_reps: int = 2000,
-            max_seconds: float = 2.0, rel_tol: float = 0.05, min_sample_s: float = 20e-6,
-            clock: Callable[[], float] = time.perf_counter, companion: Callable[[], Any] | None = None) -> Stats:
-    """Time ``fn()`` until the running median is stable.
-
-    After ``min_reps`` samples the median is checked every ``max(2, min_reps // 2)``
-    samples; two consecutive checks within ``rel_tol`` of each other stop the
-    loop. ``max_reps`` samples or ``max_seconds`` of sampling stop it too
-    (``Stats.stable`` is then False). A call shorter than ``min_sample_s`` is
-    repeated within a sample and the sample divided by the repeat count.
-    ``companion``: called (untimed) before every call of ``fn``, each call then
-    timed on its own: ``fn`` as an application runs it, right after other work.
-    """
-    if min_reps < 1 or max_reps < min_reps:
-        raise ValueError(f"need 1 <= min_reps <= max_reps, got {min_reps}, {max_reps}")
-    for _ in range(warmup):
-        if companion is not None:
-            companion()
-        fn()
-    # One timed call decides the batch size.
-    t0 = clock()
-    fn()
-    first = clock() - t0
-    inner = 1 if first >= min_sample_s or first <= 0 else min(1000, math.ceil(min_sample_s / first - 1e-9))
-    times: list[float] = []
-    step = max(2, min_reps // 2)
-    previous = None
-    start = clock()
-    stable = False
-    while len(times) < max_reps:
-        if companion is None:
-            t0 = clock()
-            for _ in range(inner):
-                fn()
-            times.append((clock() - t0) / inner)
-        else:
-            spent = 0.0
-            for _ in range(inner):
-                companion()
-                t0 = clock()
-                fn()
-                spent += clock() - t0
-            times.append(spent / inner)
-        n = len(times)
-        if n >= min_reps and (n - min_reps) % step == 0:
-            med = statistics.median(times)
-            if previous is not None and abs(med - previous) <= rel_tol * max(abs(med), 1e-30):
-                stable = True
-                break
-            previous = med
-        if clock() - start >= max_seconds and n >= min_reps:
-            break
-    return summarize(times, stable=stable)
 
 
 # --------------------------------------------------------------- records
@@ -432,6 +350,7 @@ def bench_candidates(sig: KernelSignature, target: Target, device, candidates: S
     torch_threads = 0
     compile_on = "cpu" if cpu else torch_device
     compile_s = 0.0
+    left_out: list[BenchStatus] = []  # per size: how torch.compile was left out (OK: it was timed)
     for i, shape in enumerate(sizes):
         bound = sig if shape is None else sig.bind(shape)
         companion = eager_fn(bound, seed) if cpu else None
@@ -466,16 +385,18 @@ def bench_candidates(sig: KernelSignature, target: Target, device, candidates: S
             # work (torch's threads awake), whatever subject the round timed before it
             subjects.append(Timed(comparison.EAGER, eager_fn(bound, seed, torch_device or "cpu"), companion))
             subjects.append(Timed(comparison.REFERENCE, reference_work))
-            why_not = untimed if i >= compiled else (
-                f"not timed: torch has no device for {target.name} here" if compile_on is None else "")
+            status, why_not = ((BenchStatus.SKIPPED, untimed) if i >= compiled else
+                               (BenchStatus.NOT_RUN, f"not timed: torch has no device for {target.name} here")
+                               if compile_on is None else (BenchStatus.OK, ""))
             if not why_not and subjects[:-2]:
                 t0 = time.perf_counter()
                 got_compiled = _compiled_subject(bound, seed, compile_on or "cpu", companion)
                 compile_s += time.perf_counter() - t0
                 if isinstance(got_compiled, str):
-                    why_not = got_compiled
+                    status, why_not = BenchStatus.ERROR, got_compiled
                 else:
                     subjects.append(got_compiled)
+            left_out.append(status)
             sample = min_sample_s if min_sample_s is not None else CPU_ROUND_S if cpu else 20e-6
             got, passes_for = bench_rounds(subjects, pref, shape=shape, rounds=rounds, min_sample_s=sample,
                                            previous=previous, rows=None if shape is None else sig.rows_of(shape),
@@ -493,7 +414,7 @@ def bench_candidates(sig: KernelSignature, target: Target, device, candidates: S
     eager = _from_rounds(EAGER, sig, target.name, per_size, comparison.EAGER, torch_threads)
     record = comparison.RoundsRecord(sig.key, target.name, tuple(preference_order(timed, first=first)),
                                      tuple(per_size), tuple(remeasured), machine=machine, previous=previous)
-    return KernelBench(record, results, eager, _compiled_record(sig, target.name, per_size, torch_threads, untimed),
+    return KernelBench(record, results, eager, _compiled_record(sig, target.name, per_size, torch_threads, left_out),
                        compile_s)
 
 
@@ -512,20 +433,19 @@ def _compiled_subject(sig: KernelSignature, seed: int, device: str,
 
 
 def _compiled_record(sig: KernelSignature, target: str, per_size: Sequence[comparison.Rounds], threads: int,
-                     budget: str) -> BenchResult:
+                     left_out: Sequence[BenchStatus]) -> BenchResult:
     """torch.compile's record from its samples in the rounds, at each size for a dynamic signature;
-    a size where it was not timed says why: skipped (``budget``, the compile budget's why), an
-    error (the compile failed), else not run."""
+    a size where it was not timed says why (its rounds' ``untimed``), with ``left_out``'s status:
+    skipped (the compile budget), an error (the compile failed), not run (no device; no candidate)."""
     name = comparison.COMPILED
 
-    def one(r: comparison.Rounds) -> BenchResult:
+    def one(r: comparison.Rounds, status: BenchStatus) -> BenchResult:
         if name in r.times:
             return _result(COMPILED, sig, target, summarize(r.times[name]), threads)
-        why = r.untimed.get(name, NOT_ASKED)
-        status = (BenchStatus.ERROR if why.startswith(COMPILE_FAILED)
-                  else BenchStatus.SKIPPED if why == budget != NOT_ASKED else BenchStatus.NOT_RUN)
-        return BenchResult(subject=COMPILED, signature=sig.key, target=target, status=status, reason=why)
-    results = [one(r) for r in per_size]
+        why = r.untimed.get(name) or "not timed: no candidate to compare with"
+        return BenchResult(subject=COMPILED, signature=sig.key, target=target,
+                           status=BenchStatus.NOT_RUN if status is BenchStatus.OK else status, reason=why)
+    results = [one(r, s) for r, s in zip(per_size, left_out)]
     if per_size[0].shape is None:
         return results[0]
     return _sized(sig, [r.shape for r in per_size], results)
