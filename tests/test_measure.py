@@ -140,6 +140,9 @@ def test_run_script_measures_on_the_cpu_without_the_build_side(tiny, tmp_path):
         # the kernel runs torch calls only where the paired rounds found it faster beyond 10 % and the noise
         assert ("prefer_eager" in te) == (timing["eager"]["verdict"] != "faster"), key
         assert te["measured"]["torch_compile"]["status"] == "ok", te["measured"]["torch_compile"]
+        # torch.compile timed in the same rounds, as a build's baseline: the compile backend's verdict
+        assert timing["compiled"]["a"] == te["selected"] and timing["compiled"]["b"] == "torch.compile", key
+        assert "graph" in te["vs_compiled"] and te["vs_compiled"]["compiled_s"] > 0, key
         # not measured here: the old record, untouched
         assert k["targets"]["sm_80"] == old.index["kernels"][key]["targets"]["sm_80"]
         row = next(ln for ln in table.splitlines() if ln.startswith(f"| `{key}` | cpu |"))
@@ -183,6 +186,7 @@ def test_measure_drops_an_implementation_that_fails(tmp_path):
     assert not any("manual" in m for m in new.members)
     assert f"`{key}` cpu manual: failed:" in proc.stdout and "| aten passed, manual failed | aten |" in proc.stdout
     assert te["measured"]["torch_compile"]["status"] == "skipped"
+    assert te["vs_compiled"] == {"untimed": "not timed: --no-compile"}  # the backend decides against eager
 
 
 def test_measure_refuses_when_no_device_runs_the_bundle(tiny, tmp_path):
