@@ -16,7 +16,8 @@ inference step (forward under ``no_grad``) each:
 Variants, each on its own copy of the model (same weights): plain
 ``torch.compile`` (the baseline); ``backend="boo"`` with the bundle's default
 decisions (a norm runs the kernels only where the bundle's records say they
-beat torch eager); and ``prefer_eager=False`` (the kernels wherever the bundle
+beat torch.compile's code for the norm, timed by the build; torch eager where it
+did not time it); and ``prefer_eager=False`` (the kernels wherever the bundle
 holds them). Each variant's first step, its whole compile included, is timed
 in a fresh process with an empty Inductor cache. The variants are timed in interleaved rounds
 (round-robin, several steps each) so that other load hits all alike; the

@@ -44,12 +44,14 @@ INTERVAL_COLUMN = "speedup_interval"
 VERDICT_COLUMN = "speedup_verdict"
 # Written only when some row was timed against torch.compile of the op in the same rounds (what
 # torch.compile(backend="boo") decides on): the speed-up over it, its interval and rounds, and the
-# verdict, or why it was not timed (the build's compile budget, a failed compile)
+# verdict, or, in a row not timed against it, why (the build's compile budget, a failed compile)
 COMPILE_COLUMN = "speedup_vs_compile"
 COMPILE_INTERVAL_COLUMN = "compile_interval"
 COMPILE_VERDICT_COLUMN = "compile_verdict"
 OPTIONAL_COLUMNS = (CANDIDATE_COLUMN, TORCH_CALLS_COLUMN, TRAFFIC_COLUMN, INTERVAL_COLUMN, VERDICT_COLUMN,
                     COMPILE_COLUMN, COMPILE_INTERVAL_COLUMN, COMPILE_VERDICT_COLUMN)
+_COMPILE_COLUMNS = (COMPILE_COLUMN, COMPILE_INTERVAL_COLUMN, COMPILE_VERDICT_COLUMN)
+_COMPILED_TIMED = "_compiled_timed"  # a row's mark: timed against torch.compile (its columns are written)
 
 
 def eager_key(sig_key: str, target: str) -> tuple[str, str]:
@@ -136,6 +138,7 @@ def table_rows(signatures: Iterable[KernelSignature], targets: Iterable, validat
                 row["speedup_vs_eager"] = f"{eager_s / best:.2f}" if best and eager_s else ""
             vc = timing.vs_compiled if timing is not None else None
             if vc is not None:  # the same figure over torch.compile's code
+                row[_COMPILED_TIMED] = True
                 row[COMPILE_COLUMN] = f"{vc.speedup:.2f}" if vc.recorded else ""
                 row[COMPILE_INTERVAL_COLUMN] = f"{vc.low:.2f}-{vc.high:.2f}, {vc.rounds} rounds" if vc.recorded else ""
                 row[COMPILE_VERDICT_COLUMN] = vc.verdict
@@ -155,13 +158,16 @@ def table_rows(signatures: Iterable[KernelSignature], targets: Iterable, validat
             else:
                 how = "modelled" if sel.reason.kind is Kind.MODELLED else "default"
                 row["selected"] = sel.impl if sel.measured else f"{sel.impl} ({how})"
-            rows.append({c: row.get(c, "") for c in COLUMNS + OPTIONAL_COLUMNS if c in COLUMNS or c in row})
+            rows.append({c: row.get(c, "") for c in COLUMNS + OPTIONAL_COLUMNS + (_COMPILED_TIMED,)
+                         if c in COLUMNS or c in row})
     return rows
 
 
 def table_text(rows: Iterable[Mapping[str, Any]]) -> str:
     rows = list(rows)
-    columns = COLUMNS + tuple(c for c in OPTIONAL_COLUMNS if any(r.get(c) for r in rows))
+    compiled = any(r.get(_COMPILED_TIMED) for r in rows)
+    columns = COLUMNS + tuple(c for c in OPTIONAL_COLUMNS if any(r.get(c) for r in rows)
+                              and (compiled or c not in _COMPILE_COLUMNS))
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n", extrasaction="ignore")
     w.writeheader()
