@@ -41,8 +41,8 @@ def rounds(shape=None, untimed=None, **medians_us) -> Rounds:
     return Rounds(times, (12, 12), shape, untimed=untimed or {})
 
 
-def _decide(sig, *sizes) -> Decision:
-    rec = RoundsRecord(sig.key, "cpu", ("aten",), tuple(sizes))
+def _decide(sig, *sizes, previous=None) -> Decision:
+    rec = RoundsRecord(sig.key, "cpu", ("aten",), tuple(sizes), previous=previous)
     val = ValidationResult(f"{sig.key}-aten", "cpu", ValidationStatus.PASSED)
     eager = BenchResult(EAGER, sig.key, "cpu", BenchStatus.OK, median_s=1e-4, mean_s=1e-4,
                         validation=EagerValidation(ValidationStatus.PASSED))
@@ -78,6 +78,29 @@ def test_the_kernel_taking_compiled_calls_needs_every_pass():
     # one pass on its own asks for another, as against torch eager
     one = Rounds({k: v[:12] for k, v in r.times.items()}, (12,))
     assert "aten against torch.compile" in cmp.needs_more(one, ["aten"])
+
+
+def test_a_rebuild_keeps_its_verdict_against_torch_compile_as_against_eager():
+    tied = rounds(aten=95.0, eager=200.0, compiled=100.0)  # within the margin: a fresh build keeps the graph's code
+    assert _decide(SIG, tied).vs_compiled.graph
+    took = cmp.Previous("aten", "m", compiled=True)  # the previous build gave the kernel torch.compile's calls
+    d = _decide(SIG, tied, previous=took)
+    assert not d.vs_compiled.graph and d.timing.compiled_verdict is cmp.Verdict.KEPT
+    # torch.compile faster beyond the noise in every pass: the kept routing goes
+    assert _decide(SIG, rounds(aten=130.0, eager=200.0, compiled=100.0), previous=took).vs_compiled.graph
+    # busy rounds hold a quiet build's verdict, either way; one without a verdict is decided afresh
+    busy = dataclasses.replace(rounds(aten=60.0, eager=200.0, compiled=100.0), others=1.5)
+    assert _decide(SIG, busy, previous=cmp.Previous("aten", "m", compiled=False)).vs_compiled.graph
+    assert not _decide(SIG, busy, previous=cmp.Previous("aten", "m")).vs_compiled.graph
+    # the select record hands its verdict on (per size for a dynamic kernel)
+    from boo_build.stages.select import SelectRecord
+
+    d = _decide(DYN, rounds((1, 1, 768), aten=50.0, eager=90.0, compiled=20.0),
+                rounds((4, 1024, 768), aten=500.0, eager=900.0, compiled=800.0))
+    d = dataclasses.replace(d, timing=dataclasses.replace(d.timing, machine="m"))
+    prev = SelectRecord(DYN.key, "cpu", d).previous()
+    assert prev.compiled is False and prev.compiled_rows == ((1, False), (4096, True))
+    assert cmp.Previous.from_json(prev.to_json()) == prev and prev.compiled_at(5000) and not prev.compiled_at(2)
 
 
 def test_untimed_compiled_says_why_and_the_record_round_trips():

@@ -138,7 +138,7 @@ def table_rows(signatures: Iterable[KernelSignature], targets: Iterable, validat
                 row["speedup_vs_eager"] = f"{eager_s / best:.2f}" if best and eager_s else ""
             vc = timing.vs_compiled if timing is not None else None
             if vc is not None:  # the same figure over torch.compile's code
-                row[_COMPILED_TIMED] = True
+                row[_COMPILED_TIMED] = "yes"
                 row[COMPILE_COLUMN] = f"{vc.speedup:.2f}" if vc.recorded else ""
                 row[COMPILE_INTERVAL_COLUMN] = f"{vc.low:.2f}-{vc.high:.2f}, {vc.rounds} rounds" if vc.recorded else ""
                 row[COMPILE_VERDICT_COLUMN] = vc.verdict

@@ -449,7 +449,8 @@ def needs_more(rounds: Rounds, preference: Sequence[str], eager: bool = True, pr
             out.append(f"{winner} against torch eager" + (" (beyond {:g}x: to confirm)".format(FACTOR)
                                                           if extreme(call.pair) else ""))
     if eager and COMPILED in rounds.times:  # torch.compile(backend="boo")'s decision, by the same rules
-        call = eager_call(rounds, winner, baseline=COMPILED)
+        call = (previous.call(rounds, winner, rows, COMPILED) if previous is not None and previous.candidate == winner
+                else eager_call(rounds, winner, baseline=COMPILED))
         if call.verdict is Verdict.NOISE:
             out.append(f"{winner} against torch.compile" + (" (beyond {:g}x: to confirm)".format(FACTOR)
                                                             if extreme(call.pair) else ""))
@@ -473,6 +474,10 @@ class Previous:
     by_rows: tuple[tuple[int, bool], ...] | None = None
     run_id: str | None = None
     busy: bool = False  # made on rounds timed on a busy machine
+    # torch.compile's calls (the compile backend's): whether the kernel took them, as ``kernel``/``by_rows`` do
+    # torch eager's; None where the previous build had no verdict against torch.compile
+    compiled: bool | None = None
+    compiled_rows: tuple[tuple[int, bool], ...] | None = None
 
     def holds(self, rounds: Rounds) -> bool:
         """Whether this decision stands whatever ``rounds`` (of a candidate it applies to)
@@ -496,17 +501,41 @@ class Previous:
         kernel (``eager_call``'s ``kept``), None where it ran them on torch eager."""
         return self.candidate if self.kernel_at(rows) else None
 
+    def compiled_at(self, rows: int | None) -> bool | None:
+        """Whether the previous build gave the kernel torch.compile's calls of ``rows`` rows
+        (None: it had no verdict against torch.compile)."""
+        if self.compiled is None or rows is None or not self.compiled_rows:
+            return self.compiled
+        return bool(nearest_in_rows(log_rows(self.compiled_rows), rows))
+
     def to_json(self) -> dict[str, Any]:
-        return {"candidate": self.candidate, "machine": self.machine, "kernel": self.kernel,
-                "by_rows": None if self.by_rows is None else [list(p) for p in self.by_rows], "run_id": self.run_id,
-                "busy": self.busy}
+        out: dict[str, Any] = {"candidate": self.candidate, "machine": self.machine, "kernel": self.kernel,
+                               "by_rows": None if self.by_rows is None else [list(p) for p in self.by_rows],
+                               "run_id": self.run_id, "busy": self.busy}
+        if self.compiled is not None:
+            out["compiled"] = self.compiled
+            out["compiled_rows"] = None if self.compiled_rows is None else [list(p) for p in self.compiled_rows]
+        return out
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Previous":
-        rows = d.get("by_rows")
+        rows, crows, compiled = d.get("by_rows"), d.get("compiled_rows"), d.get("compiled")
         return cls(candidate=d["candidate"], machine=d["machine"], kernel=bool(d.get("kernel", True)),
                    by_rows=None if rows is None else tuple((int(r), bool(k)) for r, k in rows), run_id=d.get("run_id"),
-                   busy=bool(d.get("busy", False)))
+                   busy=bool(d.get("busy", False)), compiled=None if compiled is None else bool(compiled),
+                   compiled_rows=None if crows is None else tuple((int(r), bool(k)) for r, k in crows))
+
+    def call(self, rounds: Rounds, kernel: str, rows: int | None, baseline: str = EAGER) -> "EagerCall":
+        """``kernel`` against ``baseline`` in ``rounds`` (of ``rows`` rows) by ``eager_call``, this
+        previous decision kept where the rounds cannot tell otherwise, and held where they ran on a
+        busy machine and it was made on a quiet one (against torch.compile: where this build had a
+        verdict against it; else decided afresh)."""
+        held = self.candidate == kernel and self.holds(rounds)
+        if baseline == EAGER:
+            return eager_call(rounds, kernel, kept=self.kept_at(rows) == kernel, held=held)
+        took = self.compiled_at(rows)
+        return eager_call(rounds, kernel, kept=self.candidate == kernel and bool(took),
+                          held=held and took is not None, baseline=baseline)
 
 
 @dataclass(frozen=True)

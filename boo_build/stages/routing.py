@@ -241,15 +241,15 @@ class Timing:
                    compiled_confirmed=c.get("confirmed") if timed else None, compiled_untimed=c.get("untimed"))
 
 
-def _call(sig: KernelSignature, rounds: RoundsRecord, size: comparison.Rounds, kernel: str) -> comparison.EagerCall:
-    """``kernel`` against torch eager at one size of ``rounds``, kept where the previous
-    build ran torch calls of that size on it, and its routing held where these rounds ran
-    on a busy machine and it was made on a quiet one (``comparison.eager_call``)."""
+def _call(sig: KernelSignature, rounds: RoundsRecord, size: comparison.Rounds, kernel: str,
+          baseline: str = EAGER) -> comparison.EagerCall:
+    """``kernel`` against torch eager (``baseline``: or torch.compile) at one size of ``rounds``,
+    kept where the previous build ran those calls of that size on it, and its routing held where
+    these rounds ran on a busy machine and it was made on a quiet one (``comparison.Previous.call``)."""
     prev = rounds.previous
     if prev is None:
-        return comparison.eager_call(size, kernel)
-    kept = prev.kept_at(None if size.shape is None else sig.rows_of(size.shape)) == kernel
-    return comparison.eager_call(size, kernel, kept=kept, held=prev.candidate == kernel and prev.holds(size))
+        return comparison.eager_call(size, kernel, baseline=baseline)
+    return prev.call(size, kernel, None if size.shape is None else sig.rows_of(size.shape), baseline)
 
 
 def timing_of(sig: KernelSignature, sel: Selection, rounds: RoundsRecord) -> Timing | None:
@@ -260,7 +260,7 @@ def timing_of(sig: KernelSignature, sel: Selection, rounds: RoundsRecord) -> Tim
         return None
     ties = sum(1 for r in sel.rejected.values() if r.kind is Kind.TIE)
     call = _call(sig, rounds, r0, w) if EAGER in r0.times else None
-    cc = comparison.eager_call(r0, w, baseline=COMPILED) if COMPILED in r0.times and EAGER in r0.times else None
+    cc = _call(sig, rounds, r0, w, COMPILED) if COMPILED in r0.times and EAGER in r0.times else None
     others = [r.others for r in rounds.sizes if r.others is not None]
     waiting = [r.waiting for r in rounds.sizes if r.waiting is not None]
     return Timing(rounds=r0.n, ties=ties, remeasured=rounds.remeasured, busy=rounds.busy,
@@ -321,7 +321,7 @@ def compiled_by_rounds(sig: KernelSignature, sel: Selection, rounds: RoundsRecor
     sizes = [r for r in rounds.sizes if w in r.times and EAGER in r.times]
     if not sizes:
         return None
-    calls = [(r, comparison.eager_call(r, w, baseline=COMPILED)) for r in sizes if COMPILED in r.times]
+    calls = [(r, _call(sig, rounds, r, w, COMPILED)) for r in sizes if COMPILED in r.times]
     left = [r for r in sizes if COMPILED not in r.times]
     why_left = left[0].untimed.get(COMPILED, "not timed") if left else ""
     if not calls:

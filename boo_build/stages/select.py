@@ -265,7 +265,9 @@ class SelectRecord:
         timing, impl = d.timing, d.selection.impl
         if impl is None or not d.selection.measured or timing is None or not timing.machine:
             return None
-        pref = d.prefer_eager
+        pref, vs = d.prefer_eager, d.vs_compiled
         by_rows = None if pref is None or not pref.by_rows else tuple((r, not e) for r, e in pref.by_rows)
+        vs = vs if vs is not None and vs.timed else None  # a verdict against torch.compile, timed
         return Previous(candidate=impl, machine=timing.machine, kernel=pref is None, by_rows=by_rows,
-                        run_id=self.run_id, busy=timing.busy)
+                        run_id=self.run_id, busy=timing.busy, compiled=None if vs is None else not vs.graph,
+                        compiled_rows=None if vs is None or not vs.by_rows else tuple((r, not g) for r, g in vs.by_rows))
