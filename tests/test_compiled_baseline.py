@@ -232,3 +232,25 @@ def test_the_compile_budget_goes_to_every_kernels_first_size_first():
     # a GPU target with its device: no torch device in a build, so no share of the budget
     both = {"cpu": ({"uri": "local-task"}, ""), "gfx942": ({"uri": "hip://0"}, "")}
     assert set(shares(48, both)[0]) == {ln, rms}
+
+
+def test_diff_shows_the_figure_over_torch_compile(backend_built):
+    from boo_build.cli.diff import diff_indexes
+
+    ix = read_archive(backend_built).bundle_index
+    te = ix.kernels[LN1].targets["cpu"]
+
+    def timed(ratio, verdict):
+        pair = {"a": "aten", "b": "eager", "ratio": 0.8, "q1": 0.78, "q3": 0.82, "n": 24, "noise": 0.02,
+                "verdict": "faster", "confirmed": None}
+        return dataclasses.replace(te, timing={"rounds": 24, "ties": 0, "remeasured": [], "busy": False, "eager": pair,
+                                               "compiled": {**pair, "b": COMPILED, "ratio": ratio, "verdict": verdict}})
+    a = ix.with_entry(LN1, "cpu", timed(0.5, "faster"))
+    b = ix.with_entry(LN1, "cpu", timed(1.5, "slower"))
+    (line,) = diff_indexes(a, b)["bench"]
+    assert line == (f"{LN1} on cpu: speed-up over torch.compile 2.00x (1.96-2.04, 24 rounds): faster than "
+                    "torch.compile -> 0.67x (0.65-0.68, 24 rounds): slower than torch.compile"), line
+    untimed = ix.with_entry(LN1, "cpu", dataclasses.replace(te, timing={
+        "rounds": 24, "ties": 0, "remeasured": [], "busy": False, "compiled": {"untimed": "not timed: budget"}}))
+    assert diff_indexes(untimed, b)["bench"][-1].startswith(f"{LN1} on cpu: speed-up over torch.compile not timed: "
+                                                            "budget -> 0.67x")
