@@ -155,7 +155,8 @@ def test_the_build_times_torch_compile_for_every_cpu_kernel_and_every_view_shows
     from boo_build.loader.archive import read_archive
     from boo_build.stages.comparison import COMPILED, RoundsRecord
 
-    d, _ = built
+    d, proc = built
+    assert "2 of them against torch.compile too" in proc.stdout, proc.stdout[-2000:]  # the build's summary
     rounds = [RoundsRecord.from_json(json.loads(p.read_text())) for p in (d / "out/small").rglob("cpu/*.rounds.json")]
     assert len(rounds) == 3
     for r in rounds:

@@ -174,7 +174,11 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
                    "unconfirmed": sum(1 for t in timings if t.eager is not None and t.eager_figure is None),
                    "busy": sum(1 for t in timings if t.busy),
                    # timed at normal priority (not root, or on a Dask worker): other work competed
-                   "normal_priority": sum(1 for t in timings if t.nice is not None and t.nice >= 0)},
+                   "normal_priority": sum(1 for t in timings if t.nice is not None and t.nice >= 0),
+                   # against torch.compile too (the compile backend's baseline), and those the budget or a
+                   # compile left out (the backend decides them against torch eager)
+                   "compiled": sum(1 for t in timings if t.compiled is not None),
+                   "compiled_untimed": sum(1 for t in timings if t.compiled is None and t.compiled_untimed)},
     }
     rows = table_rows([r.signature for r in plan.manifest.kernels], [t.name for t in plan.targets],
                       validations, benches, decisions, traffics)
@@ -248,6 +252,11 @@ def summary_text(report: dict, stats: dict, bundle_path: Path, allow_missing: bo
                 if tm.get("previous") else "")
         lines.append(f"  timing   {tm['kernels']} kernel(s) compared in paired rounds: {tm['ties']} with ties, "
                      f"{tm['remeasured']} measured again, {tm['unconfirmed']} speed-up(s) not confirmed{kept}{busy}")
+        if tm.get("compiled"):
+            left = tm.get("compiled_untimed")
+            lines.append(f"           {tm['compiled']} of them against torch.compile too (what torch.compile(backend="
+                         f"\"boo\") decides on)" + (f"; {left} not (--compile-budget, or a compile that failed): the "
+                                                     "backend decides those against torch eager" if left else ""))
     for t, c in report["per_target"].items():
         dev = report["targets"][t]["device_status"]
         info = report["targets"][t].get("device") or {}
