@@ -106,9 +106,8 @@ class Bundle:
     A kernel whose entry says ``prefer_eager`` (torch eager beat it on the build
     machine) is not run for torch tensors by the ATen-style entry points: torch's
     op runs, counted in ``stats()`` as ``eager``; numpy arrays and ``run`` still
-    run the kernel. ``prefer_eager=False`` runs the kernels everywhere. The
-    ``torch.compile`` backend's view (``with_options(vs_compiled=True)``) routes by the
-    build's verdict against torch.compile instead, where it has one (``BundledKernel.torch_for``)."""
+    run the kernel. ``prefer_eager=False`` runs the kernels everywhere; ``vs_compiled``
+    (the compile backend's view) routes by the verdict against torch.compile (``BundledKernel.torch_for``)."""
 
     def __init__(self, source: BundleFile, target: Target, device: Any, fallback: str | None = None,
                  prefer_eager: bool = True):
@@ -119,8 +118,7 @@ class Bundle:
         self.target = target
         self.device = device  # devices.DeviceInfo
         self.fallback = fallback
-        self.prefer_eager = bool(prefer_eager)
-        self.vs_compiled = False  # routes by the verdict against torch.compile (the backend's view: with_options)
+        self.prefer_eager, self.vs_compiled = bool(prefer_eager), False  # vs_compiled: the backend's view
         self._device_type = target.torch_device_type  # torch's: "cpu" (CPU, Vulkan: staged), "cuda" (HIP, CUDA)
         self._lock = threading.RLock()
         self._devices: dict[str, Any] = {}  # opened runtime devices by URI (views share the dict)
@@ -229,11 +227,9 @@ class Bundle:
         return self.with_options(fallback=fallback)
 
     def with_options(self, *, fallback: Any = ..., prefer_eager: Any = ..., vs_compiled: Any = ...) -> "Bundle":
-        """This bundle with another ``fallback`` and/or ``prefer_eager`` (as in
-        ``open_bundle``; ``...``: as this one's), or ``vs_compiled`` (torch tensors routed by
-        the build's verdict against torch.compile where it has one: the ``torch.compile``
-        backend's view): the same kernels, loaded modules, device and ``stats()`` (its calls
-        count in this bundle's too)."""
+        """This bundle with another ``fallback``, ``prefer_eager`` (as in ``open_bundle``) or
+        ``vs_compiled`` (``...``: as this one's): the same kernels, loaded modules, device
+        and ``stats()`` (its calls count in this bundle's too)."""
         fallback = self.fallback if fallback is ... else fallback
         prefer_eager = self.prefer_eager if prefer_eager is ... else bool(prefer_eager)
         vs_compiled = self.vs_compiled if vs_compiled is ... else bool(vs_compiled)
