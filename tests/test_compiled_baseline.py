@@ -9,6 +9,7 @@ eager verdict, saying why, where torch.compile was not timed. Decided on recorde
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 
 import pytest
@@ -144,6 +145,11 @@ def _copy(src, dst, prefer_eager: bool, vs: CompiledVerdict | None):
     return rewrite(src, dst, index=lambda d: (d.clear(), d.update(new)))
 
 
+def _route(path) -> dict:
+    """The kernel's entry in a format-5 bundle's cpu routes (what the loader reads at open)."""
+    return json.loads(read_archive(path).members["routes/cpu.json"])["kernels"][LN1]
+
+
 def _routings(path):
     """(whether replace_norms' module ran the kernel, the backend's decision, whether the compiled
     graph ran the kernel) for one LayerNorm of the width-8 kernels, in inference."""
@@ -167,7 +173,9 @@ def _routings(path):
 
 def test_faster_than_eager_slower_than_compiled_runs_in_replace_norms_not_in_the_backend(backend_built, tmp_path):
     vs = CompiledVerdict(True, "kernel/torch.compile 1.60x: slower", graph=True, kernel_s=2e-5, compiled_s=1.25e-5)
-    swapped, d, compiled = _routings(_copy(backend_built, tmp_path / "a.tar.zst", False, vs))
+    path = _copy(backend_built, tmp_path / "a.tar.zst", False, vs)
+    assert _route(path)["compiled"] is True and "eager" not in _route(path)
+    swapped, d, compiled = _routings(path)
     assert swapped
     assert d.runs is Runs.GRAPH and d.why is Why.COMPILED_FASTER and LN1 in d.detail, str(d)
     assert not compiled
@@ -183,9 +191,13 @@ def test_slower_than_eager_faster_than_compiled_runs_in_the_backend_not_in_repla
 
 def test_without_a_compiled_verdict_the_backend_decides_against_eager_and_says_why(backend_built, tmp_path):
     why = "not timed: the build's torch.compile budget (0 Inductor compiles, --compile-budget) spent"
-    _, d, compiled = _routings(_copy(backend_built, tmp_path / "c.tar.zst", True, CompiledVerdict.untimed(why)))
+    path = _copy(backend_built, tmp_path / "c.tar.zst", True, CompiledVerdict.untimed(why))
+    assert _route(path)["compiled"] == {"untimed": why}
+    _, d, compiled = _routings(path)
     assert d.runs is Runs.GRAPH and d.why is Why.EAGER_FASTER and why in d.detail and not compiled
-    _, d, compiled = _routings(_copy(backend_built, tmp_path / "d.tar.zst", False, None))  # a bundle before it
+    path = _copy(backend_built, tmp_path / "d.tar.zst", False, None)  # a bundle built before the baseline
+    assert "compiled" not in _route(path)
+    _, d, compiled = _routings(path)
     assert d.runs is Runs.KERNEL and "no torch.compile verdict in the bundle" in d.detail and compiled
 
 
@@ -254,3 +266,16 @@ def test_diff_shows_the_figure_over_torch_compile(backend_built):
         "rounds": 24, "ties": 0, "remeasured": [], "busy": False, "compiled": {"untimed": "not timed: budget"}}))
     assert diff_indexes(untimed, b)["bench"][-1].startswith(f"{LN1} on cpu: speed-up over torch.compile not timed: "
                                                             "budget -> 0.67x")
+
+
+def test_the_routes_refuse_a_compiled_verdict_they_cannot_read():
+    from boo_build.loader.errors import BundleFormatError
+    from boo_build.loader.split_format import check_routes
+
+    entry = {"impl": "aten", "member": "m", "function": "f", "sha256": "0" * 64, "size": 1}
+    for ok in (True, False, [[1, True], [64, False]], {"untimed": "not timed: budget"}):
+        check_routes({"target": "cpu", "kernels": {"k": {**entry, "compiled": ok}}}, "cpu", "routes", framed=False)
+    for bad in ("yes", [[1, "no"]], {"untimed": 3}, 1):
+        with pytest.raises(BundleFormatError, match="compiled must be"):
+            check_routes({"target": "cpu", "kernels": {"k": {**entry, "compiled": bad}}}, "cpu", "routes",
+                         framed=False)
