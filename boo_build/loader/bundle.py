@@ -106,8 +106,7 @@ class Bundle:
     A kernel whose entry says ``prefer_eager`` (torch eager beat it on the build
     machine) is not run for torch tensors by the ATen-style entry points: torch's
     op runs, counted in ``stats()`` as ``eager``; numpy arrays and ``run`` still
-    run the kernel. ``prefer_eager=False`` runs the kernels everywhere; ``vs_compiled``
-    (the compile backend's view) routes by the verdict against torch.compile (``BundledKernel.torch_for``)."""
+    run the kernel. ``prefer_eager=False`` runs the kernels everywhere (``vs_compiled``: ``with_options``)."""
 
     def __init__(self, source: BundleFile, target: Target, device: Any, fallback: str | None = None,
                  prefer_eager: bool = True):
@@ -227,9 +226,8 @@ class Bundle:
         return self.with_options(fallback=fallback)
 
     def with_options(self, *, fallback: Any = ..., prefer_eager: Any = ..., vs_compiled: Any = ...) -> "Bundle":
-        """This bundle with another ``fallback``, ``prefer_eager`` (as in ``open_bundle``) or
-        ``vs_compiled`` (``...``: as this one's): the same kernels, loaded modules, device
-        and ``stats()`` (its calls count in this bundle's too)."""
+        """This bundle with another ``fallback``, ``prefer_eager`` or ``vs_compiled`` (routed by the verdict against
+        torch.compile: the compile backend's view) (``...``: as this one's), its kernels, modules and ``stats()`` shared."""
         fallback = self.fallback if fallback is ... else fallback
         prefer_eager = self.prefer_eager if prefer_eager is ... else bool(prefer_eager)
         vs_compiled = self.vs_compiled if vs_compiled is ... else bool(vs_compiled)
