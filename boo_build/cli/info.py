@@ -103,7 +103,7 @@ def cmd_info(path, *, out: TextIO | None = None, max_size: int = DEFAULT_MAX_SIZ
             if vc is not None or untimed:
                 p(_wrapped("speed-up over torch.compile", vc.text() if vc is not None else untimed or "", 8))
             if te.vs_compiled is not None:
-                graph = te.vs_compiled.timed and (te.vs_compiled.graph or te.vs_compiled.by_rows)
+                graph = te.vs_compiled.timed and te.vs_compiled.graph  # torch.compile not beaten at some size
                 p(_wrapped("torch.compile(backend='boo')", _backend_text(te.vs_compiled) if graph else
                            "the kernel" if te.vs_compiled.timed else
                            f"decides against torch eager ({te.vs_compiled.reason})", 8))
