@@ -22,6 +22,12 @@ from .nearest import nearest_keys
 from .split_format import Frame
 
 
+def _per_size(verdict: Any) -> tuple | None:
+    """A routes verdict given per timed size (``[[rows, baseline faster], ...]``) as ``log_rows``; None
+    where it is one decision for every size (or none)."""
+    return log_rows((r, bool(won)) for r, won in verdict) if isinstance(verdict, list) and verdict else None
+
+
 class BundledKernel:
     """One signature's selected implementation (module) on the bundle's target,
     from its routes entry (``split_format``): where the module lies, the driver
@@ -43,20 +49,21 @@ class BundledKernel:
         eager = entry.get("eager")
         self.prefer_eager = eager is not None
         # [(log rows, eager faster)] of a kernel timed at several sizes; None: one decision for all
-        self.by_rows = log_rows((r, bool(won)) for r, won in eager) if isinstance(eager, list) and eager else None
+        self.by_rows = _per_size(eager)
         self.runner: Any = None  # its KernelRunner, once loaded (Bundle._runner)
         self.verified = False
         self._sig: KernelSignature | None = None
         # torch.compile's code against the kernel (the routes' ``compiled``: false, true, [[rows, torch.compile
         # not beaten], ...] or {"untimed": why}): beaten or not (None: no timed verdict, ``compiled_why`` says why)
         compiled = entry.get("compiled")
-        timed = compiled is not None and not isinstance(compiled, Mapping)
-        self.compiled: bool | None = (any(g for _, g in compiled) if isinstance(compiled, list) else bool(compiled)) \
-            if timed else None
-        self.compiled_rows = log_rows((r, bool(g)) for r, g in compiled) if isinstance(compiled, list) and compiled \
-            else None
-        self.compiled_why = ("" if timed else str(compiled.get("untimed", "")) if isinstance(compiled, Mapping)
-                             else "no torch.compile verdict in the bundle (built before one was recorded)")
+        self.compiled_rows = _per_size(compiled)
+        if compiled is None or isinstance(compiled, Mapping):
+            self.compiled: bool | None = None
+            self.compiled_why = ("no torch.compile verdict in the bundle (built before one was recorded)"
+                                 if compiled is None else str(compiled.get("untimed", "")))
+        else:
+            self.compiled = any(g for _, g in compiled) if isinstance(compiled, list) else bool(compiled)
+            self.compiled_why = ""
 
     @property
     def sig(self) -> KernelSignature:
@@ -68,17 +75,13 @@ class BundledKernel:
     def eager_for(self, call: KernelSignature) -> bool:
         """Whether torch eager runs ``call`` (a static signature this kernel serves):
         the decision of the timed size nearest in rows (log scale), else the kernel's."""
-        if self.by_rows is None:
-            return self.prefer_eager
-        return nearest_in_rows(self.by_rows, call.rows)
+        return self.prefer_eager if self.by_rows is None else nearest_in_rows(self.by_rows, call.rows)
 
     def compiled_for(self, call: KernelSignature) -> bool | None:
         """Whether torch.compile's code for ``call`` was not beaten by this kernel (the timed
         size nearest in rows decides, as ``eager_for``); None where the build recorded no
         timed verdict (``compiled_why`` says why)."""
-        if self.compiled is None or self.compiled_rows is None:
-            return self.compiled
-        return nearest_in_rows(self.compiled_rows, call.rows)
+        return self.compiled if self.compiled_rows is None else nearest_in_rows(self.compiled_rows, call.rows)
 
     def torch_for(self, call: KernelSignature, compiled: bool) -> bool:
         """Whether torch's op runs ``call`` rather than the kernel: where ``compiled`` (the
