@@ -51,6 +51,7 @@ from .graph_ops import (
     value_of,
     widens,
 )
+from .probe import PROBE_MEAN, normalized  # the probe input's offset, and the float64 math it is compared with
 
 RMS, LAYER = "rms_norm", "layer_norm"
 
@@ -68,7 +69,6 @@ OTHER_INPUT = "it scales another tensor than the one its statistics read"
 CASTS = "a cast to a narrower dtype inside the norm"
 NOT_A_NORM = "its value on a probe input is not the norm's"
 SIZES = "a symbolic size among the normalized dims"
-PROBE_MEAN = 1.5  # the probe input's offset (a mean-subtracting norm then differs from an RMS norm by far)
 
 
 @dataclass(frozen=True)
@@ -488,8 +488,7 @@ def _probe(m: _Match, nodes: list[Node], x: torch.Tensor, shape: tuple[int, ...]
         return f"{NOT_A_NORM} (it raised on a probe input: {type(e).__name__}: {e})"
     xd = x64.to(x.dtype).double()
     dims = list(m.dims)
-    v = xd - xd.mean(dims, keepdim=True) if m.op == LAYER else xd
-    ref = v * torch.rsqrt(v.pow(2).mean(dims, keepdim=True) + (m.eps or 0.0))
+    ref = normalized(xd, dims, m.op == LAYER, m.eps or 0.0)
     view = [s if d in m.dims else 1 for d, s in enumerate(size)]
     for name, t in params.items():
         if t is not None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import inspect
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 
@@ -228,6 +228,13 @@ def _probe(m: torch.nn.Module, w: torch.Tensor, b: torch.Tensor | None, eps: flo
     return form(op, problem, offset, out_dtypes if op else ())
 
 
+def normalized(v: torch.Tensor, dims: Sequence[int], centred: bool, eps: float) -> torch.Tensor:
+    """The normalized value of ``v`` over ``dims`` before any weight: an RMS norm's, or a layer
+    norm's (``centred``: the mean subtracted first); the reference the probes compare with."""
+    v = v - v.mean(dims, keepdim=True) if centred else v
+    return v * torch.rsqrt(v.pow(2).mean(dims, keepdim=True) + eps)
+
+
 def _which_norm(out: torch.Tensor, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, eps: float,
                 dt: torch.dtype, where: str) -> tuple[str | None, str, float]:
     """(op, "", offset) where ``out`` is that norm's output on (x, w, b) within the tolerance of
@@ -235,15 +242,11 @@ def _which_norm(out: torch.Tensor, x: torch.Tensor, w: torch.Tensor, b: torch.Te
     dims = tuple(range(-w.dim(), 0))
     tol = TOLERANCES.get(str(dt).removeprefix("torch."), TOLERANCES["float32"])
 
-    def hat(v: torch.Tensor, over: tuple[int, ...], centred: bool) -> torch.Tensor:
-        v = v - v.mean(over, keepdim=True) if centred else v
-        return v * torch.rsqrt(v.pow(2).mean(over, keepdim=True) + eps)
-
     def fits(ref: torch.Tensor) -> bool:
         scale = float(ref.pow(2).mean().sqrt())
         return bool(((out - ref).abs() <= tol.atol * scale + tol.rtol * ref.abs()).all())
 
-    rms_hat, ln_hat = hat(x, dims, False), hat(x, dims, True)
+    rms_hat, ln_hat = normalized(x, dims, False, eps), normalized(x, dims, True, eps)
     if b is None:
         # out = rms_hat * (offset + w): the least-squares offset, then the plainest number near it that
         # fits (rounded to 0-4 decimals: 1.0 for Gemma's, not 0.9997 from a bfloat16 output)
@@ -266,7 +269,7 @@ def _which_norm(out: torch.Tensor, x: torch.Tensor, w: torch.Tensor, b: torch.Te
     if w.dim() > 1:  # normalized over the last dim only, scaled by a weight of more dims
         last = (-1,)
         for centred in (False, True):
-            if fits(hat(x, last, centred) * w + (0.0 if b is None or not centred else b)):
+            if fits(normalized(x, last, centred, eps) * w + (0.0 if b is None or not centred else b)):
                 return None, (f"{PER_HEAD}: it normalizes over its last dim only, with a weight of shape "
                               f"{list(w.shape)} (a kernel normalizes over its weight's shape)"), 0.0
     error = min(float((out - rms_hat * w).abs().max()), float((out - ln_hat * w - shift).abs().max()))
@@ -275,4 +278,4 @@ def _which_norm(out: torch.Tensor, x: torch.Tensor, w: torch.Tensor, b: torch.Te
 
 
 __all__ = ["BATCH_NORM", "DTYPES", "INSTANCE_NORM", "LOCAL_RESPONSE_NORM", "EPS_NAMES", "GATED", "MORE_INPUTS", "NOT_A_NORM", "NormForm", "PER_HEAD", "SUBTRACTS_MEAN",
-           "eps_of", "is_candidate", "is_torch_class", "never_served", "norm_form"]
+           "PROBE_MEAN", "eps_of", "is_candidate", "is_torch_class", "never_served", "norm_form", "normalized"]
