@@ -22,7 +22,7 @@ from typing import Any
 
 from doit.exceptions import TaskFailed
 
-from ..candidates import Candidate, apply_variant, module_file
+from ..candidates import WORDS, Candidate, apply_variant, module_file
 from ..files import read_json, record_bytes, write_atomic, write_json
 from ..layout import bench_subject, eager_subject
 from ..records import (
@@ -94,7 +94,8 @@ def compile_action(job: CompileJob) -> Status:
     from ..targets import catalogue, dtype_problem
 
     known = catalogue().get(target)
-    if known is not None and (why := dtype_problem(known, ModuleId.parse(mid_key).signature.dtype)):
+    if (known is not None and WORDS not in variant.split(".")
+            and (why := dtype_problem(known, ModuleId.parse(mid_key).signature.dtype))):
         return unavailable(why)
     if variant and gate:
         from ..stages.selection import modelled_gate
