@@ -27,6 +27,12 @@ How calls are seen, all undone on exit:
   when autograd runs it: the swapped module's custom op runs one backward
   kernel for the gradients of the inputs that required grad at the forward
   (``ctx.needs_input_grad``), so that is the mask recorded;
+* a norm whose input is an add the fused residual form takes, as the compile backend's
+  pass decides (``boo_build.residual_adds``, read on the same graph of the forward's calls:
+  the mode sees the add where no hook does), is recorded as the fused kernel's call, its
+  backward as the fused one where the sum has other users (they give it ``grad_h``), else
+  as the plain one of the sum; without that graph (``auto=False``, a broken one) the plain
+  kernel is recorded;
 * ``torch.compiler.set_stance("force_eager")``: compiled functions run
   eagerly while recording (a compiled graph's norms are Inductor's code, which
   no hook sees); the stance is process-wide, restored on exit.
@@ -44,6 +50,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import torch
 import torch.nn.functional as F
+from torch.fx import Node
 from torch.overrides import TorchFunctionMode
 
 from .. import ops as op_registry
@@ -52,6 +59,7 @@ from ..errors import SignatureError
 from ..inline_norms import InlineNorm
 from ..ops.base import BIAS_GRAD, FORWARD, INPUT_GRAD, WEIGHT_GRAD
 from ..probe import NormForm, is_candidate, is_torch_class, norm_form
+from ..residual_adds import other_users, residual_add
 from ..signature import KernelSignature
 from ..torch_classes import FunctionCalls, autocast_devices, class_label, spelling_of
 from .inline import EagerGraph
@@ -354,10 +362,12 @@ class _Recorder:
         return hit[1], hit[2]
 
     def record(self, op: str, x: Any, param: Any, weight: Any, bias: Any, eps: Any, out: Any, source: str,
-               function: bool = False, offset: float = 0.0) -> None:
+               function: bool = False, offset: float = 0.0, x_node: Any = None, norm: Any = ()) -> None:
         """One call of ``op`` on ``x``; ``param``: its shape parameter (normalized_shape;
         group norm's groups), as the loader reads it (``Op.call_param`` / ``call_fields``);
-        ``function``: made through a function, not a module ``replace_norms`` swaps."""
+        ``function``: made through a function, not a module ``replace_norms`` swaps; ``x_node``:
+        ``x``'s node in the forward's graph (None: the one logged for it, if any), ``norm`` the norm's
+        own nodes there: the fused residual form's call where an add that fuses gave ``x``."""
         if not isinstance(x, torch.Tensor):
             return
         shape = tuple(int(d) for d in x.shape)
@@ -374,9 +384,13 @@ class _Recorder:
                                     f"{', '.join(NAMES)}")
             return
         eps = op_registry.get(op).none_eps if eps is None else float(eps)
+        if x_node is None and self.eager is not None:
+            x_node = self.eager.nodes.get(x)
+        add = residual_add(x_node) if op_registry.get(op).residuals else None
+        fused = add is not None and add.fuses
         try:
             sig = KernelSignature(op, shape, dtype=dtype, mask=FORWARD, eps=eps, affine=weight is not None,
-                                  bias=bias is not None, weight_offset=offset, **fields)
+                                  bias=bias is not None, weight_offset=offset, residual=fused, **fields)
         except SignatureError as e:
             self.rec.add_unrecorded(source, str(e))
             return
@@ -389,11 +403,11 @@ class _Recorder:
         node = getattr(y, "grad_fn", None)
         if not mask or node is None:
             return
-        back = sig.replace(mask=mask)
-
         def ran(grad_outputs: Any) -> None:
             if self.active:  # a backward after the context is not recorded
-                self.rec.add(back, source, function=function)
+                # the fused backward takes grad_h where the sum's other users give it one (known by now)
+                grad_h = fused and bool(mask & INPUT_GRAD) and add is not None and other_users(add, norm)
+                self.rec.add(sig.replace(mask=mask, residual=grad_h), source, function=function)
 
         node.register_prehook(ran)
 
@@ -498,7 +512,8 @@ class _Recorder:
         w, b = (p.meta.get("example_value") if p is not None else None for p in (n.weight, n.bias))
         perm = n.permutation
         self.record(n.op, x if perm is None else x.permute(perm), n.normalized_shape, w, b, n.eps,
-                    SimpleNamespace(grad_fn=n.output.meta.get("grad_fn")), source, function=True, offset=n.offset)
+                    SimpleNamespace(grad_fn=n.output.meta.get("grad_fn")), source, function=True, offset=n.offset,
+                    x_node=n.input, norm=n.nodes)
 
     def swapped(self, module: torch.nn.Module) -> bool:
         """Whether replace_norms swaps this module of a "probe" class (its own calls are then not the model's)."""
@@ -526,8 +541,12 @@ class _Mode(TorchFunctionMode):
         op, names, defaults, label = entry
         bound = _bind(names, defaults, args, kwargs)
         if bound is not None:
+            call = r.eager.nodes.get(out[0] if isinstance(out, (tuple, list)) else out) if r.eager is not None \
+                else None
+            call = call.args[0] if call is not None and call.op == "call_function" and call.args and \
+                isinstance(call.args[0], Node) and call.target.__name__ == "_getitem" else call
             r.record(op, bound["input"], bound[_SHAPE_PARAM[names]], bound["weight"], bound.get("bias"),
-                     bound["eps"], out, label, function=True)
+                     bound["eps"], out, label, function=True, norm=() if call is None else (call,))
         return out
 
 
