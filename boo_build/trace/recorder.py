@@ -384,8 +384,8 @@ class _Recorder:
                                     f"{', '.join(NAMES)}")
             return
         eps = op_registry.get(op).none_eps if eps is None else float(eps)
-        if x_node is None and self.eager is not None:
-            x_node = self.eager.nodes.get(x)
+        if x_node is None and self.eager is not None:  # (a module called first closed the graph that made x)
+            x_node = self.eager.nodes.get(x) or self.eager.earlier.get(x)
         add = residual_add(x_node) if op_registry.get(op).residuals else None
         fused = add is not None and add.fuses
         try:
@@ -406,7 +406,8 @@ class _Recorder:
         def ran(grad_outputs: Any) -> None:
             if self.active:  # a backward after the context is not recorded
                 # the fused backward takes grad_h where the sum's other users give it one (known by now)
-                grad_h = fused and bool(mask & INPUT_GRAD) and add is not None and other_users(add, norm)
+                grad_h = fused and bool(mask & INPUT_GRAD) and add is not None and (
+                    other_users(add, norm) or add.node.meta.get("used_later", False))
                 self.rec.add(sig.replace(mask=mask, residual=grad_h), source, function=function)
 
         node.register_prehook(ran)
@@ -492,7 +493,7 @@ class _Recorder:
         eager = self.eager
         if eager is None or not len(eager):
             return
-        self.eager = EagerGraph()
+        self.eager = EagerGraph(eager)
         self.local.probing = True  # the matcher's own calls are not the model's
         try:
             found = eager.close(outputs)
