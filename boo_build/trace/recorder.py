@@ -323,8 +323,10 @@ def _needs_grad(t: Any) -> bool:
 class _Recorder:
     """What one ``record_norms`` context runs: the mode, the hooks, the counts."""
 
-    def __init__(self, rec: Recording, rms_classes: tuple[type | str, ...], auto: bool = True) -> None:
+    def __init__(self, rec: Recording, rms_classes: tuple[type | str, ...], auto: bool = True,
+                 fuse_adds: bool = True) -> None:
         self.rec = rec
+        self.fuse_adds = fuse_adds
         self.rms_classes = rms_classes
         self.auto = auto
         self.active = True
@@ -386,7 +388,7 @@ class _Recorder:
         eps = op_registry.get(op).none_eps if eps is None else float(eps)
         if x_node is None and self.eager is not None:  # (a module called first closed the graph that made x)
             x_node = self.eager.nodes.get(x) or self.eager.earlier.get(x)
-        add = residual_add(x_node) if op_registry.get(op).residuals else None
+        add = residual_add(x_node) if self.fuse_adds and op_registry.get(op).residuals else None
         fused = add is not None and add.fuses
         try:
             sig = KernelSignature(op, shape, dtype=dtype, mask=FORWARD, eps=eps, affine=weight is not None,
@@ -552,7 +554,8 @@ class _Mode(TorchFunctionMode):
 
 
 @contextlib.contextmanager
-def record_norms(rms_classes: Iterable[type | str] = (), source: str = "", auto: bool = True) -> Iterator[Recording]:
+def record_norms(rms_classes: Iterable[type | str] = (), source: str = "", auto: bool = True,
+                 fuse_adds: bool = True) -> Iterator[Recording]:
     """Record every norm call made on this thread inside the ``with`` block
     (and the backwards autograd runs for them inside it):
 
@@ -566,15 +569,18 @@ def record_norms(rms_classes: Iterable[type | str] = (), source: str = "", auto:
     functional calls. ``rms_classes``: classes probed whatever they hold, spelled as
     ``replace_norms`` takes them: a class, its name or ``module.Class``
     (``resolve_rms_classes``; ``UnknownRmsClass`` for a dotted name that names no
-    class); ``auto=False``: probe only those. ``source``: what runs, for the
+    class); ``auto=False``: probe only those. ``fuse_adds=False``: a norm after an add is
+    recorded as its plain kernel (as the compile backend with ``fuse_adds=False`` runs it). ``source``: what runs, for the
     manifest's header. Results are those of an unrecorded run, bit for bit;
     on exit nothing stays installed."""
     if not isinstance(auto, bool):
         raise TypeError(f"auto must be True or False, got {auto!r}")
+    if not isinstance(fuse_adds, bool):
+        raise TypeError(f"fuse_adds must be True or False, got {fuse_adds!r}")
     classes = resolve_rms_classes(rms_classes)
     rec = Recording(source)
     rec.rms_classes = classes
-    recorder = _Recorder(rec, classes, auto)
+    recorder = _Recorder(rec, classes, auto, fuse_adds)
     from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 
     with contextlib.ExitStack() as stack:
