@@ -34,6 +34,10 @@ Which norms (decided once per graph, at compile time, no per-call route):
   budget spent, a compile that failed), torch eager (``prefer_eager`` in the index),
   the decision's detail saying so.
 
+A served norm whose input is an add of two tensors (a residual: ``boo_build.residual_adds``
+says which adds fuse) runs, with the add, the fused residual form's kernels where they are held
+and (``prefer_eager``) win, in one call (``fuse_adds=False``: never).
+
 Elsewhere the node stays as Dynamo traced it, and the inner backend compiles it.
 ``prefer_eager=False`` runs the kernels wherever the bundle holds them.
 ``fallback=None`` raises ``NormNotServed`` at compile time for a norm the

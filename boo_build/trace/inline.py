@@ -87,6 +87,12 @@ class EagerGraph:
             self.nodes[t] = n
         return n
 
+    def call_of(self, out: Any) -> Node | None:
+        """The node of the logged call that gave ``out`` (a tensor, or a call's tuple of them); None: none."""
+        t = out[0] if isinstance(out, (tuple, list)) and out else out
+        n = self.nodes.get(t) if isinstance(t, torch.Tensor) else None
+        return n.args[0] if n is not None and n.target is _getitem else n
+
     def arg(self, a: Any) -> Any:
         if isinstance(a, torch.Tensor):
             return self.node(a)

@@ -50,7 +50,6 @@ from typing import Any, Callable, Iterable, Iterator
 
 import torch
 import torch.nn.functional as F
-from torch.fx import Node
 from torch.overrides import TorchFunctionMode
 
 from .. import ops as op_registry
@@ -544,10 +543,7 @@ class _Mode(TorchFunctionMode):
         op, names, defaults, label = entry
         bound = _bind(names, defaults, args, kwargs)
         if bound is not None:
-            call = r.eager.nodes.get(out[0] if isinstance(out, (tuple, list)) else out) if r.eager is not None \
-                else None
-            call = call.args[0] if call is not None and call.op == "call_function" and call.args and \
-                isinstance(call.args[0], Node) and call.target.__name__ == "_getitem" else call
+            call = r.eager.call_of(out) if r.eager is not None else None
             r.record(op, bound["input"], bound[_SHAPE_PARAM[names]], bound["weight"], bound.get("bias"),
                      bound["eps"], out, label, function=True, norm=() if call is None else (call,))
         return out
