@@ -18,7 +18,9 @@ Variants, each on its own copy of the model (same weights): plain
 decisions (a norm runs the kernels only where the bundle's records say they
 beat torch.compile's code for the norm, timed by the build; torch eager where it
 did not time it); and ``prefer_eager=False`` (the kernels wherever the bundle
-holds them). Each variant's first step, its whole compile included, is timed
+holds them), with the add before a norm fused with it (the fused residual kernels,
+the default) and, to compare, with ``fuse_adds=False`` (the add left to Inductor, the norm on
+its plain kernels). Each variant's first step, its whole compile included, is timed
 in a fresh process with an empty Inductor cache. The variants are timed in interleaved rounds
 (round-robin, several steps each) so that other load hits all alike; the
 table gives median step times, the speed ratio against the baseline (per
@@ -27,10 +29,14 @@ the range over rounds; above 1 = faster than plain torch.compile), the kernel
 calls per step (the serving bundle's ``stats()``) and the first step's time.
 
 The bundle is built here from the quick start's manifest plus the GPT model's
-width-128 layer norm (``boo-build build``, benchmarks included: its records
-decide), unless given ``--bundle``.
+width-128 layer norm and the Llama model's RMS norm, each also in the fused residual
+form (``boo-build build``, benchmarks included: its records decide), unless given ``--bundle``.
 
     PATH=$PWD/.venv/bin:$PATH .venv/bin/python benchmarks/compile_backend.py [--rounds 9] [--steps 3]
+
+``--quick``: the Llama-style model only, 2 rounds of 1 step after 1 warm-up, no first-call
+processes, the bundle built without benchmarks (so the default decisions have no records to
+read); the table goes to stdout only: a check that the script works, not a measurement.
 """
 
 from __future__ import annotations
@@ -60,22 +66,35 @@ input_shape = ["batch", "seq", 128]
 masks = [1, 14]
 
 [[kernels]]
+op = "layer_norm"
+input_shape = ["batch", "seq", 128]
+residual = true
+masks = [1, 14]
+
+[[kernels]]
 op = "rms_norm"
 input_shape = ["batch", "seq", 128]
 eps = 1e-6
+masks = [1, 6]
+
+[[kernels]]
+op = "rms_norm"
+input_shape = ["batch", "seq", 128]
+eps = 1e-6
+residual = true
 masks = [1, 6]
 """
 
 GPT_WIDTH, GPT_HEADS, GPT_LAYERS, GPT_VOCAB, GPT_SEQ, BATCH = 128, 4, 2, 256, 64, 8
 
 
-def build_bundle(folder: Path) -> Path:
+def build_bundle(folder: Path, bench: bool = True) -> Path:
     manifest = folder / "compile-backend.toml"
     manifest.write_text(MANIFEST)
     out = folder / "out"
     t = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "boo_build.cli", "build", str(manifest), "--out", str(out)], check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run([sys.executable, "-m", "boo_build.cli", "build", str(manifest), "--out", str(out),
+                    *(() if bench else ("--no-bench",))], check=True, stdout=subprocess.DEVNULL)
     print(f"built the bundle in {time.perf_counter() - t:.0f} s", file=sys.stderr)
     return out / "compile-backend-0.1.0.tar.zst"
 
@@ -201,8 +220,6 @@ def measure(steps: dict, rounds: int, per_round: int, warmup: int) -> tuple[dict
     for name, (step, backend) in steps.items():
         for _ in range(1 + warmup):
             step().item()
-        if backend is not None:
-            backend.serving()[0].reset_stats()
     names = list(steps)
     for r in range(rounds):
         for name in names[r % len(names):] + names[:r % len(names)]:  # each round another first: no order bias
@@ -213,10 +230,16 @@ def measure(steps: dict, rounds: int, per_round: int, warmup: int) -> tuple[dict
                 step().item()  # read back, as a training loop does
                 ts.append(time.perf_counter() - t)
             times[name].append(ts)
-    for name, (_, backend) in steps.items():
+    # kernel calls: one more step per variant, alone. Two variants with the same bundle options share its
+    # token, whose latest bundle counts both's calls: every bundle reset, then summed
+    backends = [b for _, b in steps.values() if b is not None]
+    for name, (step, backend) in steps.items():
         if backend is not None:
-            st = backend.stats(totals=True)
-            hits[name] = (st["static_hits"] + st["dynamic_hits"]) / (rounds * per_round)
+            for b in backends:
+                b.serving()[0].reset_stats()
+            step().item()
+            hits[name] = sum(b.stats(totals=True)["static_hits"] + b.stats(totals=True)["dynamic_hits"]
+                             for b in backends)
     return times, hits
 
 
@@ -230,7 +253,8 @@ def summary(times: dict, base: str) -> dict:
     return out
 
 
-VARIANTS = ("torch.compile (Inductor)", "backend=\"boo\"", "backend=\"boo\", prefer_eager=False")
+VARIANTS = ("torch.compile (Inductor)", "backend=\"boo\"", "backend=\"boo\", prefer_eager=False",
+            "backend=\"boo\", prefer_eager=False, fuse_adds=False")
 PHASES = ("training step", "inference step")
 
 
@@ -238,7 +262,8 @@ def backends_for(path, open_bundle, Backend) -> dict:
     """variant -> its backend (None: plain torch.compile), each on its own bundle object:
     their kernel calls counted apart."""
     return {VARIANTS[0]: None, VARIANTS[1]: Backend(open_bundle(path)),
-            VARIANTS[2]: Backend(open_bundle(path), prefer_eager=False)}
+            VARIANTS[2]: Backend(open_bundle(path), prefer_eager=False),
+            VARIANTS[3]: Backend(open_bundle(path), prefer_eager=False, fuse_adds=False)}
 
 
 def first_call(path: Path, case: int, phase: str, variant: str) -> float:
@@ -280,26 +305,32 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=3, help="steps per round")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "compile_backend.md")
+    ap.add_argument("--quick", action="store_true", help="the Llama-style model only, 2 rounds of 1 step, no "
+                    "first-call processes, a bundle built without benchmarks; the table to stdout only")
     ns = ap.parse_args()
+    if ns.quick:
+        ns.rounds, ns.steps, ns.warmup = 2, 1, 1
     if ns.first_call:
         case, phase, variant = ns.first_call.split(":", 2)
         print(first_call(ns.bundle, int(case), phase, variant))
         return 0
     load0 = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="compile-backend-") as tmp:
-        path = ns.bundle or build_bundle(Path(tmp))
-        firsts = first_calls(path, Path(tmp))
+        path = ns.bundle or build_bundle(Path(tmp), bench=not ns.quick)
+        firsts = {} if ns.quick else first_calls(path, Path(tmp))
         import torch
 
-        torch._dynamo.config.cache_size_limit = 64  # 3 variants x 2 phases compile each model's code
+        torch._dynamo.config.cache_size_limit = 64  # 4 variants x 2 phases compile each model's code
         from boo_build.loader import open_bundle
         from boo_build.loader.backend import Backend, Runs
 
         lines = ["# `torch.compile(backend=\"boo\")` against plain `torch.compile`", ""]
         lines.append(f"Machine: {platform.platform()}; CPU {cpu_model()}; {os.cpu_count()} logical CPUs; torch "
                      f"{torch.__version__}, {torch.get_num_threads()} threads; the bundle on its best device.")
-        lines.append(f"Bundle: built here from the quick start's manifest plus a width-128 layer norm and RMS norm "
-                     f"(benchmarks included: its records decide `prefer_eager`). {ns.rounds} rounds of {ns.steps} "
+        built = ("without benchmarks (--quick: no records, so the default decisions serve what is held)" if ns.quick
+                 else "benchmarks included: its records decide `prefer_eager`")
+        lines.append(f"Bundle: built here from the quick start's manifest plus a width-128 layer norm and RMS norm, "
+                     f"plain and fused with the add ({built}). {ns.rounds} rounds of {ns.steps} "
                      "steps per variant, interleaved, after warm-up; one process. Speed ratio: plain "
                      "torch.compile's round median over the variant's (above 1: faster), the median and the "
                      "range over rounds; the variants take turns going first. First call: the first step, its whole "
@@ -307,6 +338,8 @@ def main() -> int:
                      "start-up done before).")
         lines.append("")
         for case, (model_name, model, inp, loss_fn) in enumerate(cases()):
+            if ns.quick and case != CASES - 1:
+                continue  # the Llama-style model only
             for phase in PHASES:
                 torch._dynamo.reset()
                 made = steps_of(model, inp, loss_fn, backends_for(path, open_bundle, Backend))
@@ -315,21 +348,23 @@ def main() -> int:
                 s = summary(times, VARIANTS[0])
                 lines.append(f"## {model_name}: {phase}")
                 lines.append("")
-                lines.append("| variant | median ms | speed vs torch.compile (range) | norms on kernels | kernel calls "
-                             "per step | first call s |")
-                lines.append("|---|---:|---:|---:|---:|---:|")
+                lines.append("| variant | median ms | speed vs torch.compile (range) | norms on kernels | fused with "
+                             "their add | kernel calls per step | first call s |")
+                lines.append("|---|---:|---:|---:|---:|---:|---:|")
                 for name, (med, r, lo, hi) in s.items():
                     b = steps[name][1]
                     on = "" if b is None else (f"{sum(d.runs is Runs.KERNEL for d in b.decisions)} of "
                                                f"{len(b.decisions)}")
+                    fused = "" if b is None else str(sum(d.fused for d in b.decisions))
                     calls = "" if name not in hits else f"{hits[name]:.0f}"
-                    lines.append(f"| {name} | {med * 1e3:.2f} | {r:.3f}x ({lo:.2f}-{hi:.2f}) | {on} | {calls} | "
-                                 f"{firsts[(case, phase, name)]:.1f} |")
+                    first = firsts.get((case, phase, name))
+                    lines.append(f"| {name} | {med * 1e3:.2f} | {r:.3f}x ({lo:.2f}-{hi:.2f}) | {on} | {fused} | "
+                                 f"{calls} | {'' if first is None else f'{first:.1f}'} |")
                 lines.append("")
                 for name, (_, _, b) in made.items():
                     if b is not None:
                         reasons = sorted({f"{d.where}{f' [{d.source}]' * (d.source not in ('', d.where))}: "
-                                          f"{d.runs.value} "
+                                          f"{d.runs.value}{' fused with its add' * d.fused} "
                                           f"({d.why.value})"
                                           for d in b.decisions})
                         lines.append(f"- {name}: " + "; ".join(reasons))
@@ -339,8 +374,9 @@ def main() -> int:
                  f"{os.cpu_count()} CPUs.")
     text = "\n".join(lines) + "\n"
     print(text)
-    ns.out.parent.mkdir(parents=True, exist_ok=True)
-    ns.out.write_text(text)
+    if not ns.quick:
+        ns.out.parent.mkdir(parents=True, exist_ok=True)
+        ns.out.write_text(text)
     return 0
 
 

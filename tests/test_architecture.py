@@ -224,7 +224,7 @@ def package_cycles(package_dir: Path) -> list[str]:
 # the loader runs kernels in applications and needs nothing of the build. The bundle
 # format (``loader/format.py``) is the loader's: the build writes what it reads.
 CORE = ("dtypes", "shapes", "signature", "ops", "targets", "reasons", "errors", "torch_classes", "bundle_names",
-        "compared", "probe", "inline_norms", "graph_ops")
+        "compared", "probe", "inline_norms", "graph_ops", "residual_adds")
 LOADER = ("loader",)
 BUILD = ("stages", "build", "report", "manifest", "measure", "trace", "cli", "records", "candidates", "layout",
          "files", "store")

@@ -2,7 +2,8 @@
 Qwen2, Gemma (1 + weight) and T5 traced by ``boo-build trace`` (no ``--rms-class``),
 built, then trained at a size the trace never saw under ``torch.compile(backend="boo")``
 and after ``replace_norms``, every norm module served, each kernel called exactly once
-forward and once backward per norm; a bfloat16 Llama; float32 weights beside bfloat16
+forward and once backward per norm (under the backend, the norms after an add fused with it:
+the trace records the fused residual form, the graph handed on holds no add feeding a norm); a bfloat16 Llama; float32 weights beside bfloat16
 activations; look-alikes left with their reasons, the probe changing nothing.
 
 The models are transformers 5.24.0's (the ``test`` extra), one layer, random weights
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -42,6 +44,52 @@ def _keys(name: str, dtype: str = "f32") -> tuple[str, str]:
     return _key(1, dtype, offset), _key(6, dtype, offset)
 
 
+def _res(key: str) -> str:
+    """The fused residual form's key of a plain kernel's."""
+    head, mask = key.rsplit("-m", 1)
+    return f"{head}-res-m{mask}"
+
+
+def _fused(path: str) -> bool:
+    """Whether the norm module at ``path`` follows an add (every one but a block's first: after the
+    embedding, or T5's first sub-layer's)."""
+    return not path.endswith(("input_layernorm", "layer.0.layer_norm"))
+
+
+def _final(path: str) -> bool:
+    """A model's last norm: the sum before it has no other user (its backward takes no grad_h)."""
+    return path == "model.norm" or path.endswith("final_layer_norm")
+
+
+def _recording(graphs: list):
+    """An inner backend keeping the graph ``backend="boo"`` hands it, then AOT autograd's (no Inductor)."""
+    from torch._dynamo import lookup_backend
+
+    def inner(gm, example_inputs):
+        graphs.append(gm.graph)
+        return lookup_backend("aot_eager")(gm, example_inputs)
+
+    return inner
+
+
+def _fused_calls(graphs: list) -> int:
+    """The fused norm calls in the graphs handed on, each plain norm call checked to read no add that fuses."""
+    from boo_build.loader import graph_functions as gf
+    from boo_build.residual_adds import residual_add
+
+    fused = 0
+    for g in graphs:
+        for n in g.nodes:
+            if n.op != "call_function":
+                continue
+            if n.target in (gf.boo_add_rms_norm, gf.boo_add_layer_norm):
+                fused += 1
+            elif n.target in (gf.boo_rms_norm, gf.boo_layer_norm):
+                add = residual_add(n.args[0])
+                assert add is None or not add.fuses, f"{n} reads an add that fuses: {add}"
+    return fused
+
+
 @pytest.fixture(scope="module")
 @compiles
 def built(tmp_path_factory) -> tuple[Path, str]:
@@ -65,8 +113,11 @@ def test_trace_records_every_norm_with_no_class_named(built):
     for name in NAMES:  # each model's class is recorded, by its own name, at both sizes
         assert f"{name} float32 (1, 6): loss" in text and NORM_CLASSES[name] in text, (name, text)
     assert "unrecorded" not in text.lower() and "probed:" not in text, text
-    # three dynamic entries: the plain form (Llama, Qwen2, T5) in float32 and bfloat16, Gemma's offset form
-    assert text.count("[[kernels]]") == 3 and "weight_offset = 1.0" in text and 'dtype = "bfloat16"' in text, text
+    # six dynamic entries: the plain form (Llama, Qwen2, T5) in float32 and bfloat16, Gemma's offset form, and
+    # the fused residual form of each (every model adds before a norm: post-attention and final norms)
+    assert text.count("[[kernels]]") == 6 and text.count("residual = true") == 3, text
+    assert text.count("weight_offset = 1.0") == 2 and text.count('dtype = "bfloat16"') == 2, text
+    assert "rms_norm-f32-2x8x32-n32-w-eps1em06-res-m1" in text and "-res-m6" in text, text
 
 
 def _grads(m: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -106,16 +157,25 @@ CASES = [(n, torch.float32) for n in NAMES] + [("llama", torch.bfloat16)]
 def test_compiled_training_step_serves_every_norm(bundle, name, dtype):
     m, ref = model(name, dtype), model(name, dtype)
     norms = norm_modules(name, m)
-    backend = Backend(bundle, prefer_eager=False, inner="aot_eager")
+    graphs: list = []
+    backend = Backend(bundle, prefer_eager=False, inner=_recording(graphs))
     torch._dynamo.reset()
     dt = str(dtype).removeprefix("torch.")
     _check_step(torch.compile(m, backend=backend, dynamic=True), ref, dt, f"{name} compiled")
     served = {d.where.split(" (")[0]: d for d in backend.decisions}
     assert set(served) == set(norms), (norms, [str(d) for d in backend.decisions])
-    for d in served.values():
+    fwd, bwd = _keys(name, _code(dtype))
+    for path, d in served.items():
         assert d.runs is Runs.KERNEL and d.why is Why.SERVED and d.masks == (1, 6), str(d)
-        assert d.spelling == f"{NORM_CLASSES[name]}.forward" and d.kernels == _keys(name, _code(dtype)), str(d)
-    _served_once_per_norm(bundle, name, len(norms), _code(dtype))
+        assert d.spelling == f"{NORM_CLASSES[name]}.forward" and d.fused is _fused(path) and not d.add, str(d)
+        # fused with the add before it: the fused forward, and the fused backward where the sum has another
+        # user (the next residual), the plain one of the sum before the model's last norm
+        want = (fwd, bwd) if not d.fused else (_res(fwd), bwd if _final(path) else _res(bwd))
+        assert d.kernels == want, str(d)
+    # the graph handed to the inner backend: the fused calls, and no add feeding a norm
+    assert _fused_calls(graphs) == sum(map(_fused, norms)) >= 2
+    hits = {k: v["hits"] for k, v in bundle.stats().items() if v["hits"] or v["misses"] or v["eager"]}
+    assert hits == Counter(k for d in served.values() for k in d.kernels), bundle.stats()  # once per norm
 
 
 def _code(dtype: torch.dtype) -> str:
@@ -147,9 +207,18 @@ def test_explain_lists_every_norm_module(bundle):
         found = explain(lambda ids: m(input_ids=ids).logits, torch.zeros(2, 4, dtype=torch.long), bundle=bundle)
     assert sorted(d.where.split(" (")[0] for d in found.norms) == sorted(norm_modules("llama", m)), str(found)
     for d in found.norms:
-        assert d.masks == (1,) and d.spelling == "LlamaRMSNorm.forward" and d.kernels == (_key(1),), str(d)
+        fused = _fused(d.where.split(" (")[0])
+        assert d.masks == (1,) and d.spelling == "LlamaRMSNorm.forward" and d.fused is fused, str(d)
+        assert d.kernels == ((_res(_key(1)),) if fused else (_key(1),)), str(d)
         assert d.runs is Runs.KERNEL and d.why is Why.SERVED, str(d)
-    assert str(found).startswith("3 norms in 1 graph: 3 run the bundle's kernels, 0 the graph's code"), str(found)
+    assert len(found.fused) == 2 and str(found).startswith(
+        "3 norms in 1 graph: 3 run the bundle's kernels, 0 the graph's code (2 fused with the add before them)"), \
+        str(found)
+    assert str(found).count("LlamaRMSNorm.forward fused with its add float32 2x4x32") == 2, str(found)
+    with torch.no_grad():  # fusion off: the plain kernels (the traced manifest holds them beside the fused)
+        plain = explain(lambda ids: m(input_ids=ids).logits, torch.zeros(2, 4, dtype=torch.long), bundle=bundle,
+                        fuse_adds=False)
+    assert not plain.fused and {d.kernels for d in plain.norms} == {(_key(1),)}, str(plain)
 
 
 # ------------------------------------------------------------ dtypes the model's code gives
@@ -329,8 +398,9 @@ def test_offset_kernels_serve_offset_calls_only_and_older_loaders_refuse_them(bu
     assert_close(gw, dw, "float16", "fallback weight gradient")
     with pytest.raises(ValueError, match="weight_offset must be a finite number"):
         b.fused_rms_norm(x, [HIDDEN], w, EPS, float("nan"))
-    # a loader that reads formats 1-4 (before format 5's frames) refuses it, naming the upgrade
-    assert b.index["format_version"] == bundle_format.SPLIT_FORMAT_VERSION == 5
+    # the traced manifest holds fused residual kernels too: format 6 (offset kernels alone need 5); a loader
+    # that reads formats 1-4 (before format 5's frames) refuses it, naming the upgrade
+    assert b.index["format_version"] == bundle_format.RESIDUAL_FORMAT_VERSION == 6
     monkeypatch.setattr(bundle_format, "READABLE_VERSIONS", (1, 2, 3, 4))
-    with pytest.raises(BundleFormatError, match="format version 5 is not supported.*upgrade boo-build"):
+    with pytest.raises(BundleFormatError, match="format version 6 is not supported.*upgrade boo-build"):
         open_bundle(built[0])

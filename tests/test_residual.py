@@ -410,3 +410,105 @@ def test_the_fused_ops_pass_torch_opcheck():
                           test_utils=checks[:2])
     torch.library.opcheck(ops.add_rms_norm_backward.default,
                           (gy, h, [16], rms_rstd, w, [True, True], 0.0, gh, None, b.token()), test_utils=checks[:2])
+
+
+# ------------------------------------------- the add before a norm: compile backend and trace
+def _adds(a, b, w, wl, bl):
+    """A norm after each kind of add: one that fuses (its sum used again after), then the look-alikes
+    (in place twice, alpha=, broadcasting, mixed dtypes), then a layer norm of a sum with no other user."""
+    F = torch.nn.functional
+    h = a + b
+    y = F.rms_norm(h, [16], w, 1e-6)
+    c = a.clone()
+    c += b
+    e = a.clone().add_(b)
+    looks = [F.rms_norm(v, [16], w, 1e-6) for v in (c, e, torch.add(a, b, alpha=2), a + w, a.bfloat16() + b)]
+    z = F.layer_norm(y + h, [16], wl, bl)
+    return (z * z).sum() + sum((v * v).sum() for v in looks) + (h * 0.5).sum()
+
+
+def _add_args():
+    g = torch.Generator().manual_seed(4)
+    a, b = (torch.randn(2, 3, 16, generator=g).requires_grad_() for _ in range(2))
+    w, wl = ((1 + 0.2 * torch.randn(16, generator=g)).requires_grad_() for _ in range(2))
+    return a, b, w, wl, (0.1 * torch.randn(16, generator=g)).requires_grad_()
+
+
+def test_the_compile_backend_fuses_the_adds_that_fuse(res_built, monkeypatch):
+    """Under ``backend="boo"`` (prefer_eager=False), a training step: the add that fuses and its norm run
+    the fused kernels (the backward taking grad_h where the sum has another user, the plain one of the sum
+    where not); each look-alike is left with its reason; the loss and every gradient are torch's."""
+    from torch._dynamo import lookup_backend
+
+    from boo_build.loader import graph_functions as gf
+    from boo_build.loader import open_bundle
+    from boo_build.loader.backend import Backend, Explanation
+    from boo_build.residual_adds import ALPHA, BROADCAST, DTYPES, IN_PLACE
+
+    b = open_bundle(next(res_built.glob("*.tar.zst")), device="local-task")
+    graphs = []
+
+    def inner(gm, example_inputs):
+        graphs.append(gm.graph)
+        return lookup_backend("aot_eager")(gm, example_inputs)
+
+    backend = Backend(b, prefer_eager=False, inner=inner)
+    torch._dynamo.reset()
+    args = _add_args()
+    loss = torch.compile(_adds, backend=backend)(*args)
+    grads = torch.autograd.grad(loss, args)
+    want = _adds(*args)
+    torch.testing.assert_close(loss, want)
+    for got, exp in zip(grads, torch.autograd.grad(want, args)):
+        torch.testing.assert_close(got, exp)
+    d = backend.decisions
+    assert [x.fused for x in d] == [True] + [False] * 5 + [True], [str(x) for x in d]
+    assert d[0].kernels == ("rms_norm-f32-BATCHxSEQx16-n16-w-eps1em06-res-m1",
+                            "rms_norm-f32-BATCHxSEQx16-n16-w-eps1em06-res-m6")  # h's other users: grad_h
+    assert d[-1].kernels == ("layer_norm-f32-2x3x16-n16-wb-res-m1", "layer_norm-f32-2x3x16-n16-wb-m14")
+    for x, why in zip(d[1:6], (IN_PLACE, IN_PLACE, ALPHA + "2", BROADCAST + " (2x3x16 + 16)", DTYPES)):
+        assert x.add.startswith(why), str(x)
+    assert {k: v["hits"] for k, v in b.stats().items() if v["hits"]} == dict.fromkeys(d[0].kernels + d[-1].kernels, 1)
+    # the graph handed on: two fused calls, no add left before them
+    (g,) = graphs
+    fused = [n for n in g.nodes if n.target in (gf.boo_add_rms_norm, gf.boo_add_layer_norm)]
+    assert len(fused) == 2 and all(a.op == "placeholder" or a.target is not torch.add for a in fused[0].args[:2])
+    # what explain prints for them (explain itself, and fuse_adds=False's plain kernels, run in
+    # tests/test_hand_written_norms.py: no second compile here)
+    text = str(Explanation(tuple(d), backend.graphs))
+    assert "2 fused with the add before them); 5 adds before a norm not fused" in text, text
+    monkeypatch.setenv("BOO_FUSE_ADDS", "0")  # fusion off where the option is not given
+    assert Backend(b).fuse_adds is False and Backend(b, fuse_adds=True).fuse_adds
+
+
+def test_trace_records_the_fused_form_with_the_same_predicate():
+    """``record_norms`` records a norm after an add that fuses as the fused kernel's call (a module's and a
+    function's), its backward fused where the sum has other users; the look-alikes as plain calls; the
+    manifest holds a ``residual = true`` entry and the plain forward beside it."""
+    from boo_build.trace import record_norms
+
+    torch.manual_seed(0)
+    ln, rms = torch.nn.LayerNorm(16), torch.nn.RMSNorm(16, eps=1e-6)
+    F = torch.nn.functional
+
+    def step(a, b):
+        h = a + b
+        y = ln(h)  # h used again below: the fused backward takes grad_h
+        c = y.clone()
+        c += b
+        return (rms(c) + F.rms_norm(torch.add(y, h, alpha=2), [16], eps=1e-6) + F.layer_norm(y + h, [16])).sum()
+
+    with record_norms() as rec:
+        step(torch.randn(2, 3, 16, requires_grad=True), torch.randn(2, 3, 16)).backward()
+    assert {c.signature.key for c in rec.calls} == {
+        "layer_norm-f32-2x3x16-n16-wb-res-m1", "layer_norm-f32-2x3x16-n16-wb-res-m14",  # the module, grad_h
+        "layer_norm-f32-2x3x16-n16-nw-res-m1", "layer_norm-f32-2x3x16-n16-nw-m2",  # F.layer_norm: no other user
+        "rms_norm-f32-2x3x16-n16-w-eps1em06-m1", "rms_norm-f32-2x3x16-n16-w-eps1em06-m6",  # after +=
+        "rms_norm-f32-2x3x16-n16-nw-eps1em06-m1", "rms_norm-f32-2x3x16-n16-nw-eps1em06-m2"}  # after alpha=
+    text = rec.manifest(targets=["cpu"])
+    assert text.count("residual = true") == 2, text
+    from boo_build.manifest.reader import parse_toml
+
+    keys = {s.key for s in parse_toml(text, "<traced>").signatures}
+    assert {"layer_norm-f32-2x3x16-n16-wb-m1", "layer_norm-f32-2x3x16-n16-nw-m1"} <= keys  # the plain forwards
+    assert {"layer_norm-f32-2x3x16-n16-wb-res-m14", "layer_norm-f32-2x3x16-n16-nw-res-m1"} <= keys

@@ -47,12 +47,12 @@ def _keys(rec) -> dict[str, int]:
     return {c.signature.key: c.calls for c in rec.calls}
 
 
-def _ln(shape, mask, dtype="float32"):
-    return KernelSignature("layer_norm", shape, (16,), dtype, mask).key
+def _ln(shape, mask, dtype="float32", res=False):
+    return KernelSignature("layer_norm", shape, (16,), dtype, mask, residual=res).key
 
 
-def _rms(shape, mask, eps=1e-6, dtype="float32"):
-    return KernelSignature("rms_norm", shape, (16,), dtype, mask, eps=eps, bias=False).key
+def _rms(shape, mask, eps=1e-6, dtype="float32", res=False):
+    return KernelSignature("rms_norm", shape, (16,), dtype, mask, eps=eps, bias=False, residual=res).key
 
 
 # ------------------------------------------------------------ the whole workflow
@@ -62,7 +62,8 @@ def traced(tmp_path_factory):
     """``boo-build trace`` of the training script at two sizes, then ``boo-build build`` for cpu."""
     tmp = tmp_path_factory.mktemp("trace")
     out = tmp / "model.toml"
-    proc = boo("trace", "--out", str(out), "--targets", "cpu", "--static", "1",
+    # --no-fuse-adds: the plain kernels only (the fused form's trace and build: tests/test_hand_written_norms.py)
+    proc = boo("trace", "--out", str(out), "--targets", "cpu", "--static", "1", "--no-fuse-adds",
                "--rms-class", "trace_model.LlamaRMSNorm", str(FIXTURES / "train.py"), *TRACED_SIZES, cwd=tmp)
     build = boo("build", str(out), "--out", str(tmp / "out"), "--no-bench", "-q", cwd=tmp)
     return out, proc, tmp / "out" / "train-norms-0.1.0.tar.zst", build
@@ -133,8 +134,11 @@ def test_frozen_weights_record_input_gradient_masks():
               model.final_bias, model.out_norm.weight]:
         p.requires_grad_(False)
     rec = _record(model, lambda m: trace_model.train_step(m, 2, 5))
-    assert _keys(rec) == {_ln((2, 5, 16), 1): 3, _ln((2, 5, 16), 2): 3, _rms((2, 5, 16), 1): 2,
-                          _rms((2, 5, 16), 2): 2}
+    # ln2 and rms follow a residual add: the fused form; ln2's sum is used again (the next residual): its
+    # backward takes grad_h; rms's is not: the plain backward of the sum
+    s = (2, 5, 16)
+    assert _keys(rec) == {_ln(s, 1): 2, _ln(s, 2): 2, _ln(s, 1, res=True): 1, _ln(s, 2, res=True): 1,
+                          _rms(s, 1): 1, _rms(s, 1, res=True): 1, _rms(s, 2): 2}
 
 
 def test_inference_records_forward_masks_only():
@@ -148,7 +152,11 @@ def test_inference_records_forward_masks_only():
         with torch.inference_mode():
             m(tokens)
 
-    assert _keys(_record(model, infer)) == {_ln((3, 4, 16), 1): 6, _rms((3, 4, 16), 1): 4}
+    s = (3, 4, 16)
+    assert _keys(_record(model, infer)) == {_ln(s, 1): 4, _ln(s, 1, res=True): 2, _rms(s, 1): 2,
+                                            _rms(s, 1, res=True): 2}
+    # without fusion: the plain kernels of every norm
+    assert _keys(_record(model, infer, fuse_adds=False)) == {_ln(s, 1): 6, _rms(s, 1): 4}
 
 
 def test_eps_none_records_torchs_default_and_bfloat16_records_bfloat16():
@@ -158,7 +166,8 @@ def test_eps_none_records_torchs_default_and_bfloat16_records_bfloat16():
     # nn.RMSNorm(eps=None): float32's epsilon, for a bfloat16 input too (F.rms_norm's default)
     assert keys[_rms((2, 5, 16), 6, eps=F32_EPS, dtype="bfloat16")] == 1
     assert keys[_rms((2, 5, 16), 6, dtype="bfloat16")] == 1  # the Llama class, computing in float32
-    assert keys[_ln((2, 5, 16), 14, dtype="bfloat16")] == 3
+    assert keys[_ln((2, 5, 16), 14, dtype="bfloat16")] == 2
+    assert keys[_ln((2, 5, 16), 14, dtype="bfloat16", res=True)] == 1  # ln2, after the residual add
     assert all(KernelSignature.parse(k).dtype == "bfloat16" for k in keys)
 
 
@@ -248,7 +257,8 @@ def test_other_threads_are_not_recorded_and_compiled_code_runs_eagerly():
         assert len(rec) == 0
         with torch.no_grad():
             compiled(tokens)  # torch.compile'd: run eagerly while recording, so every norm is seen
-    assert _keys(rec) == {_ln((2, 3, 16), 1): 3, _rms((2, 3, 16), 1): 2}
+    s = (2, 3, 16)
+    assert _keys(rec) == {_ln(s, 1): 2, _ln(s, 1, res=True): 1, _rms(s, 1): 1, _rms(s, 1, res=True): 1}
 
 
 class _CountedGemma(GemmaRMSNorm):

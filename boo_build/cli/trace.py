@@ -43,6 +43,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rms-class", action="append", default=[], metavar="module.Class",
                    help="a norm class written by hand to probe whatever it holds (norms with a weight and an eps "
                         "are probed anyway: Llama's, Gemma's, T5's...); repeatable")
+    p.add_argument("--no-fuse-adds", dest="fuse_adds", action="store_false",
+                   help="record a norm after an add as its plain kernel, not the fused residual form's (for a "
+                        "model compiled with fuse_adds=False, or served by replace_norms alone)")
     p.add_argument("--no-auto", dest="auto", action="store_false",
                    help="probe only the --rms-class classes: record no other norm written by hand")
     p.add_argument("--merge", type=Path, metavar="OLD.toml",
@@ -152,7 +155,7 @@ def run(ns: argparse.Namespace) -> int:
             classes = resolve_rms_classes(ns.rms_class)
         except UnknownRmsClass as e:
             raise UsageError(f"--rms-class: {e}") from None
-        with record_norms(classes, source=f"`{shown}`", auto=ns.auto) as rec:
+        with record_norms(classes, source=f"`{shown}`", auto=ns.auto, fuse_adds=ns.fuse_adds) as rec:
             status, text, raised = _run_script(ns.script)
     sys.stdout.flush()
     if text:

@@ -34,6 +34,10 @@ Which norms (decided once per graph, at compile time, no per-call route):
   budget spent, a compile that failed), torch eager (``prefer_eager`` in the index),
   the decision's detail saying so.
 
+A served norm whose input is an add of two tensors (a residual: ``boo_build.residual_adds``
+says which adds fuse) runs, with the add, the fused residual form's kernels where they are held
+and (``prefer_eager``) win, in one call (``fuse_adds=False``: never).
+
 Elsewhere the node stays as Dynamo traced it, and the inner backend compiles it.
 ``prefer_eager=False`` runs the kernels wherever the bundle holds them.
 ``fallback=None`` raises ``NormNotServed`` at compile time for a norm the
@@ -114,7 +118,7 @@ def _view(bundle: Bundle, fallback: str | None, prefer_eager: bool) -> tuple[Bun
 
 
 # ------------------------------------------------------------- the backend
-_OPTIONS = ("bundle", "prefer_eager", "fallback", "inner", "device", "auto")
+_OPTIONS = ("bundle", "prefer_eager", "fallback", "inner", "device", "auto", "fuse_adds")
 
 
 class Backend:
@@ -134,14 +138,18 @@ class Backend:
     modules that may be norms written by hand (a weight and an eps: Llama's, Gemma's,
     T5's... RMS norms) and serve those whose math is a norm's, and the norms
     written inline in a forward (``inline_norms``) (False: only norms spelled as
-    one node: torch's modules, functions and ATen ops).
+    one node: torch's modules, functions and ATen ops). ``fuse_adds``: a norm whose input
+    is an add of two tensors (a residual) runs the fused residual form's kernels, the add
+    and the norm in one call, where the bundle holds them (and they win, with
+    ``prefer_eager``); False, or ``BOO_FUSE_ADDS=0`` in the environment where not given:
+    the add stays the graph's (``residual_adds`` says which adds fuse).
 
     ``decisions``: every norm of every graph compiled, and what runs it;
     ``graphs``: graphs compiled; ``stats()``: the serving bundle's calls."""
 
     def __init__(self, bundle: Bundle | str | os.PathLike | None = None, *, prefer_eager: bool = True,
                  fallback: str | None = "eager", inner: str | Callable = "inductor", device: Any = None,
-                 auto: bool = True):
+                 auto: bool = True, fuse_adds: bool | None = None):
         if fallback not in FALLBACKS:
             raise ValueError(f"fallback must be one of {FALLBACKS}, got {fallback!r}")
         if not isinstance(prefer_eager, bool):
@@ -151,10 +159,15 @@ class Backend:
                             f"got {type(bundle).__name__}")
         if not isinstance(auto, bool):
             raise TypeError(f"auto must be True or False, got {auto!r}")
+        if fuse_adds is None:
+            fuse_adds = os.environ.get("BOO_FUSE_ADDS", "1").strip() not in ("0", "false", "no", "off")
+        if not isinstance(fuse_adds, bool):
+            raise TypeError(f"fuse_adds must be True or False, got {fuse_adds!r}")
         if not (isinstance(inner, str) or callable(inner)):
             raise TypeError(f"inner must be a backend name or a callable, got {inner!r}")
         self._given, self.device = bundle, device
         self.prefer_eager, self.fallback, self.inner, self.auto = prefer_eager, fallback, inner, auto
+        self.fuse_adds = fuse_adds
         self._by_graph: dict[str, list[NormDecision]] = {}  # Dynamo's compile id -> its graph's norms
         self._served: tuple[Bundle, str] | None = None
         self._lock = threading.Lock()
@@ -178,7 +191,7 @@ class Backend:
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]):
         bundle, token = self.serving()
-        found = rewrite(gm, bundle, token, self.prefer_eager, self.fallback, self.auto)
+        found = rewrite(gm, bundle, token, self.prefer_eager, self.fallback, self.auto, self.fuse_adds)
         for d in found:
             log.info("boo backend: %s", d)
         from torch._guards import CompileContext
@@ -220,7 +233,7 @@ def boo(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: Mappin
         **kwargs: Any):
     """The ``"boo"`` backend: ``torch.compile(model, backend="boo", options={...})``,
     ``options`` as ``Backend``'s arguments (``bundle``, ``prefer_eager``,
-    ``fallback``, ``inner``, ``device``, ``auto``)."""
+    ``fallback``, ``inner``, ``device``, ``auto``, ``fuse_adds``)."""
     if kwargs:
         raise TypeError(f"backend 'boo' takes options={{...}}, not {', '.join(kwargs)}= (mode= is Inductor's: "
                         "torch.compile(..., backend='boo', options={'inner': ...}))")
@@ -246,10 +259,20 @@ class Explanation:
         computes, and code written inline that looks like a norm but is not one exactly (look-alikes)."""
         return tuple(d for d in self.norms if d.why is Why.FORM)
 
+    @property
+    def fused(self) -> tuple[NormDecision, ...]:
+        """The norms fused with the add before them (the fused residual form's kernels)."""
+        return tuple(d for d in self.norms if d.fused)
+
     def __str__(self) -> str:
         n, k = len(self.norms) - len(self.not_norms), len(self.served)
         head = (f"{n} norm{'s' * (n != 1)} in {self.graphs} graph{'s' * (self.graphs != 1)}: {k} run the "
                 f"bundle's kernels, {n - k} the graph's code")
+        fused, adds = len(self.fused), sum(bool(d.add) for d in self.norms)
+        if fused:
+            head += f" ({fused} fused with the add before {'them' if fused != 1 else 'it'})"
+        if adds:
+            head += f"; {adds} add{'s' * (adds != 1)} before a norm not fused"
         looks = sum(d.spelling.startswith("inline ") for d in self.not_norms)
         f = len(self.not_norms) - looks
         if f:

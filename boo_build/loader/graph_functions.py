@@ -1,6 +1,7 @@
 """What replaces a norm in a compiled graph (``norm_pass.py``): plain functions in the graph,
 which AOT autograd traces through to the ``boo::`` custom ops (one set for every spelling:
-torch's functions and modules, modules written by hand, norms written inline).
+torch's functions and modules, modules written by hand, norms written inline), and the
+fused residual form's (``boo_add_*``: the add before the norm and the norm, one kernel).
 
 Imports torch.
 """
@@ -55,6 +56,38 @@ def boo_rms_norm(input, normalized_shape, weight, eps, bundle, native, weight_of
     return y if back is None else y.permute(back)
 
 
+def _with_sum(out, h, back):
+    """A fused norm's results as the graph had them: (the norm's, as its plain function returns
+    them; the sum h), each permuted back where the norm was over other dims than the last."""
+    return out, (h if back is None else h.permute(back))
+
+
+def boo_add_layer_norm(input, residual, normalized_shape, weight, bias, eps, bundle, native, out_dtype=None,
+                       perm=None):
+    """``input + residual`` then the layer norm of the sum, one kernel -> (the norm's results, the sum)."""
+    x, back = _permuted(input, perm)
+    r, _ = _permuted(residual, perm)
+    y, h, *stats = torch.ops.boo.add_layer_norm(x, r, normalized_shape, _like(x, weight, normalized_shape),
+                                                _like(x, bias, normalized_shape), eps, bundle)
+    if native:
+        return (y, *stats), h
+    y = _out(y, out_dtype)
+    return _with_sum(y if back is None else y.permute(back), h, back)
+
+
+def boo_add_rms_norm(input, residual, normalized_shape, weight, eps, bundle, native, weight_offset=0.0,
+                     out_dtype=None, perm=None):
+    """``input + residual`` then the RMS norm of the sum, one kernel -> (the norm's results, the sum)."""
+    x, back = _permuted(input, perm)
+    r, _ = _permuted(residual, perm)
+    y, h, *stats = torch.ops.boo.add_rms_norm(x, r, normalized_shape, _like(x, weight, normalized_shape), eps,
+                                              weight_offset, bundle)
+    if native:
+        return (y, *stats), h
+    y = _out(y, out_dtype)
+    return _with_sum(y if back is None else y.permute(back), h, back)
+
+
 def boo_group_norm(input, weight, bias, group, eps, bundle, native, out_dtype=None):
     shape = input.shape
     out = torch.ops.boo.group_norm(input, _like(input, weight), _like(input, bias), shape[0], shape[1],
@@ -62,4 +95,4 @@ def boo_group_norm(input, weight, bias, group, eps, bundle, native, out_dtype=No
     return out if native else _out(out[0], out_dtype)
 
 
-__all__ = ["boo_group_norm", "boo_layer_norm", "boo_rms_norm"]
+__all__ = ["boo_add_layer_norm", "boo_add_rms_norm", "boo_group_norm", "boo_layer_norm", "boo_rms_norm"]

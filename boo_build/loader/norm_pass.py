@@ -3,6 +3,11 @@ Dynamo graph found, however the model wrote it, decided on (does the bundle serv
 and do its records say the kernels beat torch eager), and rewritten, where it runs
 the kernels, into a call of its ``boo::`` custom op; the decision records.
 
+A norm whose input is an add the fused residual form takes (``boo_build.residual_adds``)
+runs that form's kernels where the bundle holds them (and, with ``prefer_eager``, they win by
+the records), the add and the norm one call (``fused_graph``); else its plain kernels, or
+the graph's code; the decision says why its add was not fused.
+
 Imports torch.
 """
 
@@ -12,7 +17,7 @@ import os
 import re
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import torch
 
@@ -21,12 +26,14 @@ from ..dtypes import name_of
 from ..errors import SignatureError
 from ..inline_norms import InlineNorm, find
 from ..ops.base import FORWARD
-from ..probe import BATCH_NORM, INSTANCE_NORM, LOCAL_RESPONSE_NORM
+from ..residual_adds import ResidualAdd, other_users, residual_add
 from ..signature import KernelSignature
 from . import entries
 from .bundle import Bundle
-from .graph_functions import boo_group_norm, boo_layer_norm, boo_rms_norm
+from .fused_graph import anchor, rewire
+from .graph_functions import boo_add_layer_norm, boo_add_rms_norm, boo_group_norm, boo_layer_norm, boo_rms_norm
 from .module_norms import Region, regions
+from .norm_spellings import Spelling, never_served, spelling_of
 
 
 class Runs(StrEnum):
@@ -64,13 +71,17 @@ class NormDecision:
     runs: Runs
     why: Why
     detail: str  # the reason in words
+    fused: bool = False  # fused with the add before it (its kernels the fused residual form's)
+    add: str = ""  # why the add before it was not fused ("": fused, or no add of two tensors before it)
 
     def __str__(self) -> str:
         shape = "x".join(str(d) for d in self.shape)
         at = f" [{self.source}]" if self.source and self.source != self.where else ""
         runs = ("kernels " + ", ".join(self.kernels)) if self.runs is Runs.KERNEL else "the graph's code"
-        return (f"{self.where}{at}: {self.spelling} {self.dtype} {shape} (masks {', '.join(map(str, self.masks))})"
-                f" -> {runs}: {self.detail}")
+        fused = " fused with its add" if self.fused else ""
+        add = f"; its add not fused: {self.add}" if self.add else ""
+        return (f"{self.where}{at}: {self.spelling}{fused} {self.dtype} {shape} (masks "
+                f"{', '.join(map(str, self.masks))}) -> {runs}: {self.detail}{add}")
 
 
 # not norms the bundle could serve: fallback=None raises for none of them
@@ -84,93 +95,6 @@ class NormNotServed(ValueError):
         self.decision = decision
         super().__init__(f"the bundle cannot serve {decision.where}{' at ' + decision.source if decision.source else ''}"
                          f": {decision.detail} (fallback=None; fallback=\"eager\" leaves it to the graph's code)")
-
-
-# ------------------------------------------------------------- the spellings
-@dataclass(frozen=True)
-class _Spelling:
-    name: str
-    op: str
-    params: tuple[str, ...]  # positional parameters, by the names keyword arguments use
-    defaults: Mapping[str, Any]
-    native: bool  # ATen's native op: returns (out, *statistics), not out
-
-
-_LN = ("input", "normalized_shape", "weight", "bias", "eps")
-_RMS = ("input", "normalized_shape", "weight", "eps")
-_GN = ("input", "num_groups", "weight", "bias", "eps")
-_NATIVE_GN = ("input", "weight", "bias", "N", "C", "HxW", "group", "eps")
-
-
-def _spellings() -> dict[Any, _Spelling]:
-    F, aten = torch.nn.functional, torch.ops.aten
-    ln_d = {"weight": None, "bias": None, "eps": 1e-5}
-    rms_d = {"weight": None, "eps": None}
-    table = {
-        F.layer_norm: _Spelling("F.layer_norm", "layer_norm", _LN, ln_d, False),
-        torch.layer_norm: _Spelling("torch.layer_norm", "layer_norm", _LN, ln_d, False),
-        aten.layer_norm.default: _Spelling("aten.layer_norm", "layer_norm", _LN, ln_d, False),
-        aten.native_layer_norm.default: _Spelling("aten.native_layer_norm", "layer_norm", _LN, {}, True),
-        F.rms_norm: _Spelling("F.rms_norm", "rms_norm", _RMS, rms_d, False),
-        torch.rms_norm: _Spelling("torch.rms_norm", "rms_norm", _RMS, rms_d, False),
-        aten.rms_norm.default: _Spelling("aten.rms_norm", "rms_norm", _RMS, rms_d, False),
-        F.group_norm: _Spelling("F.group_norm", "group_norm", _GN, {"weight": None, "bias": None, "eps": 1e-5},
-                                False),
-        torch.group_norm: _Spelling("torch.group_norm", "group_norm", _GN, {"weight": None, "bias": None,
-                                                                             "eps": 1e-5}, False),
-        aten.group_norm.default: _Spelling("aten.group_norm", "group_norm", _GN, {"weight": None, "bias": None,
-                                                                                   "eps": 1e-5}, False),
-        aten.native_group_norm.default: _Spelling("aten.native_group_norm", "group_norm", _NATIVE_GN, {}, True),
-    }
-    fused = getattr(aten, "_fused_rms_norm", None)  # CUDA's RMS norm after some decompositions
-    if fused is not None:
-        table[fused.default] = _Spelling("aten._fused_rms_norm", "rms_norm", _RMS, {}, True)
-    return table
-
-
-def _never() -> dict[Any, tuple[str, str]]:
-    """torch's norms no kernel computes, as graph nodes: target -> (spelling, why)."""
-    F, aten = torch.nn.functional, torch.ops.aten
-    batch, inst, lrn = (f"{why}; no kernel computes it" for why in (BATCH_NORM, INSTANCE_NORM, LOCAL_RESPONSE_NORM))
-    table = {F.batch_norm: ("F.batch_norm", batch), torch.batch_norm: ("torch.batch_norm", batch),
-             F.instance_norm: ("F.instance_norm", inst), torch.instance_norm: ("torch.instance_norm", inst),
-             F.local_response_norm: ("F.local_response_norm", lrn)}
-    for name in ("batch_norm", "native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
-                 "instance_norm"):
-        packet = getattr(aten, name, None)
-        if packet is not None:
-            table[packet.default] = (f"aten.{name}", batch if "batch" in name else inst)
-    return table
-
-
-_SPELLINGS: dict[Any, _Spelling] | None = None  # built on first use (a cache: torch's functions as keys)
-_NEVER: dict[Any, tuple[str, str]] | None = None  # the same, of the norms no kernel computes
-
-
-def _target(target: Any) -> Any:
-    return getattr(target, "default", target) if isinstance(target, torch._ops.OpOverloadPacket) else target
-
-
-def spelling_of(target: Any) -> _Spelling | None:
-    """The norm a graph node's target is (an ATen op packet as its default overload), else None."""
-    global _SPELLINGS
-    if _SPELLINGS is None:
-        _SPELLINGS = _spellings()
-    try:
-        return _SPELLINGS.get(_target(target))
-    except TypeError:  # unhashable
-        return None
-
-
-def never_served(target: Any) -> tuple[str, str] | None:
-    """(spelling, why) where a graph node's target is a norm no kernel computes (batch norm...), else None."""
-    global _NEVER
-    if _NEVER is None:
-        _NEVER = _never()
-    try:
-        return _NEVER.get(_target(target))
-    except TypeError:  # unhashable
-        return None
 
 
 # ---------------------------------------------------------------- the pass
@@ -262,11 +186,11 @@ def _pinned(dims: Sequence[tuple[int, str | None]], kernels: Sequence[KernelSign
 
 
 def _signature(op: str, shape: tuple[int, ...], dtype: str, mask: int, eps: Any, param: Any, weight: bool,
-               bias: bool, offset: float = 0.0) -> KernelSignature:
+               bias: bool, offset: float = 0.0, residual: bool = False) -> KernelSignature:
     spec = ops.get(op)
     fields = spec.call_fields(shape, param)
     return KernelSignature(op=op, input_shape=shape, dtype=dtype, mask=mask, eps=spec.none_eps if eps is None else eps,
-                           affine=weight or bias, bias=bias, weight_offset=offset, **fields)
+                           affine=weight or bias, bias=bias, weight_offset=offset, residual=residual, **fields)
 
 
 def _masks(op: str, x: Any, w: Any, b: Any, out: Any) -> tuple[int, ...]:
@@ -298,13 +222,19 @@ class _Call(NamedTuple):
     offset: float = 0.0
 
 
+_EPS = object()  # in a fused call's arguments: the eps read from the graph's input (``_Pass.fuse``)
+
+
 class _Pass:
     """One graph's rewrite for one serving bundle."""
 
-    def __init__(self, bundle: Bundle, token: str, prefer_eager: bool, gm: torch.fx.GraphModule):
+    def __init__(self, bundle: Bundle, token: str, prefer_eager: bool, gm: torch.fx.GraphModule,
+                 fuse_adds: bool = True):
         self.bundle, self.token, self.prefer_eager, self.gm = bundle, token, prefer_eager, gm
+        self.fuse_adds = fuse_adds
+        self.moved: dict[torch.fx.Node, torch.fx.Node] = {}  # a fused add -> the node of its sum
 
-    def call_of(self, sp: _Spelling, node: torch.fx.Node) -> tuple[_Call, dict[str, Any]] | NormDecision:
+    def call_of(self, sp: Spelling, node: torch.fx.Node) -> tuple[_Call, dict[str, Any]] | NormDecision:
         """A norm node's call and its arguments by name, or the decision where they were not traced."""
         args: dict[str, Any] = dict(zip(sp.params, node.args))
         args.update(node.kwargs)
@@ -325,8 +255,9 @@ class _Pass:
                      _number(_value(args.get("eps"), gm)), param, out, sp.native)
         return call, args
 
-    def decide(self, c: _Call) -> tuple[NormDecision, bool]:
-        """The decision on one norm, and whether it runs the kernels."""
+    def decide(self, c: _Call, residual: bool = False, grad_h: bool = False) -> tuple[NormDecision, bool]:
+        """The decision on one norm, and whether it runs the kernels; ``residual``: on the kernels of
+        its fused residual form (the backward's with ``grad_h`` where the sum has other users)."""
         x, w, b = c.x, c.w, c.b
         dims = [_dim(d) for d in x.shape]
         hints = tuple(h for h, _ in dims)
@@ -360,7 +291,8 @@ class _Pass:
         if c.op != "rms_norm" and c.eps is None:
             return decision(Runs.GRAPH, Why.UNSUPPORTED, "eps unknown while tracing")
         try:
-            sigs = [_signature(c.op, hints, kdt, m, c.eps, param, w is not None, b is not None, c.offset)
+            sigs = [_signature(c.op, hints, kdt, m, c.eps, param, w is not None, b is not None, c.offset,
+                               residual and (m == FORWARD or grad_h and bool(m & ops.get(c.op).grads[0])))
                     for m in masks]
         except (SignatureError, ValueError, TypeError) as e:
             return decision(Runs.GRAPH, Why.UNSUPPORTED, str(e))
@@ -405,7 +337,49 @@ class _Pass:
             detail += f"; {', '.join(mixed)} cast to {dtype}, whose kernel runs"
         return decision(Runs.KERNEL, Why.SERVED, detail + fixed, kernels)
 
-    def respell(self, sp: _Spelling, node: torch.fx.Node, args: dict[str, Any], out_dtype: Any) -> None:
+    def with_add(self, c: _Call, x: Any, norm: Sequence[torch.fx.Node], args: Sequence[Any]
+                 ) -> tuple[NormDecision, bool, ResidualAdd | None, torch.fx.Node | None]:
+        """The decision on a norm whose input is node ``x`` (its nodes ``norm``, the fused call's other
+        arguments ``args``): fused with the add giving ``x`` where that add fuses (``residual_adds``) and
+        the fused form's kernels are held (and win, with ``prefer_eager``), else as ``decide``;
+        -> (decision, runs the kernels, the add to fuse and where its call goes, or None)."""
+        add = residual_add(self.moved.get(x, x)) if self.fuse_adds and ops.get(c.op).residuals else None
+        if add is None:
+            return (*self.decide(c), None, None)
+        why = add.problem
+        at = anchor(self.gm.graph, add, args, norm) if not why else None
+        if not why and at is None:
+            why = "the sum is used before the norm's weight or eps is computed"
+        if not why:
+            d, runs = self.decide(c, residual=True, grad_h=other_users(add, norm))
+            if runs:
+                return replace(d, fused=True), True, add, at
+            why = f"its fused form not run: {d.detail}"
+        d, runs = self.decide(c)
+        return replace(d, add=why), runs, None, None
+
+    def fuse(self, c: _Call, add: ResidualAdd, at: torch.fx.Node, output: torch.fx.Node,
+             norm: Sequence[torch.fx.Node], rest: tuple, eps_input: torch.fx.Node | None = None,
+             perm: Sequence[int] | None = None) -> torch.fx.Node:
+        """The add and the norm (``output``, its nodes ``norm``) replaced by one fused call after ``at``,
+        its arguments the add's operands and ``rest`` (an eps read from ``eps_input`` at each call
+        where given); -> the node of the norm's results."""
+        g = self.gm.graph
+        a, b = add.operands
+        with g.inserting_after(at):
+            # an eps the graph takes as an input is read at each call: the op looks its kernel up by it
+            eps: Any = None if eps_input is None else g.call_method("item", (eps_input,))
+        if eps is not None:
+            eps.meta["example_value"] = c.eps
+            rest = tuple(eps if r is _EPS else r for r in rest)
+        target = boo_add_rms_norm if c.op == "rms_norm" else boo_add_layer_norm
+        with g.inserting_after(eps if eps is not None else at):
+            call = g.call_function(target, (a, b, *rest, *(() if perm is None else (list(perm),))))
+        y = rewire(g, call, output, add, norm)
+        self.moved[add.node] = next(u for u in call.users if u.args[1] == 1)
+        return y
+
+    def respell(self, sp: Spelling, node: torch.fx.Node, args: dict[str, Any], out_dtype: Any) -> None:
         tok = self.token
         if sp.op == "layer_norm":
             node.target = boo_layer_norm
@@ -458,11 +432,19 @@ class _Pass:
 
     def replace(self, input: torch.fx.Node, output: torch.fx.Node, weight: torch.fx.Node | None,
                 bias: torch.fx.Node | None, eps_input: torch.fx.Node | None, nodes: Sequence[torch.fx.Node], c: _Call,
-                perm: Sequence[int] | None = None) -> torch.fx.Node:
+                perm: Sequence[int] | None = None, add: tuple[ResidualAdd, torch.fx.Node] | None = None
+                ) -> torch.fx.Node:
         """A norm's nodes (a module's region, a norm written inline) replaced by one call of the op's graph
-        function, giving the dtype its output had; -> that call."""
+        function, giving the dtype its output had (``add``: fused with that add, the call after that
+        node); -> that call."""
         g, y = self.gm.graph, output
         out_dtype = c.out.dtype if c.out.dtype != c.x.dtype else None
+        if add is not None:
+            eps_arg = c.eps if eps_input is None else _EPS
+            rest = ((list(c.param), weight, eps_arg, self.token, False, c.offset, out_dtype) if c.op == "rms_norm"
+                    else (list(c.param), weight, bias if c.b is not None else None, eps_arg, self.token, False,
+                          out_dtype))
+            return self.fuse(c, add[0], add[1], y, nodes, rest, eps_input, perm)
         with g.inserting_after(y):
             # an eps the graph takes as an input is read at each call: the op looks its kernel up by it
             eps: Any = c.eps if eps_input is None else g.call_method("item", (eps_input,))
@@ -487,14 +469,14 @@ class _Pass:
 
 
 def rewrite(gm: torch.fx.GraphModule, bundle: Bundle, token: str, prefer_eager: bool,
-            fallback: str | None, auto: bool = True) -> list[NormDecision]:
+            fallback: str | None, auto: bool = True, fuse_adds: bool = True) -> list[NormDecision]:
     """Rewrite, in place, the norms of Dynamo graph ``gm`` that ``bundle`` serves
     (named by ``token`` in the graph) into its custom ops; -> every norm found and
     what runs it, and every module that may be a norm written by hand, and every
     look-alike written inline, and why it is not served. ``fallback=None``: ``NormNotServed`` for a norm it cannot serve.
     ``auto=False``: modules written by hand are not probed (``module_norms``), norms
-    written inline not matched (``inline_norms``)."""
-    p = _Pass(bundle, token, prefer_eager, gm)
+    written inline not matched (``inline_norms``). ``fuse_adds=False``: no add fused with its norm."""
+    p = _Pass(bundle, token, prefer_eager, gm, fuse_adds)
     out: list[tuple[torch.fx.Node, NormDecision]] = []
     spelled: list[torch.fx.Node] = []
 
@@ -524,12 +506,18 @@ def rewrite(gm: torch.fx.GraphModule, bundle: Bundle, token: str, prefer_eager: 
             decided(node, got)
             continue
         call, args = got
-        d, runs = p.decide(call)
-        decided(node, d)
+        d, runs, add, at = p.with_add(call, args["input"], [node], [args[k] for k in sp.params if k != "input"])
         if runs:
             out_dtype = call.out.dtype if isinstance(call.out, torch.Tensor) and call.out.dtype != call.x.dtype \
                 else None
-            p.respell(sp, node, args, out_dtype)
+            if add is not None and at is not None:
+                rest = ((args["normalized_shape"], args["weight"], args["eps"], p.token, sp.native, 0.0, out_dtype)
+                        if sp.op == "rms_norm" else (args["normalized_shape"], args["weight"], args["bias"],
+                                                     args["eps"], p.token, sp.native, out_dtype))
+                node = p.fuse(call, add, at, node, [node], rest)
+            else:
+                p.respell(sp, node, args, out_dtype)
+        decided(node, d)
     found = regions(gm, spelled, auto)
     for r in found:
         where = r.output if r.output is not None else r.nodes[-1]
@@ -537,10 +525,11 @@ def rewrite(gm: torch.fx.GraphModule, bundle: Bundle, token: str, prefer_eager: 
         if isinstance(rc, NormDecision):
             decided(where, rc)
             continue
-        d, runs = p.decide(rc)
+        d, runs, add, at = p.with_add(rc, r.input, r.nodes, [r.weight, r.bias, r.eps])
         if runs:
             assert r.input is not None and r.output is not None
-            where = p.replace(r.input, r.output, r.weight, r.bias, r.eps, r.nodes, rc)
+            where = p.replace(p.moved.get(r.input, r.input), r.output, r.weight, r.bias, r.eps, r.nodes, rc,
+                              add=(add, at) if add is not None and at is not None else None)
         decided(where, d)
     inline = find(gm.graph, [n for r in found for n in r.nodes] + spelled) if auto else []
     for n in inline:
@@ -548,13 +537,14 @@ def rewrite(gm: torch.fx.GraphModule, bundle: Bundle, token: str, prefer_eager: 
         if isinstance(ic, NormDecision):
             decided(n.anchor, ic)
             continue
-        d, runs = p.decide(ic)
+        d, runs, add, at = p.with_add(ic, n.input, n.nodes, [n.weight, n.bias, n.eps_input])
         if n.permutation is not None and not runs:
             d = replace(d, detail=f"normalized over dim{'s' * (len(n.dims) > 1)} {', '.join(map(str, n.dims))}: "
                         f"{d.detail}")
         if runs:
             assert n.input is not None and n.output is not None
-            node = p.replace(n.input, n.output, n.weight, n.bias, n.eps_input, n.nodes, ic, n.permutation)
+            node = p.replace(p.moved.get(n.input, n.input), n.output, n.weight, n.bias, n.eps_input, n.nodes, ic,
+                             n.permutation, (add, at) if add is not None and at is not None else None)
         decided(node if runs else n.anchor, d)
     if any(d.runs is Runs.KERNEL for _, d in out):
         gm.graph.lint()
@@ -563,5 +553,5 @@ def rewrite(gm: torch.fx.GraphModule, bundle: Bundle, token: str, prefer_eager: 
     return [d for _, d in sorted(out, key=lambda nd: order.get(nd[0], len(order)))]
 
 
-__all__ = ["NEVER_SERVED", "NormDecision", "NormNotServed", "Runs", "Why", "boo_group_norm", "boo_layer_norm",
-           "boo_rms_norm", "never_served", "rewrite", "spelling_of"]
+__all__ = ["NEVER_SERVED", "NormDecision", "NormNotServed", "Runs", "Why", "boo_add_layer_norm", "boo_add_rms_norm",
+           "boo_group_norm", "boo_layer_norm", "boo_rms_norm", "never_served", "rewrite", "spelling_of"]

@@ -62,10 +62,16 @@ def _caller() -> str:
 class EagerGraph:
     """One forward's torch calls as a graph (on the recording thread only)."""
 
-    def __init__(self) -> None:
+    def __init__(self, before: EagerGraph | None = None) -> None:
         self.graph = Graph()
         self.nodes: WeakIdKeyDictionary = WeakIdKeyDictionary()  # tensor -> the node that gave it
         self.broken = ""  # why a call could not be written: the graph is not matched
+        # the earlier forwards' tensors -> their nodes there: a use here is marked on that node ("used_later":
+        # a sum that fuses with a norm there has another user, whose gradient its backward takes)
+        self.earlier: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        if before is not None:
+            self.earlier.update(before.earlier)
+            self.earlier.update(before.nodes)
 
     def __len__(self) -> int:
         return len(self.graph.nodes)
@@ -73,10 +79,19 @@ class EagerGraph:
     def node(self, t: torch.Tensor) -> Node:
         n = self.nodes.get(t)
         if n is None:
+            old = self.earlier.get(t)
+            if old is not None:
+                old.meta["used_later"] = True
             n = self.graph.placeholder(f"input{len(self.graph.nodes)}")
             n.meta["example_value"] = _meta(t)
             self.nodes[t] = n
         return n
+
+    def call_of(self, out: Any) -> Node | None:
+        """The node of the logged call that gave ``out`` (a tensor, or a call's tuple of them); None: none."""
+        t = out[0] if isinstance(out, (tuple, list)) and out else out
+        n = self.nodes.get(t) if isinstance(t, torch.Tensor) else None
+        return n.args[0] if n is not None and n.target is _getitem else n
 
     def arg(self, a: Any) -> Any:
         if isinstance(a, torch.Tensor):

@@ -14,7 +14,11 @@ group norm's ``["batch", 320, 64, 64]``: its batch only), plus static entries fo
 a family recorded at one shape stays static. ``"always"`` treats every family
 as a multi-shape one, ``"never"`` writes every recorded shape as a static
 entry. Families that share an entry's other fields share the entry: their
-masks become its ``masks`` list.
+masks become its ``masks`` list. A norm recorded fused with the add before it (the fused
+residual form, ``KernelSignature.residual``) has an entry of its own, ``residual = true``
+(it builds the fused kernels and the plain backward of the sum), and its plain forward
+is written too, recorded at no call: what ``replace_norms`` and the compile backend with
+``fuse_adds=False`` call.
 """
 
 from __future__ import annotations
@@ -68,6 +72,7 @@ class Entry:
     recorded: tuple[tuple[tuple[int, ...], int], ...] = ()  # a dynamic entry's recorded shapes and calls
     groups: int | None = None  # group norm's channel groups (its normalized_shape is ())
     weight_offset: float = 0.0  # RMS norm's (Gemma's: 1.0)
+    residual: bool = False  # the fused residual form (x + residual, then the norm)
 
     @property
     def is_dynamic(self) -> bool:
@@ -76,7 +81,7 @@ class Entry:
     def signatures(self) -> tuple[KernelSignature, ...]:
         return tuple(KernelSignature(self.op, self.input_shape, self.normalized_shape, self.dtype, m, eps=self.eps,
                                      affine=self.affine, bias=self.bias, stats_dtype=self.stats_dtype,
-                                     groups=self.groups, weight_offset=self.weight_offset)
+                                     groups=self.groups, weight_offset=self.weight_offset, residual=self.residual)
                      for m in self.masks)
 
     def toml(self) -> str:
@@ -103,6 +108,8 @@ class Entry:
         lines.append(f"affine = {_value(self.affine)}")
         if ops.get(self.op).has_bias:
             lines.append(f"bias = {_value(self.bias)}")
+        if self.residual:
+            lines.append("residual = true")
         lines.append(f"masks = {_value(list(self.masks))}")
         return "\n".join(lines) + "\n"
 
@@ -129,7 +136,7 @@ def _tail(op: str, input_shape: tuple, normalized_shape: tuple[int, ...], groups
 
 def _family(sig: KernelSignature) -> tuple:
     return (sig.op, sig.normalized_shape, sig.groups, _tail(sig.op, sig.input_shape, sig.normalized_shape, sig.groups),
-            sig.dtype, sig.eps, sig.weight_offset, sig.affine, sig.bias, sig.stats_dtype, sig.mask)
+            sig.dtype, sig.eps, sig.weight_offset, sig.affine, sig.bias, sig.stats_dtype, sig.residual, sig.mask)
 
 
 def _dynamic_shape(shapes: Sequence[tuple[int, ...]], tail: tuple[int, ...]) -> tuple[int | str, ...] | None:
@@ -149,45 +156,47 @@ def plan(calls: Iterable[Any], dynamic: str = "auto", static: int = MAX_STATIC) 
         sig = c.signature
         if sig.is_dynamic:
             raise UsageError(f"{sig.key}: recorded calls have static input shapes, this one is dynamic")
-        shapes = families[_family(sig)]
         shape = tuple(int(d) for d in sig.input_shape)
+        shapes = families[_family(sig)]
         shapes[shape] = shapes.get(shape, 0) + c.calls
-    # (op, shape, ns, groups, dtype, eps, offset, affine, bias, stats) -> {mask: calls}, and a dynamic entry's
-    # recorded shapes
+        if sig.residual and sig.is_forward:  # its plain forward: the unfused calls' kernel
+            families[_family(sig.replace(residual=False))].setdefault(shape, 0)
+    # (op, shape, ns, groups, dtype, eps, offset, affine, bias, stats, residual) -> {mask: calls}, and a dynamic
+    # entry's recorded shapes
     grouped: dict[tuple, dict[int, int]] = defaultdict(dict)
     recorded: dict[tuple, dict[tuple[int, ...], int]] = defaultdict(dict)
     for fam, shapes in families.items():
-        op, ns, groups, tail, dtype, eps, off, affine, bias, stats, mask = fam
+        op, ns, groups, tail, dtype, eps, off, affine, bias, stats, res, mask = fam
         ranked = sorted(shapes.items(), key=lambda kv: (-kv[1], kv[0]))
         many = dynamic == "always" or (dynamic == "auto" and len(ranked) >= 2)
         dyn = _dynamic_shape([s for s, _ in ranked], tail) if many else None
         if dyn is not None:
             try:
                 KernelSignature(op, dyn, ns, dtype, mask, eps=eps, affine=affine, bias=bias, stats_dtype=stats,
-                                groups=groups, weight_offset=off)
+                                groups=groups, weight_offset=off, residual=res)
             except SignatureError:  # above the dynamic bounds: static entries only
                 dyn = None
         keep = ranked[:static] if dyn is not None else ranked
         if dyn is not None:
-            key = (op, dyn, ns, groups, dtype, eps, off, affine, bias, stats)
+            key = (op, dyn, ns, groups, dtype, eps, off, affine, bias, stats, res)
             grouped[key][mask] = 0
             for s, n in ranked:
                 recorded[key][s] = recorded[key].get(s, 0) + n
         for s, n in keep:
-            grouped[(op, s, ns, groups, dtype, eps, off, affine, bias, stats)][mask] = n
+            grouped[(op, s, ns, groups, dtype, eps, off, affine, bias, stats, res)][mask] = n
     entries = []
     for key, by_mask in grouped.items():
-        op, input_shape, ns, groups, dtype, eps, off, affine, bias, stats = key
+        op, input_shape, ns, groups, dtype, eps, off, affine, bias, stats, res = key
         rec = sorted(recorded.get(key, {}).items(), key=lambda kv: (-kv[1], kv[0]))
         entries.append(Entry(op, input_shape, ns, dtype, eps, affine, bias, stats, tuple(sorted(by_mask)),
-                             tuple(sorted(by_mask.items())), tuple(rec), groups, off))
+                             tuple(sorted(by_mask.items())), tuple(rec), groups, off, res))
     return tuple(sorted(entries, key=_order))
 
 
 def _order(e: Entry) -> tuple:
     tail = _tail(e.op, e.input_shape, e.normalized_shape, e.groups)  # ints only: they sort
     return (e.op, e.normalized_shape, e.groups or 0, len(tail), tail, e.dtype, e.eps, e.weight_offset, e.affine, e.bias,
-            not e.is_dynamic, dims_text(e.input_shape))
+            e.residual, not e.is_dynamic, dims_text(e.input_shape))
 
 
 # ---------------------------------------------------------------- merging

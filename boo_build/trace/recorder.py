@@ -27,6 +27,12 @@ How calls are seen, all undone on exit:
   when autograd runs it: the swapped module's custom op runs one backward
   kernel for the gradients of the inputs that required grad at the forward
   (``ctx.needs_input_grad``), so that is the mask recorded;
+* a norm whose input is an add the fused residual form takes, as the compile backend's
+  pass decides (``boo_build.residual_adds``, read on the same graph of the forward's calls:
+  the mode sees the add where no hook does), is recorded as the fused kernel's call, its
+  backward as the fused one where the sum has other users (they give it ``grad_h``), else
+  as the plain one of the sum; without that graph (``auto=False``, a broken one) the plain
+  kernel is recorded;
 * ``torch.compiler.set_stance("force_eager")``: compiled functions run
   eagerly while recording (a compiled graph's norms are Inductor's code, which
   no hook sees); the stance is process-wide, restored on exit.
@@ -52,6 +58,7 @@ from ..errors import SignatureError
 from ..inline_norms import InlineNorm
 from ..ops.base import BIAS_GRAD, FORWARD, INPUT_GRAD, WEIGHT_GRAD
 from ..probe import NormForm, is_candidate, is_torch_class, norm_form
+from ..residual_adds import other_users, residual_add
 from ..signature import KernelSignature
 from ..torch_classes import FunctionCalls, autocast_devices, class_label, spelling_of
 from .inline import EagerGraph
@@ -315,8 +322,10 @@ def _needs_grad(t: Any) -> bool:
 class _Recorder:
     """What one ``record_norms`` context runs: the mode, the hooks, the counts."""
 
-    def __init__(self, rec: Recording, rms_classes: tuple[type | str, ...], auto: bool = True) -> None:
+    def __init__(self, rec: Recording, rms_classes: tuple[type | str, ...], auto: bool = True,
+                 fuse_adds: bool = True) -> None:
         self.rec = rec
+        self.fuse_adds = fuse_adds
         self.rms_classes = rms_classes
         self.auto = auto
         self.active = True
@@ -354,10 +363,12 @@ class _Recorder:
         return hit[1], hit[2]
 
     def record(self, op: str, x: Any, param: Any, weight: Any, bias: Any, eps: Any, out: Any, source: str,
-               function: bool = False, offset: float = 0.0) -> None:
+               function: bool = False, offset: float = 0.0, x_node: Any = None, norm: Any = ()) -> None:
         """One call of ``op`` on ``x``; ``param``: its shape parameter (normalized_shape;
         group norm's groups), as the loader reads it (``Op.call_param`` / ``call_fields``);
-        ``function``: made through a function, not a module ``replace_norms`` swaps."""
+        ``function``: made through a function, not a module ``replace_norms`` swaps; ``x_node``:
+        ``x``'s node in the forward's graph (None: the one logged for it, if any), ``norm`` the norm's
+        own nodes there: the fused residual form's call where an add that fuses gave ``x``."""
         if not isinstance(x, torch.Tensor):
             return
         shape = tuple(int(d) for d in x.shape)
@@ -374,9 +385,13 @@ class _Recorder:
                                     f"{', '.join(NAMES)}")
             return
         eps = op_registry.get(op).none_eps if eps is None else float(eps)
+        if x_node is None and self.eager is not None:  # (a module called first closed the graph that made x)
+            x_node = self.eager.nodes.get(x) or self.eager.earlier.get(x)
+        add = residual_add(x_node) if self.fuse_adds and op_registry.get(op).residuals else None
+        fused = add is not None and add.fuses
         try:
             sig = KernelSignature(op, shape, dtype=dtype, mask=FORWARD, eps=eps, affine=weight is not None,
-                                  bias=bias is not None, weight_offset=offset, **fields)
+                                  bias=bias is not None, weight_offset=offset, residual=fused, **fields)
         except SignatureError as e:
             self.rec.add_unrecorded(source, str(e))
             return
@@ -389,11 +404,12 @@ class _Recorder:
         node = getattr(y, "grad_fn", None)
         if not mask or node is None:
             return
-        back = sig.replace(mask=mask)
-
         def ran(grad_outputs: Any) -> None:
             if self.active:  # a backward after the context is not recorded
-                self.rec.add(back, source, function=function)
+                # the fused backward takes grad_h where the sum's other users give it one (known by now)
+                grad_h = fused and bool(mask & INPUT_GRAD) and add is not None and (
+                    other_users(add, norm) or add.node.meta.get("used_later", False))
+                self.rec.add(sig.replace(mask=mask, residual=grad_h), source, function=function)
 
         node.register_prehook(ran)
 
@@ -478,7 +494,7 @@ class _Recorder:
         eager = self.eager
         if eager is None or not len(eager):
             return
-        self.eager = EagerGraph()
+        self.eager = EagerGraph(eager)
         self.local.probing = True  # the matcher's own calls are not the model's
         try:
             found = eager.close(outputs)
@@ -498,7 +514,8 @@ class _Recorder:
         w, b = (p.meta.get("example_value") if p is not None else None for p in (n.weight, n.bias))
         perm = n.permutation
         self.record(n.op, x if perm is None else x.permute(perm), n.normalized_shape, w, b, n.eps,
-                    SimpleNamespace(grad_fn=n.output.meta.get("grad_fn")), source, function=True, offset=n.offset)
+                    SimpleNamespace(grad_fn=n.output.meta.get("grad_fn")), source, function=True, offset=n.offset,
+                    x_node=n.input, norm=n.nodes)
 
     def swapped(self, module: torch.nn.Module) -> bool:
         """Whether replace_norms swaps this module of a "probe" class (its own calls are then not the model's)."""
@@ -526,13 +543,15 @@ class _Mode(TorchFunctionMode):
         op, names, defaults, label = entry
         bound = _bind(names, defaults, args, kwargs)
         if bound is not None:
+            call = r.eager.call_of(out) if r.eager is not None else None
             r.record(op, bound["input"], bound[_SHAPE_PARAM[names]], bound["weight"], bound.get("bias"),
-                     bound["eps"], out, label, function=True)
+                     bound["eps"], out, label, function=True, norm=() if call is None else (call,))
         return out
 
 
 @contextlib.contextmanager
-def record_norms(rms_classes: Iterable[type | str] = (), source: str = "", auto: bool = True) -> Iterator[Recording]:
+def record_norms(rms_classes: Iterable[type | str] = (), source: str = "", auto: bool = True,
+                 fuse_adds: bool = True) -> Iterator[Recording]:
     """Record every norm call made on this thread inside the ``with`` block
     (and the backwards autograd runs for them inside it):
 
@@ -546,15 +565,18 @@ def record_norms(rms_classes: Iterable[type | str] = (), source: str = "", auto:
     functional calls. ``rms_classes``: classes probed whatever they hold, spelled as
     ``replace_norms`` takes them: a class, its name or ``module.Class``
     (``resolve_rms_classes``; ``UnknownRmsClass`` for a dotted name that names no
-    class); ``auto=False``: probe only those. ``source``: what runs, for the
+    class); ``auto=False``: probe only those. ``fuse_adds=False``: a norm after an add is
+    recorded as its plain kernel (as the compile backend with ``fuse_adds=False`` runs it). ``source``: what runs, for the
     manifest's header. Results are those of an unrecorded run, bit for bit;
     on exit nothing stays installed."""
     if not isinstance(auto, bool):
         raise TypeError(f"auto must be True or False, got {auto!r}")
+    if not isinstance(fuse_adds, bool):
+        raise TypeError(f"fuse_adds must be True or False, got {fuse_adds!r}")
     classes = resolve_rms_classes(rms_classes)
     rec = Recording(source)
     rec.rms_classes = classes
-    recorder = _Recorder(rec, classes, auto)
+    recorder = _Recorder(rec, classes, auto, fuse_adds)
     from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 
     with contextlib.ExitStack() as stack:
