@@ -29,7 +29,12 @@ A candidate is (implementation, compile variant, execution mode):
   where the target splits reductions, ``novd`` on HIP and CUDA targets (no vector
   distribution of reductions: its "failed to distribute" errors) and ``stack`` on
   CPU targets (a 128 KiB stack bound, as dynamic kernels have: "exceeded stack
-  allocation limit"). One that compiles is a candidate like any other;
+  allocation limit"). One that compiles is a candidate like any other.
+  *Tuned* (CPU targets, where explored, ``--tune N``): ``tune-r<R>-d<D>``, the baseline's MLIR
+  compiled with another lowering configuration on its row reductions (reduction vector
+  ``R``, ``D`` rows per workgroup tile: ``stages/tuning.py``), the first N of a fixed set per
+  direction (``tune_variants``); ranked after every other candidate (``selection``), so one
+  ships only where it is faster beyond the noise. docs/tuning.md;
 * ``mode``: the runtime driver that runs it; ``""`` = the target's driver. CPU
   targets also offer the other CPU driver (``local-sync`` next to
   ``local-task``: the same vmfb run inline on the calling thread; a small
@@ -44,6 +49,7 @@ vmfb, runnable in every mode). Pure Python: the graph and the loader import it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from . import ops
@@ -51,7 +57,7 @@ from .ops.base import FUSED, IMPLS, LANES, lanes_apply
 from .signature import ModuleId
 from .targets import CPU_DRIVERS, STACK_LIMIT, Target
 
-__all__ = ["Candidate", "EXPORT_VARIANTS", "LANES_NOSD", "NOSD", "NOSPLIT", "NOVD", "SINGLE_DISPATCH", "SPLIT_REDUCTION", "STACK", "applies", "apply_variant", "candidates", "explores", "export_variant", "fallback_variants", "fallbacks", "modelled", "modes", "module_file", "single_dispatch", "split_module_file", "variant_flags", "variants"]
+__all__ = ["Candidate", "EXPORT_VARIANTS", "LANES_NOSD", "NOSD", "NOSPLIT", "NOVD", "SINGLE_DISPATCH", "SPLIT_REDUCTION", "STACK", "TUNE_BACKWARD", "TUNE_DEFAULT", "TUNE_FORWARD", "applies", "apply_variant", "candidates", "explores", "export_variant", "fallback_variants", "fallbacks", "modelled", "modes", "module_file", "single_dispatch", "split_module_file", "tune_params", "tune_variant", "tune_variants", "variant_flags", "variants"]
 
 SINGLE_DISPATCH = '#util.preprocessing_pipeline<"iree-preprocessing-make-single-dispatch">'
 _SD_ATTR = f"preprocessing_pipeline = {SINGLE_DISPATCH}"
@@ -69,6 +75,14 @@ VARIANTS = (NOSD, LANES, FUSED, NOSPLIT, NOVD, STACK)
 LANES_NOSD = f"{LANES}.{NOSD}"  # a fallback: the lanes export without the single-dispatch attribute
 EXPORT_VARIANTS = (LANES, FUSED)  # exported from their own torch code, not derived from the baseline's MLIR
 _JOIN = "."  # parts of a combined variant: fused.nosplit
+# Tuned configurations (reduction vector, rows per workgroup tile), most promising first, per direction:
+# a forward's one dispatch gained most from a long reduction vector on 8 rows (0.49x the default's CPU
+# time at 8x128x768), a backward's row reductions from one row per tile and a vector of 16-32 (0.80x).
+# IREE's default is a vector of 8: docs/tuning.md, "Measurements".
+TUNE_FORWARD = ((64, 8), (32, 8), (16, 8), (64, 32))
+TUNE_BACKWARD = ((32, 1), (16, 1), (64, 8), (32, 8))
+TUNE_DEFAULT = 2  # configurations per kernel and implementation a build tries (--tune)
+_TUNE = re.compile(r"tune-r([1-9][0-9]*)-d([1-9][0-9]*)")
 
 
 def _parts(variant: str) -> tuple[str, ...]:
@@ -84,8 +98,8 @@ class Candidate:
     def __post_init__(self) -> None:
         if self.impl not in IMPLS:
             raise ValueError(f"unknown implementation {self.impl!r}: use one of {', '.join(IMPLS)}")
-        if any(v not in VARIANTS for v in _parts(self.variant)):
-            raise ValueError(f"unknown variant {self.variant!r}: use one of {', '.join(VARIANTS)}"
+        if any(v not in VARIANTS and tune_params(v) is None for v in _parts(self.variant)):
+            raise ValueError(f"unknown variant {self.variant!r}: use one of {', '.join(VARIANTS)}, tune-r<R>-d<D>"
                              f" (or several joined by {_JOIN!r})")
         if self.mode and self.mode not in CPU_DRIVERS:
             raise ValueError(f"unknown execution mode {self.mode!r}: use one of {', '.join(CPU_DRIVERS)}")
@@ -103,6 +117,11 @@ class Candidate:
     @property
     def is_baseline(self) -> bool:
         return not self.variant and not self.mode
+
+    @property
+    def tuned(self) -> bool:
+        """Whether a tuned lowering configuration compiled it (``tune_params``)."""
+        return any(tune_params(v) is not None for v in _parts(self.variant))
 
     @classmethod
     def parse(cls, text: str) -> "Candidate":
@@ -140,6 +159,22 @@ def fallback_variants(target: Target) -> tuple[str, ...]:
     if target.is_cpu:
         out.append(STACK)
     return tuple(out)
+
+
+def tune_variant(r: int, d: int) -> str:
+    return f"tune-r{r}-d{d}"
+
+
+def tune_params(variant: str) -> tuple[int, int] | None:
+    """(reduction vector, rows per tile) of a tuned variant ``tune-r<R>-d<D>``; None for any other."""
+    m = _TUNE.fullmatch(variant)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def tune_variants(sig, n: int) -> tuple[str, ...]:
+    """The first ``n`` tuned variants of ``sig``'s direction whose reduction vector fits its rows."""
+    fitting = [(r, d) for r, d in (TUNE_FORWARD if sig.is_forward else TUNE_BACKWARD) if r <= sig.width]
+    return tuple(tune_variant(r, d) for r, d in fitting[:max(n, 0)])
 
 
 def modelled(target: Target, traffic: bool) -> bool:
@@ -189,6 +224,8 @@ def _applies(variant: str, mid: ModuleId) -> bool:
         return not sig.is_forward
     if variant == STACK:  # dynamic kernels have the bound already (targets.dynamic_flags)
         return not sig.is_dynamic
+    if (tuned := tune_params(variant)) is not None:
+        return tuned[0] <= sig.width
     return variant == NOVD or (variant == NOSD and single_dispatch(mid))
 
 
@@ -218,25 +255,28 @@ def explores(target: Target, *, bench: bool, distributed: bool, device) -> bool:
     return bool(bench and not distributed and device is not None)
 
 
-def candidates(impls, target: Target, mid_of, explore: bool, model: bool = False) -> list[Candidate]:
+def candidates(impls, target: Target, mid_of, explore: bool, model: bool = False, tune: int = 0) -> list[Candidate]:
     """Every candidate of ``impls`` on ``target`` (``mid_of(impl)`` -> its
     ``ModuleId``); only the baselines when neither ``explore`` nor ``model``
-    (the traffic model ranks a GPU target's variants: ``modelled``)."""
+    (the traffic model ranks a GPU target's variants: ``modelled``); where a CPU
+    target is explored, ``tune`` tuned variants of each (``tune_variants``)."""
     out = []
     for impl in impls:
         vs = ("",) + (tuple(v for v in variants(target) if applies(v, mid_of(impl)))
                       if explore or model else ())
+        if explore and target.is_cpu:
+            vs += tune_variants(mid_of(impl).signature, tune)
         for v in vs:
             out += [Candidate(impl, v, m) for m in (modes(target) if explore else ("",))]
     return out
 
 
-def fallbacks(impls, target: Target, mid_of, explore: bool, model: bool = False) -> list[Candidate]:
+def fallbacks(impls, target: Target, mid_of, explore: bool, model: bool = False, tune: int = 0) -> list[Candidate]:
     """The candidates of ``impls`` on ``target`` tried only where none of ``candidates``
     compiled, in the order tried: each fallback variant (``fallback_variants``) that
     changes an implementation's module and is not a candidate already, in each mode
     where explored."""
-    have = {c.module for c in candidates(impls, target, mid_of, explore, model)}
+    have = {c.module for c in candidates(impls, target, mid_of, explore, model, tune)}
     out = []
     for v in fallback_variants(target):
         for impl in impls:

@@ -164,6 +164,7 @@ def compile_tasks(g: Graph):
                     + [f"traffic:{p.manifest.bundle.name}/{t.name}/{module_file(m.key, pv)}" for m, pv in gated]
                     + [f"compile:{p.manifest.bundle.name}/{t.name}/{m.key}" for m in bases],
                     "targets": [str(rec)],
+                    "file_dep": [str(STAGES_DIR / "tuning.py")] if candidates.tune_params(v) else [],  # its tile edits
                     # (the option only where it decides something: other builds' tasks stay up to date)
                     "uptodate": [config_changed({"flags": flags, "compiler": g.toolchain.compiler}
                                                 | ({"all_variants": True} if every else {})),
@@ -407,7 +408,7 @@ def select_tasks(g: Graph):
                     "targets": [str(out)],
                     # (no record check: its record is small and written whole; doit reruns it when missing)
                     "uptodate": [config_changed({"explore": kt.explore, "model": kt.model, "bench": kt.bench,
-                                                 "no_device": kt.no_device})],
+                                                 "no_device": kt.no_device} | kt.tune_config())],
                     "clean": [_rm(out)],
                     "doc": f"select {req.signature.key} on {t.name}",
                 }
@@ -515,7 +516,7 @@ def _kernel_target(sig: KernelSignature, impls, t: Target, config: BuildConfig, 
     """What decides a kernel's candidates (``candidates.candidates``) and records on ``t``."""
     dev, why = devices.get(t.name, (None, VALIDATION_DISABLED))
     return KernelTarget.of(sig, impls, t, bench=config.bench, distributed=bool(config.scheduler), device=dev,
-                           why_no_device=why, traffic=config.traffic)
+                           why_no_device=why, traffic=config.traffic, tune=config.tune)
 
 
 def _candidate_modules(p: Plan, t: Target, config: BuildConfig, devices: dict) -> list[tuple[ModuleId, Candidate]]:
