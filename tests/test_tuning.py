@@ -60,6 +60,18 @@ def test_tuned_candidates_are_preferred_last():
     assert {Candidate.parse(n).tuned for n in order[3:]} == {True}
 
 
+def test_a_tuned_configuration_replaces_the_choice_only_beyond_the_noise():
+    """Recorded samples (two passes of 12 rounds): a tuned configuration 5 % faster than the candidate a build
+    without tuning would ship is a tie, the other one ships; 40 % faster, the tuned one ships."""
+    from boo_build.stages.comparison import Rounds, choose
+
+    base = [10.0 + 0.1 * (i % 3) for i in range(24)]
+    tuned = f"manual+{TUNED}"
+    for factor, winner in ((0.95, "manual"), (0.6, tuned)):
+        r = Rounds({"manual": base, tuned: [t * factor for t in base], "eager": [12.0] * 24}, (12, 12))
+        assert choose(r, preference_order(["manual", tuned])).winner == winner
+
+
 TINY = """\
 [bundle]
 name = "tuned"
@@ -112,10 +124,13 @@ def test_a_tuned_configuration_compiles_validates_and_is_timed(tuned):
     shipped = te["impls"][te["selected"]]
     info = boo("info", "out/tuned-0.1.0.tar.zst", cwd=d).stdout
     assert f"manual+{TUNED}" in info
+    page = (root / "report.html").read_text()
     if Candidate.parse(te["selected"]).tuned:
         assert shipped["tuning"] == rec["tuning"] and "tuned configuration of async_dispatch_0" in info
+        assert "async_dispatch_0: distribution = [1, 8, 0]" in page
     else:
         assert "tuning" not in shipped and "tuned configuration" not in info
+        assert "async_dispatch_0: distribution" not in page
 
 
 @pytest.mark.build
