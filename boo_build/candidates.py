@@ -34,7 +34,12 @@ A candidate is (implementation, compile variant, execution mode):
   compiled with another lowering configuration on its row reductions (reduction vector
   ``R``, ``D`` rows per workgroup tile: ``stages/tuning.py``), the first N of a fixed set per
   direction (``tune_variants``); ranked after every other candidate (``selection``), so one
-  ships only where it is faster beyond the noise. docs/tuning.md;
+  ships only where it is faster beyond the noise. On GPU targets, with ``--all-variants``
+  (where the traffic model ranks them, or a device explores them): ``tune-wg<W>-t<T>``, a
+  workgroup of ``W`` threads per row, each loading ``T`` elements a step, on every row
+  reduction IREE's LLVMGPU (HIP, CUDA) or SPIR-V (Vulkan) pipeline distributes; they model
+  the baseline's traffic (the same dispatches), so only a device's timings choose them
+  (``boo-build measure``). docs/tuning.md;
 * ``mode``: the runtime driver that runs it; ``""`` = the target's driver. CPU
   targets also offer the other CPU driver (``local-sync`` next to
   ``local-task``: the same vmfb run inline on the calling thread; a small
@@ -57,7 +62,7 @@ from .ops.base import FUSED, IMPLS, LANES, lanes_apply
 from .signature import ModuleId
 from .targets import CPU_DRIVERS, STACK_LIMIT, Target
 
-__all__ = ["Candidate", "EXPORT_VARIANTS", "LANES_NOSD", "NOSD", "NOSPLIT", "NOVD", "SINGLE_DISPATCH", "SPLIT_REDUCTION", "STACK", "TUNE_BACKWARD", "TUNE_DEFAULT", "TUNE_FORWARD", "applies", "apply_variant", "candidates", "explores", "export_variant", "fallback_variants", "fallbacks", "modelled", "modes", "module_file", "single_dispatch", "split_module_file", "tune_params", "tune_variant", "tune_variants", "variant_flags", "variants"]
+__all__ = ["Candidate", "EXPORT_VARIANTS", "LANES_NOSD", "NOSD", "NOSPLIT", "NOVD", "SINGLE_DISPATCH", "SPLIT_REDUCTION", "STACK", "TUNE_BACKWARD", "TUNE_DEFAULT", "TUNE_FORWARD", "TUNE_LLVMGPU", "TUNE_SPIRV", "applies", "apply_variant", "candidates", "explores", "export_variant", "fallback_variants", "fallbacks", "modelled", "modes", "module_file", "single_dispatch", "split_module_file", "gpu_tune_params", "gpu_tune_variant", "tune_params", "tune_variant", "tune_variants", "tuned_base", "variant_flags", "variants"]
 
 SINGLE_DISPATCH = '#util.preprocessing_pipeline<"iree-preprocessing-make-single-dispatch">'
 _SD_ATTR = f"preprocessing_pipeline = {SINGLE_DISPATCH}"
@@ -83,6 +88,15 @@ TUNE_FORWARD = ((64, 8), (32, 8), (16, 8), (64, 32))
 TUNE_BACKWARD = ((32, 1), (16, 1), (64, 8), (32, 8))
 TUNE_DEFAULT = 2  # configurations per kernel and implementation a build tries (--tune)
 _TUNE = re.compile(r"tune-r([1-9][0-9]*)-d([1-9][0-9]*)")
+# GPU configurations (threads per row, elements per thread a step), the first that fit a row
+# (W*T divides it) most promising first: one 64-thread workgroup per row (a single wave on
+# gfx942: no reduction across subgroups), 256 threads for wide rows, 128 threads of 2-wide
+# loads; IREE's default for a float32 row of 768 is 192 threads on gfx942, 96 on sm_80, 48 on
+# llvmpipe, 4 elements each (64 from rows of 256 to 512 on all three). SPIR-V: 32 threads, 128 of
+# 2-wide loads, 16 threads (lavapipe's subgroups are 8 wide; other Vulkan GPUs' 32 or 64 refuse 16).
+TUNE_LLVMGPU = ((64, 4), (256, 4), (128, 2))
+TUNE_SPIRV = ((32, 4), (128, 2), (16, 4))
+_TUNE_GPU = re.compile(r"tune-wg([1-9][0-9]*)-t([1-9][0-9]*)")
 
 
 def _parts(variant: str) -> tuple[str, ...]:
@@ -98,8 +112,9 @@ class Candidate:
     def __post_init__(self) -> None:
         if self.impl not in IMPLS:
             raise ValueError(f"unknown implementation {self.impl!r}: use one of {', '.join(IMPLS)}")
-        if any(v not in VARIANTS and tune_params(v) is None for v in _parts(self.variant)):
-            raise ValueError(f"unknown variant {self.variant!r}: use one of {', '.join(VARIANTS)}, tune-r<R>-d<D>"
+        if any(v not in VARIANTS and not _is_tuned(v) for v in _parts(self.variant)):
+            raise ValueError(f"unknown variant {self.variant!r}: use one of {', '.join(VARIANTS)}, tune-r<R>-d<D>, "
+                             "tune-wg<W>-t<T>"
                              f" (or several joined by {_JOIN!r})")
         if self.mode and self.mode not in CPU_DRIVERS:
             raise ValueError(f"unknown execution mode {self.mode!r}: use one of {', '.join(CPU_DRIVERS)}")
@@ -120,8 +135,8 @@ class Candidate:
 
     @property
     def tuned(self) -> bool:
-        """Whether a tuned lowering configuration compiled it (``tune_params``)."""
-        return any(tune_params(v) is not None for v in _parts(self.variant))
+        """Whether a tuned lowering configuration compiled it (``tune_params``, ``gpu_tune_params``)."""
+        return any(_is_tuned(v) for v in _parts(self.variant))
 
     @classmethod
     def parse(cls, text: str) -> "Candidate":
@@ -171,10 +186,38 @@ def tune_params(variant: str) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
-def tune_variants(sig, n: int) -> tuple[str, ...]:
-    """The first ``n`` tuned variants of ``sig``'s direction whose reduction vector fits its rows."""
-    fitting = [(r, d) for r, d in (TUNE_FORWARD if sig.is_forward else TUNE_BACKWARD) if r <= sig.width]
-    return tuple(tune_variant(r, d) for r, d in fitting[:max(n, 0)])
+def gpu_tune_variant(wg: int, t: int) -> str:
+    return f"tune-wg{wg}-t{t}"
+
+
+def gpu_tune_params(variant: str) -> tuple[int, int] | None:
+    """(threads per row, elements per thread a step) of a tuned GPU variant ``tune-wg<W>-t<T>``."""
+    m = _TUNE_GPU.fullmatch(variant)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def _is_tuned(variant: str) -> bool:
+    return tune_params(variant) is not None or gpu_tune_params(variant) is not None
+
+
+def tuned_base(variant: str) -> str:
+    """``variant`` without its tuned part: the module whose dispatches (and traffic) it has."""
+    return _JOIN.join(v for v in _parts(variant) if not _is_tuned(v))
+
+
+def _gpu_set(target: Target) -> tuple[tuple[int, int], ...]:
+    return TUNE_SPIRV if target.driver == "vulkan" else TUNE_LLVMGPU
+
+
+def tune_variants(sig, n: int, target: Target | None = None) -> tuple[str, ...]:
+    """The first ``n`` tuned variants that fit ``sig``'s rows: on a CPU target (the default)
+    of its direction's set, whose reduction vector is no wider than a row; on a GPU target of
+    its family's (``TUNE_LLVMGPU``, ``TUNE_SPIRV``), whose tile (threads x elements) divides a row."""
+    if target is None or target.is_cpu:
+        fitting = [(r, d) for r, d in (TUNE_FORWARD if sig.is_forward else TUNE_BACKWARD) if r <= sig.width]
+        return tuple(tune_variant(r, d) for r, d in fitting[:max(n, 0)])
+    gpu = [(w, t) for w, t in _gpu_set(target) if sig.width % (w * t) == 0]
+    return tuple(gpu_tune_variant(w, t) for w, t in gpu[:max(n, 0)])
 
 
 def modelled(target: Target, traffic: bool) -> bool:
@@ -226,6 +269,8 @@ def _applies(variant: str, mid: ModuleId) -> bool:
         return not sig.is_dynamic
     if (tuned := tune_params(variant)) is not None:
         return tuned[0] <= sig.width
+    if (gpu := gpu_tune_params(variant)) is not None:
+        return sig.width % (gpu[0] * gpu[1]) == 0
     return variant == NOVD or (variant == NOSD and single_dispatch(mid))
 
 
@@ -258,14 +303,15 @@ def explores(target: Target, *, bench: bool, distributed: bool, device) -> bool:
 def candidates(impls, target: Target, mid_of, explore: bool, model: bool = False, tune: int = 0) -> list[Candidate]:
     """Every candidate of ``impls`` on ``target`` (``mid_of(impl)`` -> its
     ``ModuleId``); only the baselines when neither ``explore`` nor ``model``
-    (the traffic model ranks a GPU target's variants: ``modelled``); where a CPU
-    target is explored, ``tune`` tuned variants of each (``tune_variants``)."""
+    (the traffic model ranks a GPU target's variants: ``modelled``); and there ``tune``
+    tuned variants of each (``tune_variants``: a GPU target's count is 0 but with
+    ``--all-variants``, ``BuildConfig.tune_for``)."""
     out = []
     for impl in impls:
         vs = ("",) + (tuple(v for v in variants(target) if applies(v, mid_of(impl)))
                       if explore or model else ())
-        if explore and target.is_cpu:
-            vs += tune_variants(mid_of(impl).signature, tune)
+        if tune and (explore or model):
+            vs += tune_variants(mid_of(impl).signature, tune, target)
         for v in vs:
             out += [Candidate(impl, v, m) for m in (modes(target) if explore else ("",))]
     return out

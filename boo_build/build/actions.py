@@ -22,7 +22,7 @@ from typing import Any
 
 from doit.exceptions import TaskFailed
 
-from ..candidates import Candidate, apply_variant, module_file, tune_params
+from ..candidates import Candidate, apply_variant, gpu_tune_params, module_file, tune_params
 from ..files import read_json, record_bytes, write_atomic, write_json
 from ..layout import bench_subject, eager_subject
 from ..records import (
@@ -117,11 +117,12 @@ def compile_action(job: CompileJob) -> Status:
         if changed is None:
             return unavailable(f"variant {variant} changes nothing in this module")
         mlir = changed
-    tuned, applied = tune_params(variant), None
-    if tuned is not None:  # dump, edit, compile again (stages/tuning.py); explored builds only: never remote
-        from ..stages.tuning import Tuning, compile_tuned
+    cpu_tune, gpu_tune, applied = tune_params(variant), gpu_tune_params(variant), None
+    if cpu_tune is not None or gpu_tune is not None:  # dump, edit, compile again (stages/tuning.py): here, not remote
+        from ..stages.tuning import GpuTuning, Tuning, compile_tuned
 
-        tc = compile_tuned(mlir, tuple(flags), Tuning(*tuned), timeout=timeout)
+        tuning = Tuning(*cpu_tune) if cpu_tune is not None else GpuTuning(*gpu_tune)  # type: ignore[misc]
+        tc = compile_tuned(mlir, tuple(flags), tuning, timeout=timeout)
         if tc.result is None:
             return unavailable(tc.reason)
         res, applied = tc.result, tc.applied or None

@@ -117,9 +117,15 @@ class BuildConfig:
     # Inductor compiles of torch.compile's baseline (one per kernel and size timed, several seconds each) a build may
     # spend on its CPU targets' benchmarks: each kernel's first size first, in manifest order (creators.compile_shares)
     compile_budget: int = field(default_factory=lambda: default_compile_budget())
-    # tuned lowering configurations per CPU kernel and implementation, where candidates are explored (0: none;
-    # candidates.tune_variants, docs/tuning.md)
+    # tuned lowering configurations per kernel and implementation: CPU targets where candidates are explored,
+    # GPU targets with all_variants (tune_for; 0: none; candidates.tune_variants, docs/tuning.md)
     tune: int = field(default_factory=lambda: default_tune())
+
+    def tune_for(self, target) -> int:
+        """Tuned configurations per kernel and implementation on ``target``: ``tune`` on a CPU
+        target; on a GPU target only with ``--all-variants`` (they model the baseline's
+        traffic, so only a device's timings, ``boo-build measure``, can choose one)."""
+        return self.tune if target.is_cpu or self.all_variants else 0
 
     def __post_init__(self):
         # Absolute paths: doit keys its dependency state by path string, so

@@ -122,7 +122,8 @@ def add_build_arguments(p: argparse.ArgumentParser, packs: bool = True) -> None:
     p.add_argument("--tune", type=int, default=None, metavar="N",
                    help="CPU targets, where candidates are explored: compile, validate and time N tuned lowering "
                         f"configurations per kernel and implementation (0: none; default $BOO_TUNE, else {TUNE_DEFAULT};"
-                        " docs/tuning.md)")
+                        " docs/tuning.md); GPU targets with --all-variants: N tuned workgroup configurations shipped "
+                        "for `boo-build measure` to choose among")
     p.add_argument("--reselect", action="store_true",
                    help="benchmark every kernel again and decide afresh, not keeping the output folder's previous "
                         "decisions where the timings cannot tell (docs/validation-and-selection.md)")

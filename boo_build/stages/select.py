@@ -68,7 +68,7 @@ class KernelTarget:
     def tune_config(self) -> dict[str, int]:
         """The tuned configurations' count where it decides the candidates (a select task's
         configuration: other builds' tasks stay up to date)."""
-        return {"tune": self.tune} if self.explore and self.target.is_cpu and self.tune else {}
+        return {"tune": self.tune} if (self.explore or self.model) and self.tune else {}
 
     @property
     def ran(self) -> bool:

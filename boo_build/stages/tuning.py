@@ -20,7 +20,14 @@ dispatches (after export, which the graph's candidates must not wait for):
    attributes hold.
 
 Dispatches of other shapes (column sums, elementwise ones) keep IREE's
-configuration. Stdlib only (the compile stage's subprocess).
+configuration.
+
+GPU targets (``GpuTuning``, ``tune-wg<W>-t<T>``) go through the same three steps:
+a dispatch whose reductions are all row reductions, in the pipeline IREE chose
+for it (LLVMGPU's ``VectorDistribute`` on HIP and CUDA, SPIR-V's ``SubgroupReduce``
+on Vulkan), gets a workgroup of ``W`` threads per row, each loading ``T``
+elements a step (the reduction's tile ``W*T``, which must divide the row). Stdlib
+only (the compile stage's subprocess).
 """
 
 from __future__ import annotations
@@ -32,7 +39,8 @@ from pathlib import Path
 
 from .compile import DEFAULT_TIMEOUT_S, CompileResult, compile_mlir
 
-__all__ = ["DUMP_FLAG", "SUBSTITUTE_FLAG", "TunedCompile", "Tuning", "compile_tuned", "configurations", "edit"]
+__all__ = ["DUMP_FLAG", "GpuTuning", "SUBSTITUTE_FLAG", "TunedCompile", "Tuning", "compile_tuned", "configurations", "edit",
+           "edit_gpu"]
 
 DUMP_FLAG = "--iree-hal-dump-executable-configurations-to"
 SUBSTITUTE_FLAG = "--iree-hal-substitute-executable-configuration"
@@ -53,6 +61,35 @@ class Tuning:
     @property
     def name(self) -> str:
         return f"r{self.r}-d{self.d}"
+
+    def edit(self, text: str) -> str | None:
+        return edit(text, self)
+
+    def root(self, text: str) -> str:
+        return next((c for c in configurations(text) if "distribution" in c), "")
+
+
+@dataclass(frozen=True)
+class GpuTuning:
+    """A tuned GPU configuration: ``wg`` threads per row (the workgroup), each loading ``t``
+    elements a step."""
+
+    wg: int
+    t: int
+
+    @property
+    def name(self) -> str:
+        return f"wg{self.wg}-t{self.t}"
+
+    def edit(self, text: str) -> str | None:
+        return edit_gpu(text, self)
+
+    def root(self, text: str) -> str:
+        """The workgroup size and the row reduction's configuration as compiled."""
+        size = _WG_SIZE.search(text)
+        red = next((m.group(0) for m in _GPU_LOWERING.finditer(text)
+                    if "partial_reduction" in m.group(0) or re.search(r"tile_sizes = \[\[[1, ]+\]", m.group(0))), "")
+        return f"{size.group(0) if size else ''}, {red}"
 
 
 def _lists(body: str) -> dict[str, list[int]]:
@@ -98,6 +135,114 @@ def edit(text: str, tuning: Tuning) -> str | None:
     return out if out != text else None
 
 
+# GPU: the translation (pipeline and workgroup size) and each op's configuration
+_WG_SIZE = re.compile(r"workgroup_size = \[(\d+), 1, 1\]")
+_LLVMGPU = re.compile(r"#iree_gpu\.pipeline<VectorDistribute> workgroup_size = \[\d+, 1, 1\] subgroup_size = (\d+)")
+_SPIRV = re.compile(r"#iree_gpu\.spirv_pipeline<SubgroupReduce> workgroup_size = \[\d+, 1, 1\]")
+_GPU_LOWERING = re.compile(r"#iree_(?:gpu|codegen)\.lowering_config<(?:\{[^{}]*\}|tile_sizes = \[[^<>]*\])>")
+_BASIS = re.compile(r"(\w+_basis) = \[\[([0-9, ]*)\], \[([0-9, ]*)\]\]")
+_TILE_SIZES = re.compile(r"tile_sizes = \[\[([0-9, ]*)\], \[([0-9, ]*)\]\]")
+# a linalg op with a configuration: its loops' kinds and its first operand's type (the row is its last dim)
+_OP = re.compile(r'iterator_types = \[([^\]]*)\]\} ins\([^:]*: tensor<([0-9?x]+)x\w+>.*lowering_config')
+_MAX_THREADS = re.compile(r"max_thread_count_per_workgroup = (\d+)")
+_SUBGROUPS = re.compile(r"subgroup_size_choices = \[([0-9, ]*)\]")
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def _only_last(v: list[int]) -> bool:
+    return bool(v) and not any(v[:-1])
+
+
+def _rows(text: str) -> set[int] | None:
+    """The row widths of ``text``'s reductions, or None where one reduces another dim
+    (a column sum) or the dispatch has none."""
+    rows = set()
+    for m in _OP.finditer(text):
+        kinds = [k.strip().strip('"') for k in m.group(1).split(",")]
+        if "reduction" not in kinds:
+            continue
+        if kinds[-1] != "reduction" or kinds.count("reduction") != 1 or m.group(2).split("x")[-1] == "?":
+            return None
+        rows.add(int(m.group(2).split("x")[-1]))
+    return rows or None
+
+
+def _set_last(pattern: str, body: str, value: int) -> str:
+    """``body`` with the last entry of list ``pattern`` (``thread = [...]``) set to ``value``."""
+    return re.sub(rf"\b{pattern} = \[([0-9, ]*)\]",
+                  lambda m: f"{pattern} = [{', '.join(str(x) for x in _ints(m.group(1))[:-1] + [value])}]", body)
+
+
+def _llvmgpu(text: str, tuning: GpuTuning, subgroup: int) -> str | None:
+    """A ``VectorDistribute`` row reduction: every op's lanes and subgroups on the row only
+    (identity mappings), its partial reduction and serial tiles ``wg*t``, threads ``t``."""
+    if tuning.wg % subgroup:
+        return None
+    bodies = [m.group(0) for m in _GPU_LOWERING.finditer(text)]
+    if not bodies or not any("partial_reduction" in b for b in bodies):
+        return None
+    for b in bodies:
+        bases = {k: (_ints(c), _ints(mp)) for k, c, mp in _BASIS.findall(b)}
+        if set(bases) != {"lane_basis", "subgroup_basis"}:
+            return None  # an elementwise or otherwise distributed op: not this pipeline's row reduction
+        for counts, mapping in bases.values():
+            if mapping != list(range(len(counts))) or any(x != 1 for x in counts[:-1]):
+                return None
+        lists = _lists(b)
+        if not all(_only_last(v) for k, v in lists.items() if k in ("thread", "partial_reduction", "serial")):
+            return None
+        if any(x > 1 for x in lists.get("workgroup", [])):  # several rows a workgroup (a backward's column
+            return None  # pass beside its row sums): another workgroup size fails to distribute there
+    tile = tuning.wg * tuning.t
+
+    def one(m: re.Match) -> str:
+        b = _set_last("thread", m.group(0), tuning.t)
+        b = _set_last("partial_reduction", _set_last("serial", b, tile), tile)
+        return _BASIS.sub(lambda n: n.group(0) if n.group(1) != "subgroup_basis" else
+                          f"subgroup_basis = [[{', '.join(str(x) for x in _ints(n.group(2))[:-1] + [tuning.wg // subgroup])}],"
+                          f" [{n.group(3)}]]", b)
+
+    return _GPU_LOWERING.sub(one, text)
+
+
+def _spirv(text: str, tuning: GpuTuning) -> str | None:
+    """A ``SubgroupReduce`` row reduction: one row per workgroup, every op's reduction tile ``wg*t``."""
+    tiles = [(_ints(a), _ints(b)) for a, b in _TILE_SIZES.findall(text)]
+    if not tiles or any(not _only_last(b) or any(x != 1 for x in a) for a, b in tiles):
+        return None
+    tile = tuning.wg * tuning.t
+    return _TILE_SIZES.sub(lambda m: f"tile_sizes = [[{m.group(1)}], "
+                                     f"[{', '.join(str(x) for x in _ints(m.group(2))[:-1] + [tile])}]]", text)
+
+
+def edit_gpu(text: str, tuning: GpuTuning) -> str | None:
+    """``text`` (one dispatch's dumped GPU configuration) with ``tuning`` applied, or None
+    where it does not apply: a pipeline other than a row reduction's (elementwise, a column
+    sum), a tile ``wg*t`` that does not divide the row, a workgroup larger than the target's
+    or not a whole number of its subgroups."""
+    rows = _rows(text)
+    tile = tuning.wg * tuning.t
+    limit = _MAX_THREADS.search(text)
+    if rows is None or any(n % tile for n in rows) or (limit and tuning.wg > int(limit.group(1))):
+        return None
+    if (llvm := _LLVMGPU.search(text)) is not None:
+        out = _llvmgpu(text, tuning, int(llvm.group(1)))
+    elif _SPIRV.search(text) is not None:
+        subgroups = _SUBGROUPS.search(text)
+        sizes = _ints(subgroups.group(1)) if subgroups else []
+        out = _spirv(text, tuning) if not sizes or tuning.wg % min(sizes) == 0 else None
+    else:
+        return None
+    if out is None:
+        return None
+    out = re.sub(r"(#iree_gpu\.(?:spirv_)?pipeline<\w+> )workgroup_size = \[\d+, 1, 1\]",
+                 rf"\g<1>workgroup_size = [{tuning.wg}, 1, 1]", out)
+    return out if out != text else None
+
+
 def configurations(text: str) -> list[str]:
     """The lowering configurations in a dispatch's configuration text (what a record shows)."""
     return [m.group(1) for m in _LOWERING.finditer(text)]
@@ -114,11 +259,7 @@ class TunedCompile:
     reason: str = ""
 
 
-def _root(text: str) -> str:
-    return next((c for c in configurations(text) if "distribution" in c), "")
-
-
-def compile_tuned(mlir: str, flags, tuning: Tuning, *, timeout: float = DEFAULT_TIMEOUT_S,
+def compile_tuned(mlir: str, flags, tuning: Tuning | GpuTuning, *, timeout: float = DEFAULT_TIMEOUT_S,
                   compiler: str | None = None, extra: tuple[str, ...] = ()) -> TunedCompile:
     """Compile ``mlir`` with ``flags`` and ``tuning`` applied to each dispatch it fits (above).
     The edited files are named relative to the compiler's working directory (a temporary
@@ -135,17 +276,17 @@ def compile_tuned(mlir: str, flags, tuning: Tuning, *, timeout: float = DEFAULT_
         applied: dict[str, str] = {}
         for path in sorted(dumped.glob("*.mlir")):
             text = path.read_text()
-            new = edit(text, tuning)
+            new = tuning.edit(text)
             name = _EXECUTABLE.search(text)
             if new is None or name is None:
                 continue
             rel = f"tuned-{len(subs)}.mlir"
             (Path(tmp) / rel).write_text(new)
             subs.append(f"{SUBSTITUTE_FLAG}={name.group(1)}={rel}")
-            applied[name.group(1)] = _root(new)
+            applied[name.group(1)] = tuning.root(new)
         if not subs:
             return TunedCompile(None, {}, reason=f"tuning {tuning.name} fits none of the module's dispatches "
-                                                 "(no row reduction)")
+                                                 "(no row reduction it fits, or IREE's own configuration there)")
         res = compile_mlir(mlir, flags + tuple(subs) + tuple(extra), timeout=timeout, compiler=compiler, cwd=tmp)
     # the command shown without the temporary files: the record names the configuration instead
     shown = " ".join(w for w in res.command.split(" ") if SUBSTITUTE_FLAG not in w)
