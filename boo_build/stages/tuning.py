@@ -1,4 +1,4 @@
-"""Tuned lowering configurations of CPU kernels: dump, edit, compile again.
+"""Tuned lowering configurations of CPU and GPU kernels: dump, edit, compile again.
 
 IREE picks each dispatch's lowering configuration (its tile sizes) by a fixed
 heuristic; on llvm-cpu a row reduction gets a reduction vector of 8 whatever
