@@ -26,8 +26,12 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
+# Two pytest-xdist workers, a test file each at a time (its module fixtures built once): about
+# half the suite's time is one core's (exports, torch.compile, imports), so two workers keep this
+# machine's two cores busy; TEST_WORKERS=0 runs it in one process
+TEST_WORKERS ?= 2
 test: lint
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
 
 clean:
 	rm -rf artifacts/* .doit.db* && touch artifacts/.gitkeep

@@ -15,7 +15,8 @@ exported MLIR on stdin, the target's flags, ``candidates.variant_flags``):
 A kernel "builds" where one of the first compiles, takes a "fallback" where only the
 second do (the build's fallback step ships the first of them in its order), and is
 "MISSING" where nothing compiles. A dtype the target has no types for (half precision
-on the portable ``vulkan`` target) is "n/a", as the build says. Nothing is validated
+on the portable ``vulkan`` target: float16, and bfloat16 of an odd width; an even one is built
+there as 32-bit words, ``candidates.words_base``) is "n/a", as the build says. Nothing is validated
 here: a kernel that compiles may still fail validation (docs/building.md, "Fallbacks").
 
 Writes ``benchmarks/results/coverage.md`` (the table over the whole manifest and
@@ -50,8 +51,11 @@ from boo_build.candidates import (
     export_variant,
     fallback_variants,
     fallbacks,
+    is_base,
     variant_flags,
     variants,
+    with_base,
+    words_base,
 )
 from boo_build.manifest.reader import parse_toml
 from boo_build.signature import ModuleId
@@ -233,8 +237,10 @@ def main() -> int:
             have = set(own(t, req))
             for impl in req.impls:
                 mid = ModuleId(req.signature, impl)
-                if cov.ok(t, mid, "") is False and not timed_out(cov.results[cov.key(t, mid, "")]):
-                    second += [(t, mid, v) for v in fallback_variants(cat[t]) if applies(v, mid) and (mid, v) not in have]
+                base = words_base(cat[t], mid)
+                if cov.ok(t, mid, base) is False and not timed_out(cov.results[cov.key(t, mid, base)]):
+                    second += [(t, mid, with_base(v, base)) for v in fallback_variants(cat[t])
+                               if applies(v, mid) and (mid, with_base(v, base)) not in have]
         cov.compile_all(second)
     write_report(args.out, cov, list(cat), kernels)
     print(f"wrote {args.out}")
@@ -246,12 +252,14 @@ def own(t: str, req) -> list[tuple[ModuleId, str]]:
     out = []
     for impl in req.impls:
         mid = ModuleId(req.signature, impl)
-        out += [(mid, v) for v in ("",) + tuple(v for v in variants(catalogue()[t]) if applies(v, mid))]
+        base = words_base(catalogue()[t], mid)  # bfloat16 as 32-bit words where the target has no 16-bit types
+        out += [(mid, with_base(v, base)) for v in ("",) + tuple(v for v in variants(catalogue()[t]) if applies(v, mid))]
     return out
 
 
 def usable(t: str, req) -> bool:
-    return dtype_problem(catalogue()[t], req.signature.dtype) is None
+    return dtype_problem(catalogue()[t], req.signature.dtype) is None or all(
+        words_base(catalogue()[t], ModuleId(req.signature, i)) for i in req.impls)
 
 
 def timed_out(rec: dict) -> bool:
@@ -308,14 +316,17 @@ def write_report(out: Path, cov: Coverage, tnames: list[str], kernels) -> None:
                     if (m, v) in spellings:
                         bad[name] = e
             for m, v in spellings:  # a failed implementation: which of its fallbacks compile
-                if not v and rec(t, m, v)["ok"] is False:
-                    for fv in fallback_variants(cat[t]):
+                if is_base(v) and rec(t, m, v)["ok"] is False:
+                    for fv in (with_base(f, v) for f in fallback_variants(cat[t])):
                         if (m, fv) not in spellings and (r := rec(t, m, fv)) is not None:
-                            avoided.setdefault(bad[m.impl], {}).setdefault(fv, []).append(r["ok"])
+                            avoided.setdefault(bad[Candidate(m.impl, v).module], {}).setdefault(fv, []).append(r["ok"])
             good = [Candidate(m.impl, v).module for m, v in spellings if cov.ok(t, m, v)]
             if good:
                 counts["builds"] += 1
-                text = "all" if all(cov.ok(t, ModuleId(sig, i), "") for i in req.impls) else ", ".join(good)
+                bases = [(ModuleId(sig, i), words_base(cat[t], ModuleId(sig, i))) for i in req.impls]
+                text = "all" if all(cov.ok(t, m, b) for m, b in bases) else ", ".join(good)
+                if any(b for _, b in bases):
+                    text += " (as words)"
                 if bad:
                     text += " (" + ", ".join(f"{n} {e}" for n, e in sorted(bad.items())) + ")"
             elif (first := next((Candidate(m.impl, v).module for m, v in order if cov.ok(t, m, v)), None)):
@@ -371,7 +382,8 @@ def write_report(out: Path, cov: Coverage, tnames: list[str], kernels) -> None:
         "* **MISSING**: nothing compiles, fallbacks included; its errors and reproducers are listed below.",
         "* **timed out**: nothing compiled within the time limit (`timed out after N s`), not an IREE error;",
         "  the fallbacks of a timed-out implementation were not compiled.",
-        "* `n/a`: a dtype the target has no types for (half precision on the portable `vulkan` target).",
+        "* `n/a`: a dtype the target has no types for (float16 on the portable `vulkan` target; its bfloat16 "
+        "kernels of even widths build as 32-bit words, `(as words)`).",
         "* `·`: not run (not every kernel was compiled for every target: the compile time was bounded;",
         "  kernels run per target below).",
         "",

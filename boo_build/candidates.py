@@ -23,6 +23,10 @@ A candidate is (implementation, compile variant, execution mode):
   device only the best-modelled one compiles and ships (``selection.modelled_gate``),
   or with ``--all-variants`` (``BuildConfig.all_variants``) every one modelled, for
   ``boo-build measure`` to time on the device.
+  On a target without 16-bit types (the portable ``vulkan``), every module of a bfloat16
+  kernel is also ``"words"`` (``words_base``): an export variant that passes its bfloat16 tensors
+  to the dispatches as 32-bit words (``stages/torch_modules.WordsModule``), joined to the others
+  (``manual+words``, ``manual+lanes.nosd.words``) and counted as the implementation's baseline.
   *Fallbacks* (``fallbacks``): the variants that change what iree-compile is given,
   tried only for a kernel none of whose candidates compiled on a target (the
   build's fallback step, ``build/creators.py``): ``nosd`` on every target, ``nosplit``
@@ -58,11 +62,11 @@ import re
 from dataclasses import dataclass
 
 from . import ops
-from .ops.base import FUSED, IMPLS, LANES, lanes_apply
+from .ops.base import FUSED, IMPLS, LANES, WORDS, lanes_apply, words_apply
 from .signature import ModuleId
-from .targets import CPU_DRIVERS, STACK_LIMIT, Target
+from .targets import CPU_DRIVERS, STACK_LIMIT, Target, dtype_problem
 
-__all__ = ["Candidate", "EXPORT_VARIANTS", "LANES_NOSD", "NOSD", "NOSPLIT", "NOVD", "SINGLE_DISPATCH", "SPLIT_REDUCTION", "STACK", "TUNE_BACKWARD", "TUNE_DEFAULT", "TUNE_FORWARD", "TUNE_LLVMGPU", "TUNE_SPIRV", "applies", "apply_variant", "candidates", "explores", "export_variant", "fallback_variants", "fallbacks", "modelled", "modes", "module_file", "single_dispatch", "split_module_file", "gpu_tune_params", "gpu_tune_variant", "tune_params", "tune_variant", "tune_variants", "tuned_base", "variant_flags", "variants"]
+__all__ = ["Candidate", "EXPORT_VARIANTS", "LANES_NOSD", "NOSD", "NOSPLIT", "NOVD", "SINGLE_DISPATCH", "SPLIT_REDUCTION", "STACK", "TUNE_BACKWARD", "TUNE_DEFAULT", "TUNE_FORWARD", "TUNE_LLVMGPU", "TUNE_SPIRV", "WORDS", "applies", "apply_variant", "candidates", "explores", "export_variant", "fallback_variants", "fallbacks", "gpu_tune_params", "gpu_tune_variant", "is_base", "modelled", "modes", "module_file", "single_dispatch", "split_module_file", "tune_params", "tune_variant", "tune_variants", "tuned_base", "variant_flags", "variants", "with_base", "words_base"]
 
 SINGLE_DISPATCH = '#util.preprocessing_pipeline<"iree-preprocessing-make-single-dispatch">'
 _SD_ATTR = f"preprocessing_pipeline = {SINGLE_DISPATCH}"
@@ -76,9 +80,10 @@ SPLIT_REDUCTION = "--iree-dispatch-creation-enable-split-reduction"
 # have on CPU targets (targets.DYNAMIC_CPU_FLAGS; it avoids "exceeded stack allocation limit")
 _ADDED_FLAGS = {NOVD: ("--iree-codegen-llvmgpu-use-reduction-vector-distribution=false",),
                 STACK: (STACK_LIMIT,)}
-VARIANTS = (NOSD, LANES, FUSED, NOSPLIT, NOVD, STACK)
+VARIANTS = (NOSD, LANES, FUSED, NOSPLIT, NOVD, STACK, WORDS)
 LANES_NOSD = f"{LANES}.{NOSD}"  # a fallback: the lanes export without the single-dispatch attribute
-EXPORT_VARIANTS = (LANES, FUSED)  # exported from their own torch code, not derived from the baseline's MLIR
+# exported from their own torch code, not derived from the baseline's MLIR (words with one of the others)
+EXPORT_VARIANTS = (LANES, FUSED, WORDS)
 _JOIN = "."  # parts of a combined variant: fused.nosplit
 # Tuned configurations (reduction vector, rows per workgroup tile), most promising first, per direction:
 # a forward's one dispatch gained most from a long reduction vector on 8 rows (0.49x the default's CPU
@@ -86,7 +91,7 @@ _JOIN = "."  # parts of a combined variant: fused.nosplit
 # IREE's default is a vector of 8: docs/tuning.md, "Measurements".
 TUNE_FORWARD = ((64, 8), (32, 8), (16, 8), (64, 32))
 TUNE_BACKWARD = ((32, 1), (16, 1), (64, 8), (32, 8))
-TUNE_DEFAULT = 2  # configurations per kernel and implementation a build tries (--tune)
+TUNE_DEFAULT = 1  # configurations per kernel and implementation a build tries (--tune)
 _TUNE = re.compile(r"tune-r([1-9][0-9]*)-d([1-9][0-9]*)")
 # GPU configurations (threads per row, elements per thread a step), the first that fit a row
 # (W*T divides it) most promising first: one 64-thread workgroup per row (a single wave on
@@ -131,7 +136,9 @@ class Candidate:
 
     @property
     def is_baseline(self) -> bool:
-        return not self.variant and not self.mode
+        """The implementation's own module in the target's driver (a ``words`` one where the kernel
+        is built as words there: ``words_base``)."""
+        return is_base(self.variant) and not self.mode
 
     @property
     def tuned(self) -> bool:
@@ -227,8 +234,26 @@ def modelled(target: Target, traffic: bool) -> bool:
 
 
 def export_variant(variant: str) -> str:
-    """The export ``variant``'s module comes from: its export part, or "" (the baseline's MLIR)."""
-    return next((v for v in _parts(variant) if v in EXPORT_VARIANTS), "")
+    """The export ``variant``'s module comes from: its export parts (``lanes.words``), or "" (the
+    baseline's MLIR)."""
+    return _JOIN.join(v for v in _parts(variant) if v in EXPORT_VARIANTS)
+
+
+def words_base(target: Target, mid: ModuleId) -> str:
+    """``WORDS`` where ``mid``'s kernel is built as 32-bit words on ``target`` (bfloat16, for a
+    target without 16-bit types: ``targets.dtype_problem``), else "": every module of the kernel
+    there carries it, the baseline's included (``with_base``)."""
+    return WORDS if dtype_problem(target, mid.signature.dtype) and words_apply(mid.signature) else ""
+
+
+def is_base(variant: str) -> bool:
+    """Whether ``variant`` is an implementation's own module: "", or ``words`` alone."""
+    return variant in ("", WORDS)
+
+
+def with_base(variant: str, base: str) -> str:
+    """``variant`` joined with a kernel's base variant (``words_base``): ``lanes.nosd.words``."""
+    return _JOIN.join(v for v in (variant, base) if v)
 
 
 def variant_flags(variant: str, flags) -> tuple[str, ...]:
@@ -271,6 +296,8 @@ def _applies(variant: str, mid: ModuleId) -> bool:
         return tuned[0] <= sig.width
     if (gpu := gpu_tune_params(variant)) is not None:
         return sig.width % (gpu[0] * gpu[1]) == 0
+    if variant == WORDS:
+        return words_apply(sig)
     return variant == NOVD or (variant == NOSD and single_dispatch(mid))
 
 
@@ -310,10 +337,11 @@ def candidates(impls, target: Target, mid_of, explore: bool, model: bool = False
     for impl in impls:
         vs = ("",) + (tuple(v for v in variants(target) if applies(v, mid_of(impl)))
                       if explore or model else ())
+        base = words_base(target, mid_of(impl))
         if tune and (explore or model):
             vs += tune_variants(mid_of(impl).signature, tune, target)
         for v in vs:
-            out += [Candidate(impl, v, m) for m in (modes(target) if explore else ("",))]
+            out += [Candidate(impl, with_base(v, base), m) for m in (modes(target) if explore else ("",))]
     return out
 
 
@@ -326,8 +354,9 @@ def fallbacks(impls, target: Target, mid_of, explore: bool, model: bool = False,
     out = []
     for v in fallback_variants(target):
         for impl in impls:
-            if applies(v, mid_of(impl)) and Candidate(impl, v).module not in have:
-                out += [Candidate(impl, v, m) for m in (modes(target) if explore else ("",))]
+            fv = with_base(v, words_base(target, mid_of(impl)))
+            if applies(v, mid_of(impl)) and Candidate(impl, fv).module not in have:
+                out += [Candidate(impl, fv, m) for m in (modes(target) if explore else ("",))]
     return out
 
 

@@ -186,7 +186,9 @@ def dtype_problem(target: Target, dtype: str) -> str | None:
     if varch is None or varch.half or dtype == "float32":
         return None
     others = ", ".join(n for n, a in VULKAN_TARGETS.items() if VULKAN_ARCHS[a].half)
-    return (f"{target.name} ({varch.what}) has no 16-bit types, so no {dtype} kernel: "
+    words = ("" if dtype != "bfloat16" else
+             " (bfloat16 builds there as 32-bit words where every bfloat16 dim it passes is even)")
+    return (f"{target.name} ({varch.what}) has no 16-bit types, so no {dtype} kernel{words}: "
             f"build {dtype} for {others}")
 
 

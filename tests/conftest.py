@@ -159,6 +159,23 @@ def _no_lavapipe():
     pytest.fail(f"CI=true but no Vulkan device lavapipe here: {VULKAN_SETUP}")
 
 
+# Under pytest-xdist (``make test`` runs two workers) each worker collects and deselects; the
+# controller, which writes the summary, gathers their lists as they finish
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    out = getattr(node, "workeroutput", {})
+    for mine, theirs in ((_vulkan_deselected, out.get("vulkan_deselected", ())),
+                         (_gpu_deselected, out.get("gpu_deselected", ()))):
+        mine.extend(n for n in theirs if n not in mine)
+
+
+def pytest_sessionfinish(session):
+    out = getattr(session.config, "workeroutput", None)
+    if out is not None:  # an xdist worker: hand its lists to the controller
+        out["vulkan_deselected"] = list(_vulkan_deselected)
+        out["gpu_deselected"] = list(_gpu_deselected)
+
+
 def pytest_terminal_summary(terminalreporter):
     if _vulkan_deselected:
         terminalreporter.write_line(f"{len(_vulkan_deselected)} vulkan test(s) deselected: no software Vulkan GPU "

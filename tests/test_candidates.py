@@ -21,6 +21,7 @@ from boo_build.candidates import (
     SINGLE_DISPATCH,
     SPLIT_REDUCTION,
     STACK,
+    WORDS,
     Candidate,
     applies,
     apply_variant,
@@ -32,6 +33,7 @@ from boo_build.candidates import (
     modes,
     variant_flags,
     variants,
+    words_base,
 )
 from boo_build.ops.base import LANES
 from boo_build.signature import KernelSignature, ModuleId
@@ -114,6 +116,30 @@ def test_fallbacks_change_what_iree_compile_is_given():
     assert variant_flags(STACK, cat["cpu"].flags) == cat["cpu"].flags + (
         "--iree-llvmcpu-stack-allocation-limit=131072",)
     assert Candidate.parse("manual+lanes.nosd@local-sync").module == "manual+lanes.nosd"
+
+
+def test_bfloat16_on_a_target_without_16_bit_types_is_built_as_words():
+    """The portable ``vulkan`` target has no 16-bit types: a bfloat16 kernel of even widths is
+    built as 32-bit words there (``words``), every module of it, fallbacks included; float16,
+    odd widths and the targets with 16-bit types keep their modules as they were."""
+    cat = catalogue("x86_64")
+    of = lambda sig: lambda i: ModuleId(sig, i)  # noqa: E731
+    keys = lambda cs: [c.key for c in cs]  # noqa: E731
+    wide = KernelSignature("layer_norm", (16, 768), (768,), "bfloat16", 1)
+    assert words_base(cat["vulkan"], ModuleId(wide, "manual")) == WORDS
+    assert keys(candidates(["aten", "manual"], cat["vulkan"], of(wide), False)) == ["aten+words", "manual+words"]
+    assert all(Candidate.parse(k).is_baseline for k in ("aten+words", "manual")) \
+        and not Candidate.parse("manual+lanes.nosd.words").is_baseline
+    assert keys(fallbacks(["aten", "manual"], cat["vulkan"], of(wide), False, True)) == [
+        "manual+lanes.nosd.words", "aten+nosd.words", "manual+nosd.words"]
+    assert export_variant("lanes.nosd.words") == "lanes.words" and export_variant("nosd.words") == WORDS
+    dyn = KernelSignature("rms_norm", ("rows", 64), (64,), "bfloat16", 6, eps=1e-6, bias=False)
+    assert keys(candidates(["manual"], cat["vulkan"], of(dyn), False, True)) == ["manual+words", "manual+fused.words"]
+    for target, sig in (("vulkan-llvmpipe", wide), ("vulkan", wide.replace(dtype="float16")),
+                        ("vulkan", wide.replace(dtype="float32")), ("cpu", wide),
+                        ("vulkan", KernelSignature("layer_norm", (4, 33), (33,), "bfloat16", 1))):
+        assert words_base(cat[target], ModuleId(sig, "manual")) == "", (target, sig.key)
+        assert keys(candidates(["manual"], cat[target], of(sig), False)) == ["manual"]
 
 
 def test_nosd_removes_only_the_attribute():

@@ -91,8 +91,10 @@ def test_the_build_validates_on_llvmpipe_and_says_it_is_software(vk):
     path, proc = vk
     assert ("vulkan-llvmpipe available 13 (an implementation ships), failed 0, validated 13 (ran on llvmpipe, a "
             "software device: numerics and host side, not a GPU's timings)") in proc.stdout, proc.stdout
-    assert f"{'vulkan':14s} available 7 (an implementation ships), failed 6, validated 7 (ran on llvmpipe" \
-        in proc.stdout  # the portable target: float32 kernels only
+    assert f"{'vulkan':14s} available 9 (an implementation ships), failed 4, validated 9 (ran on llvmpipe" \
+        in proc.stdout  # the portable target: float32 kernels, and bfloat16 as words; no float16
+    # a software device times nothing, on purpose: its benchmarks are "NOT RUN", not an ERROR
+    assert re.search(r"NOT RUN +bench:vk/vulkan-llvmpipe/", proc.stdout) and not re.search(r"\bERROR\b", proc.stdout)
     index = open_bundle(path, device="vulkan").index
     for key, entry in index["kernels"].items():
         soft = entry["targets"]["vulkan-llvmpipe"]
@@ -104,7 +106,10 @@ def test_the_build_validates_on_llvmpipe_and_says_it_is_software(vk):
         portable = entry["targets"]["vulkan"]
         if "-f32-" in key:
             assert portable["status"] == "available", (key, portable)
-        else:  # half precision: the portable target has no 16-bit types
+        elif "-bf16-" in key:  # no 16-bit types: read and written as 32-bit words, validated as any kernel
+            assert portable["status"] == "available" and portable["selected"].endswith("words"), (key, portable)
+            assert portable["impls"][portable["selected"]]["validation"]["status"] == "passed", (key, portable)
+        else:  # float16: the portable target has no 16-bit types
             assert portable["status"] == "unavailable" and "has no 16-bit types" in portable["reason"], portable
 
 
@@ -178,6 +183,33 @@ def test_the_loader_runs_every_kernel_with_host_arrays(vk, kind):
             assert_close(o.reshape(e.shape), e, sig.dtype, f"{key} ({kind})")
     stats = b.stats(totals=True)
     assert stats["misses"] == 0 and stats["static_hits"] + stats["dynamic_hits"] == 13, stats
+
+
+@pytest.mark.vulkan
+def test_the_portable_target_runs_bfloat16_as_words(vk):
+    """On a Vulkan device without 16-bit types only the portable target runs (lavapipe told it
+    has none): its bfloat16 kernels take and give bfloat16 tensors (words inside), dynamic ones
+    at a size the build never ran, against float64; its float16 kernels are not there."""
+    import dataclasses
+
+    from boo_build.loader.devices import vulkan_devices
+    from boo_build.signature import KernelSignature
+
+    lvp = next(d for d in vulkan_devices() if d.arch == "llvmpipe")
+    b = open_bundle(vk[0], device=dataclasses.replace(lvp, half=False))
+    assert b.target.name == "vulkan"
+    words = [k for k, e in _kernels(vk[0], "vulkan").items()
+             if "-bf16-" in k and e["targets"]["vulkan"]["status"] == "available"]
+    assert len(words) == 2, words
+    for key in words:
+        sig = KernelSignature.parse(key)
+        run = sig.bind((3, 5, 64))
+        args = sample_args(run, seed=4, offset=3.0)
+        out = _entry(b, run, args, "torch")
+        assert out[0].dtype == torch.bfloat16
+        for o, e in zip(out, reference(run, args)):
+            assert_close(o.reshape(e.shape), e, sig.dtype, key)
+    assert b.stats(totals=True)["misses"] == 0
 
 
 class _Net(torch.nn.Module):
@@ -325,6 +357,29 @@ def test_vulkan_devices_run_only_the_targets_built_for_their_subgroups():
     old = parse_vulkan_info(NVIDIA.replace("shaderFloat16=yes", "shaderFloat16=no"), "GPU-4", "old")
     assert "lacks 16-bit arithmetic" in vulkan_can_run(old, cat["vulkan-ampere"])[1]
     assert "is NVIDIA's; vulkan-rdna3 is built for AMD RDNA3" in vulkan_can_run(nv, cat["vulkan-rdna3"])[1]
+
+
+def test_words_carry_every_bfloat16_exactly_and_round_as_torch_does():
+    """The ``words`` variant's conversions (stages/torch_modules.py), run by torch here: every
+    one of the 65536 bfloat16 bit patterns widens to its float32 exactly, and float32 values
+    (ties, subnormals, infinities, NaN, the largest finite) round to bfloat16 as
+    ``Tensor.to(torch.bfloat16)`` does, bit for bit except NaN's payload."""
+    from boo_build.stages.torch_modules import words_in, words_out
+
+    every = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(torch.bfloat16).reshape(256, 256)
+    wide = words_in(every)
+    same = wide.view(torch.int32) == every.float().view(torch.int32)
+    assert bool((same | torch.isnan(every.float())).all()) and bool(torch.isnan(wide).eq(torch.isnan(every)).all())
+    g = torch.Generator().manual_seed(0)
+    bits = torch.randint(-2**31, 2**31 - 1, (4096,), generator=g, dtype=torch.int64).to(torch.int32)
+    ties = (torch.arange(-2048, 2048, dtype=torch.int32) * 65536 + 32768)  # exactly halfway: to even
+    special = torch.tensor([0.0, -0.0, 1e-40, -1e-45, 3.4e38, float("inf"), float("-inf"), float("nan"),
+                            torch.finfo(torch.float32).max, 1.00390625, 1.01171875, -2.5])
+    y = torch.cat((bits.view(torch.float32), ties.view(torch.float32), special))
+    got, want = words_out(y), y.to(torch.bfloat16)
+    nan = torch.isnan(want)
+    assert bool(torch.isnan(got).eq(nan).all())
+    assert bool((got.view(torch.int16) == want.view(torch.int16))[~nan].all())
 
 
 def test_vulkan_targets_and_their_dtypes():

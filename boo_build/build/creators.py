@@ -145,15 +145,15 @@ def compile_tasks(g: Graph):
                 flags = _flags(g.config, t, mid, v)
                 # a modelled variant compiles only where the model ranks it first of its peers;
                 # with --all-variants wherever the model ranks it at all (its own model: modelled_gate)
-                gated = peers.get(mid.signature.key, []) if v else []
+                gated = peers.get(mid.signature.key, []) if not candidates.is_base(v) else []
                 every = bool(gated) and g.config.all_variants
                 if every:
                     gated = [(mid, v)]
                 gate = [(candidates.Candidate(m.impl, pv).key, str(lay.traffic(t.name, m, pv)))
                         for m, pv in gated]
                 # the kernel's implementations: where every one fails, the gate ranks the variants alone
-                bases = [] if every else [m for m, pv in gated if not pv]
-                base_recs = [str(lay.compile_record(t.name, m)) for m in bases]
+                bases = [] if every else [(m, pv) for m, pv in gated if candidates.is_base(pv)]
+                base_recs = [str(lay.compile_record(t.name, m, pv)) for m, pv in bases]
                 yield {
                     "name": f"{p.manifest.bundle.name}/{t.name}/{module_file(mid.key, v)}",
                     "actions": [(compile_action, [CompileJob(mid.key, t.name, tuple(flags), mlir, export_rec,
@@ -162,7 +162,7 @@ def compile_tasks(g: Graph):
                                                              tuple(base_recs))])],
                     "task_dep": [f"export:{p.manifest.bundle.name}/{module_file(mid.key, ev)}"]
                     + [f"traffic:{p.manifest.bundle.name}/{t.name}/{module_file(m.key, pv)}" for m, pv in gated]
-                    + [f"compile:{p.manifest.bundle.name}/{t.name}/{m.key}" for m in bases],
+                    + [f"compile:{p.manifest.bundle.name}/{t.name}/{module_file(m.key, pv)}" for m, pv in bases],
                     "targets": [str(rec)],
                     "file_dep": [str(STAGES_DIR / "tuning.py")] if candidates.tuned_base(v) != v else [],  # its edits
                     # (the option only where it decides something: other builds' tasks stay up to date)

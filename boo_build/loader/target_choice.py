@@ -61,9 +61,12 @@ def _available(index: BundleHeader | BundleIndex | Mapping[str, Any]) -> dict[st
 
 def _wanted_devices(device: Any, present: list) -> list:
     """The devices of ``present`` that ``device`` (a URI, a driver name or a
-    ``DeviceInfo``) names; ``NoCompatibleDevice`` when none."""
+    ``DeviceInfo``) names; ``NoCompatibleDevice`` when none. A ``DeviceInfo`` of a device
+    present is taken as given (a caller may describe fewer features than it has)."""
     wanted = device.uri if hasattr(device, "uri") else str(device)
     cands = [d for d in present if d.uri == wanted]
+    if cands and hasattr(device, "uri"):  # as described: a caller may hold features back (16-bit types)
+        cands = [device]
     if not cands and "://" not in wanted:  # "hip" -> first hip device, "local-task" -> the CPU
         cands = [d for d in present if d.driver == wanted or d.uri.split("://")[0] == wanted][:1]
     if not cands and wanted == "local-sync":  # the CPU, single-threaded

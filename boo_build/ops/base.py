@@ -33,6 +33,17 @@ LANES = "lanes"  # the export variant of a manual forward with lane-split row su
 LANE_WIDTH = 8  # its lanes: one AVX2 float32 vector
 MIN_LANES_WIDTH = 64  # narrower rows gain nothing (and n32's single dispatch fails to compile with lanes)
 FUSED = "fused"  # the GPU export variant of a manual backward (norm_math.fused_backward) or dynamic forward
+# the export variant of a bfloat16 kernel for a target without 16-bit types: its tensors read and
+# written as 32-bit words (stages/torch_modules.WordsModule)
+WORDS = "words"
+
+
+def words_apply(sig) -> bool:
+    """Whether a kernel of ``sig`` has a ``words`` variant: bfloat16, and every bfloat16 argument
+    and result of an even static last dim (a pair of elements per word)."""
+    return sig.dtype == "bfloat16" and all(
+        isinstance(shape[-1], int) and shape[-1] % 2 == 0
+        for _, shape, dt in sig.inputs() + sig.outputs() if dt == "bfloat16")
 
 
 def lanes_apply(sig) -> bool:

@@ -15,7 +15,7 @@ import os
 import torch
 
 from .. import dtypes, ops
-from ..ops.base import BIAS_GRAD, INPUT_GRAD, WEIGHT_GRAD
+from ..ops.base import BIAS_GRAD, INPUT_GRAD, WEIGHT_GRAD, WORDS
 from ..signature import KernelSignature, ModuleId
 
 # Test-only switch: "1" plants an error (output times 1.01) in the manual
@@ -56,6 +56,13 @@ class OpModule(torch.nn.Module):
 
 
 def make_module(mid: ModuleId, variant: str = "") -> torch.nn.Module:
+    """The kernel's module, of its export ``variant`` (``candidates.export_variant``: ``lanes``,
+    ``fused``, ``words``, or some joined by ``.``)."""
+    parts = variant.split(".") if variant else []
+    if WORDS in parts:
+        rest = ".".join(v for v in parts if v != WORDS)
+        sig = mid.signature.replace(dtype="float32", stats_dtype="float32", residual=False)
+        return WordsModule(mid.signature, make_module(ModuleId(sig, mid.impl), rest)).eval()
     forward = ops.get(mid.signature.op).implementation(mid.impl)
     if mid.impl == PLANTED_IMPL and mid.signature.is_forward and os.environ.get(PLANT_ERROR_ENV) == "1":
         forward = _planted(forward)
@@ -91,6 +98,66 @@ class ResidualModule(torch.nn.Module):
         gh, c, width = args[-1], self.norm.compute, self.sig.width
         dh = dx.reshape(-1, width).to(c) + gh.reshape(-1, width).to(c)
         return (dh.to(self.norm.dtype).reshape(dx.shape), *rest)
+
+
+# -- half precision as 32-bit words (the ``words`` variant) -------------------------------
+# A target without 16-bit types (the portable ``vulkan`` target: targets.dtype_problem) cannot
+# load or store a bfloat16 element, and iree-compile 3.13's emulation of them computes wrong
+# results there (docs/building.md). The tensors are bfloat16 at the kernel's interface all the
+# same, and a pair of them is one 32-bit word: bitcast at the interface (a view, no copy), the
+# kernel reads words, widens each half with integer arithmetic and computes in float32 as the
+# half-precision kernels do, and rounds each result once, to nearest even, into words again.
+# Only int32 and float32 reach its dispatches. (Shifts are spelled as products and floored
+# quotients: iree-compile 3.13's torch input does not lower a shift by a scalar.)
+_HALF = 65536  # 2**16: one bfloat16 half of a word
+
+
+def words_in(t: torch.Tensor) -> torch.Tensor:
+    """bfloat16 ``[..., 2n]`` -> float32 ``[..., 2n]`` exactly, through ``[..., n]`` int32 words
+    (a bfloat16 is the upper half of its float32; element 2i is word i's lower half)."""
+    w = t.view(torch.int32)
+    lo = (w * _HALF).view(torch.float32)
+    hi = torch.bitwise_and(w, -_HALF).view(torch.float32)
+    return torch.stack((lo, hi), -1).flatten(-2)
+
+
+def words_out(y: torch.Tensor) -> torch.Tensor:
+    """float32 ``[..., 2n]`` -> bfloat16 ``[..., 2n]``, rounded to nearest even (as
+    ``Tensor.to(torch.bfloat16)``; a NaN stays a NaN), built as int32 words."""
+    b = y.view(torch.int32)
+    odd = torch.bitwise_and(torch.div(b, _HALF, rounding_mode="floor"), 1)
+    r = torch.where(torch.isnan(y), torch.full_like(b, 0x7FC00000), b + 0x7FFF + odd)
+    h = torch.div(r, _HALF, rounding_mode="floor").unflatten(-1, (-1, 2))
+    return torch.bitwise_or(torch.bitwise_and(h[..., 0], _HALF - 1), h[..., 1] * _HALF).view(torch.bfloat16)
+
+
+class WordsModule(torch.nn.Module):
+    """A bfloat16 kernel (``sig``) computed by ``inner``, its float32 form (the same
+    implementation and export variant, plain where ``sig`` is fused with a residual add),
+    its bfloat16 arguments and results passed as 32-bit words (``words_in``, ``words_out``).
+    A fused forward rounds ``h = x + residual`` to bfloat16 before the norm reads it, as the
+    model's code does; a fused backward adds grad_h in float32 and rounds once."""
+
+    def __init__(self, sig: KernelSignature, inner: torch.nn.Module):
+        super().__init__()
+        self.sig = sig
+        self.inner = inner
+
+    def forward(self, *args):
+        half = torch_dtype(self.sig.dtype)
+        f = [words_in(a) if a.dtype == half else a for a in args]
+        if self.sig.residual and self.sig.is_forward:
+            x, r, *params = f
+            h = words_out(x + r)
+            y, *stats = self.inner(words_in(h), *params)
+            out = (y, h, *stats)
+        elif self.sig.residual:
+            dx, *rest = self.inner(*f[:-1])
+            out = (dx + f[-1], *rest)
+        else:
+            out = tuple(self.inner(*f))
+        return tuple(words_out(o) if dt == self.sig.dtype and o.dtype == torch.float32 else o
+                     for o, (_, _, dt) in zip(out, self.sig.outputs()))
 
 
 def _planted(forward):
