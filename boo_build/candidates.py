@@ -33,7 +33,17 @@ A candidate is (implementation, compile variant, execution mode):
   where the target splits reductions, ``novd`` on HIP and CUDA targets (no vector
   distribution of reductions: its "failed to distribute" errors) and ``stack`` on
   CPU targets (a 128 KiB stack bound, as dynamic kernels have: "exceeded stack
-  allocation limit"). One that compiles is a candidate like any other;
+  allocation limit"). One that compiles is a candidate like any other.
+  *Tuned* (CPU targets, where explored, ``--tune N``): ``tune-r<R>-d<D>``, the baseline's MLIR
+  compiled with another lowering configuration on its row reductions (reduction vector
+  ``R``, ``D`` rows per workgroup tile: ``stages/tuning.py``), the first N of a fixed set per
+  direction (``tune_variants``); ranked after every other candidate (``selection``), so one
+  ships only where it is faster beyond the noise. On GPU targets, with ``--all-variants``
+  (where the traffic model ranks them, or a device explores them): ``tune-wg<W>-t<T>``, a
+  workgroup of ``W`` threads per row, each loading ``T`` elements a step, on every row
+  reduction IREE's LLVMGPU (HIP, CUDA) or SPIR-V (Vulkan) pipeline distributes; they model
+  the baseline's traffic (the same dispatches), so only a device's timings choose them
+  (``boo-build measure``). docs/tuning.md;
 * ``mode``: the runtime driver that runs it; ``""`` = the target's driver. CPU
   targets also offer the other CPU driver (``local-sync`` next to
   ``local-task``: the same vmfb run inline on the calling thread; a small
@@ -48,6 +58,7 @@ vmfb, runnable in every mode). Pure Python: the graph and the loader import it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from . import ops
@@ -55,7 +66,7 @@ from .ops.base import FUSED, IMPLS, LANES, WORDS, lanes_apply, words_apply
 from .signature import ModuleId
 from .targets import CPU_DRIVERS, STACK_LIMIT, Target, dtype_problem
 
-__all__ = ["Candidate", "EXPORT_VARIANTS", "LANES_NOSD", "NOSD", "NOSPLIT", "NOVD", "SINGLE_DISPATCH", "SPLIT_REDUCTION", "STACK", "WORDS", "applies", "apply_variant", "candidates", "explores", "export_variant", "fallback_variants", "fallbacks", "is_base", "modelled", "modes", "module_file", "single_dispatch", "split_module_file", "variant_flags", "variants", "with_base", "words_base"]
+__all__ = ["Candidate", "EXPORT_VARIANTS", "LANES_NOSD", "NOSD", "NOSPLIT", "NOVD", "SINGLE_DISPATCH", "SPLIT_REDUCTION", "STACK", "TUNE_BACKWARD", "TUNE_DEFAULT", "TUNE_FORWARD", "TUNE_LLVMGPU", "TUNE_SPIRV", "WORDS", "applies", "apply_variant", "candidates", "explores", "export_variant", "fallback_variants", "fallbacks", "gpu_tune_params", "gpu_tune_variant", "is_base", "modelled", "modes", "module_file", "single_dispatch", "split_module_file", "tune_params", "tune_variant", "tune_variants", "tuned_base", "variant_flags", "variants", "with_base", "words_base"]
 
 SINGLE_DISPATCH = '#util.preprocessing_pipeline<"iree-preprocessing-make-single-dispatch">'
 _SD_ATTR = f"preprocessing_pipeline = {SINGLE_DISPATCH}"
@@ -74,6 +85,23 @@ LANES_NOSD = f"{LANES}.{NOSD}"  # a fallback: the lanes export without the singl
 # exported from their own torch code, not derived from the baseline's MLIR (words with one of the others)
 EXPORT_VARIANTS = (LANES, FUSED, WORDS)
 _JOIN = "."  # parts of a combined variant: fused.nosplit
+# Tuned configurations (reduction vector, rows per workgroup tile), most promising first, per direction:
+# a forward's one dispatch gained most from a long reduction vector on 8 rows (0.49x the default's CPU
+# time at 8x128x768), a backward's row reductions from one row per tile and a vector of 16-32 (0.80x).
+# IREE's default is a vector of 8: docs/tuning.md, "Measurements".
+TUNE_FORWARD = ((64, 8), (32, 8), (16, 8), (64, 32))
+TUNE_BACKWARD = ((32, 1), (16, 1), (64, 8), (32, 8))
+TUNE_DEFAULT = 1  # configurations per kernel and implementation a build tries (--tune)
+_TUNE = re.compile(r"tune-r([1-9][0-9]*)-d([1-9][0-9]*)")
+# GPU configurations (threads per row, elements per thread a step), the first that fit a row
+# (W*T divides it) most promising first: one 64-thread workgroup per row (a single wave on
+# gfx942: no reduction across subgroups), 256 threads for wide rows, 128 threads of 2-wide
+# loads; IREE's default for a float32 row of 768 is 192 threads on gfx942, 96 on sm_80, 48 on
+# llvmpipe, 4 elements each (64 from rows of 256 to 512 on all three). SPIR-V: 32 threads, 128 of
+# 2-wide loads, 16 threads (lavapipe's subgroups are 8 wide; other Vulkan GPUs' 32 or 64 refuse 16).
+TUNE_LLVMGPU = ((64, 4), (256, 4), (128, 2))
+TUNE_SPIRV = ((32, 4), (128, 2), (16, 4))
+_TUNE_GPU = re.compile(r"tune-wg([1-9][0-9]*)-t([1-9][0-9]*)")
 
 
 def _parts(variant: str) -> tuple[str, ...]:
@@ -89,8 +117,9 @@ class Candidate:
     def __post_init__(self) -> None:
         if self.impl not in IMPLS:
             raise ValueError(f"unknown implementation {self.impl!r}: use one of {', '.join(IMPLS)}")
-        if any(v not in VARIANTS for v in _parts(self.variant)):
-            raise ValueError(f"unknown variant {self.variant!r}: use one of {', '.join(VARIANTS)}"
+        if any(v not in VARIANTS and not _is_tuned(v) for v in _parts(self.variant)):
+            raise ValueError(f"unknown variant {self.variant!r}: use one of {', '.join(VARIANTS)}, tune-r<R>-d<D>, "
+                             "tune-wg<W>-t<T>"
                              f" (or several joined by {_JOIN!r})")
         if self.mode and self.mode not in CPU_DRIVERS:
             raise ValueError(f"unknown execution mode {self.mode!r}: use one of {', '.join(CPU_DRIVERS)}")
@@ -110,6 +139,11 @@ class Candidate:
         """The implementation's own module in the target's driver (a ``words`` one where the kernel
         is built as words there: ``words_base``)."""
         return is_base(self.variant) and not self.mode
+
+    @property
+    def tuned(self) -> bool:
+        """Whether a tuned lowering configuration compiled it (``tune_params``, ``gpu_tune_params``)."""
+        return any(_is_tuned(v) for v in _parts(self.variant))
 
     @classmethod
     def parse(cls, text: str) -> "Candidate":
@@ -147,6 +181,50 @@ def fallback_variants(target: Target) -> tuple[str, ...]:
     if target.is_cpu:
         out.append(STACK)
     return tuple(out)
+
+
+def tune_variant(r: int, d: int) -> str:
+    return f"tune-r{r}-d{d}"
+
+
+def tune_params(variant: str) -> tuple[int, int] | None:
+    """(reduction vector, rows per tile) of a tuned variant ``tune-r<R>-d<D>``; None for any other."""
+    m = _TUNE.fullmatch(variant)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def gpu_tune_variant(wg: int, t: int) -> str:
+    return f"tune-wg{wg}-t{t}"
+
+
+def gpu_tune_params(variant: str) -> tuple[int, int] | None:
+    """(threads per row, elements per thread a step) of a tuned GPU variant ``tune-wg<W>-t<T>``."""
+    m = _TUNE_GPU.fullmatch(variant)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def _is_tuned(variant: str) -> bool:
+    return tune_params(variant) is not None or gpu_tune_params(variant) is not None
+
+
+def tuned_base(variant: str) -> str:
+    """``variant`` without its tuned part: the module whose dispatches (and traffic) it has."""
+    return _JOIN.join(v for v in _parts(variant) if not _is_tuned(v))
+
+
+def _gpu_set(target: Target) -> tuple[tuple[int, int], ...]:
+    return TUNE_SPIRV if target.driver == "vulkan" else TUNE_LLVMGPU
+
+
+def tune_variants(sig, n: int, target: Target | None = None) -> tuple[str, ...]:
+    """The first ``n`` tuned variants that fit ``sig``'s rows: on a CPU target (the default)
+    of its direction's set, whose reduction vector is no wider than a row; on a GPU target of
+    its family's (``TUNE_LLVMGPU``, ``TUNE_SPIRV``), whose tile (threads x elements) divides a row."""
+    if target is None or target.is_cpu:
+        fitting = [(r, d) for r, d in (TUNE_FORWARD if sig.is_forward else TUNE_BACKWARD) if r <= sig.width]
+        return tuple(tune_variant(r, d) for r, d in fitting[:max(n, 0)])
+    gpu = [(w, t) for w, t in _gpu_set(target) if sig.width % (w * t) == 0]
+    return tuple(gpu_tune_variant(w, t) for w, t in gpu[:max(n, 0)])
 
 
 def modelled(target: Target, traffic: bool) -> bool:
@@ -214,6 +292,10 @@ def _applies(variant: str, mid: ModuleId) -> bool:
         return not sig.is_forward
     if variant == STACK:  # dynamic kernels have the bound already (targets.dynamic_flags)
         return not sig.is_dynamic
+    if (tuned := tune_params(variant)) is not None:
+        return tuned[0] <= sig.width
+    if (gpu := gpu_tune_params(variant)) is not None:
+        return sig.width % (gpu[0] * gpu[1]) == 0
     if variant == WORDS:
         return words_apply(sig)
     return variant == NOVD or (variant == NOSD and single_dispatch(mid))
@@ -245,26 +327,30 @@ def explores(target: Target, *, bench: bool, distributed: bool, device) -> bool:
     return bool(bench and not distributed and device is not None)
 
 
-def candidates(impls, target: Target, mid_of, explore: bool, model: bool = False) -> list[Candidate]:
+def candidates(impls, target: Target, mid_of, explore: bool, model: bool = False, tune: int = 0) -> list[Candidate]:
     """Every candidate of ``impls`` on ``target`` (``mid_of(impl)`` -> its
     ``ModuleId``); only the baselines when neither ``explore`` nor ``model``
-    (the traffic model ranks a GPU target's variants: ``modelled``)."""
+    (the traffic model ranks a GPU target's variants: ``modelled``); and there ``tune``
+    tuned variants of each (``tune_variants``: a GPU target's count is 0 but with
+    ``--all-variants``, ``BuildConfig.tune_for``)."""
     out = []
     for impl in impls:
         vs = ("",) + (tuple(v for v in variants(target) if applies(v, mid_of(impl)))
                       if explore or model else ())
         base = words_base(target, mid_of(impl))
+        if tune and (explore or model):
+            vs += tune_variants(mid_of(impl).signature, tune, target)
         for v in vs:
             out += [Candidate(impl, with_base(v, base), m) for m in (modes(target) if explore else ("",))]
     return out
 
 
-def fallbacks(impls, target: Target, mid_of, explore: bool, model: bool = False) -> list[Candidate]:
+def fallbacks(impls, target: Target, mid_of, explore: bool, model: bool = False, tune: int = 0) -> list[Candidate]:
     """The candidates of ``impls`` on ``target`` tried only where none of ``candidates``
     compiled, in the order tried: each fallback variant (``fallback_variants``) that
     changes an implementation's module and is not a candidate already, in each mode
     where explored."""
-    have = {c.module for c in candidates(impls, target, mid_of, explore, model)}
+    have = {c.module for c in candidates(impls, target, mid_of, explore, model, tune)}
     out = []
     for v in fallback_variants(target):
         for impl in impls:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from enum import StrEnum
+from types import MappingProxyType
 from typing import Any, Mapping, TypeVar
 
 from .compared import first_time
@@ -163,10 +164,14 @@ class CompileRecord:
     variant: str = ""  # a compile variant (candidates)
     run_id: str | None = None
     seconds: float | None = None
+    # a tuned variant's (stages/tuning.py): each edited dispatch -> its root's lowering configuration as compiled
+    tuning: Mapping[str, str] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", CompileStatus(self.status))
         object.__setattr__(self, "flags", tuple(self.flags))
+        if self.tuning is not None:
+            object.__setattr__(self, "tuning", MappingProxyType(dict(self.tuning)))
 
     @property
     def ok(self) -> bool:
@@ -187,6 +192,8 @@ class CompileRecord:
         for name in ("command", "error", "seconds", "size", "sha256"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
+        if self.tuning is not None:
+            out["tuning"] = dict(self.tuning)
         return out
 
     @classmethod
@@ -195,7 +202,7 @@ class CompileRecord:
                    status=d["status"],
                    reason=d.get("reason", ""), command=d.get("command"), error=d.get("error"), size=d.get("size"),
                    sha256=d.get("sha256"), variant=d.get("variant", ""), run_id=d.get("run_id"),
-                   seconds=d.get("seconds"))
+                   seconds=d.get("seconds"), tuning=d.get("tuning"))
 
 
 @dataclass(frozen=True)

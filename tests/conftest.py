@@ -31,6 +31,8 @@ pytest.register_assert_rewrite("helpers")
 # The tests' builds time no torch.compile baseline (an Inductor compile per kernel and size, seconds each)
 # unless a test asks with --compile-budget (tests/test_report_page.py's build times it for every CPU kernel)
 os.environ.setdefault("BOO_COMPILE_BUDGET", "0")
+# nor tuned lowering configurations (two more compiles and candidates per kernel): tests/test_tuning.py asks
+os.environ.setdefault("BOO_TUNE", "0")
 
 from helpers import backend_bundle, build_group_norms, build_kernels, compiles  # noqa: E402
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from doit.exceptions import TaskFailed
 
-from ..candidates import WORDS, Candidate, apply_variant, module_file
+from ..candidates import WORDS, Candidate, apply_variant, gpu_tune_params, module_file, tune_params
 from ..files import read_json, record_bytes, write_atomic, write_json
 from ..layout import bench_subject, eager_subject
 from ..records import (
@@ -118,7 +118,16 @@ def compile_action(job: CompileJob) -> Status:
         if changed is None:
             return unavailable(f"variant {variant} changes nothing in this module")
         mlir = changed
-    if scheduler:
+    cpu_tune, gpu_tune, applied = tune_params(variant), gpu_tune_params(variant), None
+    if cpu_tune is not None or gpu_tune is not None:  # dump, edit, compile again (stages/tuning.py): here, not remote
+        from ..stages.tuning import GpuTuning, Tuning, compile_tuned
+
+        tuning = Tuning(*cpu_tune) if cpu_tune is not None else GpuTuning(*gpu_tune)  # type: ignore[misc]
+        tc = compile_tuned(mlir, tuple(flags), tuning, timeout=timeout)
+        if tc.result is None:
+            return unavailable(tc.reason)
+        res, applied = tc.result, tc.applied or None
+    elif scheduler:
         from .distributed import remote_compile
 
         res = remote_compile(scheduler, mlir, tuple(flags), timeout)
@@ -127,9 +136,10 @@ def compile_action(job: CompileJob) -> Status:
     if res.ok:
         write_atomic(Path(vmfb_path), res.vmfb)
         return record(CompileStatus.OK, command=res.command, seconds=round(res.seconds, 3), size=len(res.vmfb),
-                      sha256=hashlib.sha256(res.vmfb).hexdigest())
+                      sha256=hashlib.sha256(res.vmfb).hexdigest(), tuning=applied)
     Path(vmfb_path).unlink(missing_ok=True)
-    return record(CompileStatus.FAILED, command=res.command, error=res.error, seconds=round(res.seconds, 3))
+    return record(CompileStatus.FAILED, command=res.command, error=res.error, seconds=round(res.seconds, 3),
+                  tuning=applied)
 
 
 def _export_unavailable(exp: ExportRecord | None) -> str:

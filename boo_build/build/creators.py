@@ -164,6 +164,7 @@ def compile_tasks(g: Graph):
                     + [f"traffic:{p.manifest.bundle.name}/{t.name}/{module_file(m.key, pv)}" for m, pv in gated]
                     + [f"compile:{p.manifest.bundle.name}/{t.name}/{module_file(m.key, pv)}" for m, pv in bases],
                     "targets": [str(rec)],
+                    "file_dep": [str(STAGES_DIR / "tuning.py")] if candidates.tuned_base(v) != v else [],  # its edits
                     # (the option only where it decides something: other builds' tasks stay up to date)
                     "uptodate": [config_changed({"flags": flags, "compiler": g.toolchain.compiler}
                                                 | ({"all_variants": True} if every else {})),
@@ -264,16 +265,18 @@ def traffic_tasks(g: Graph):
                 rec, exp = lay.traffic(t.name, mid, v), lay.export_record(mid, ev)
                 stem = module_file(mid.key, v)
                 leader = modelled_on.setdefault((stem, arch_free(t, flags)), t.name)
-                if leader != t.name:  # the same executable sources: the model of the first such target
-                    src = lay.traffic(leader, mid, v)
+                base = candidates.tuned_base(v)  # a tuned module: its untuned one's dispatches, hence traffic
+                leader = t.name if base != v else leader  # else the same sources as the first such target's
+                source, src = module_file(mid.key, base), lay.traffic(leader, mid, base)
+                if src != rec:
                     yield {
                         "name": f"{b}/{t.name}/{stem}",
                         "actions": [(traffic_copy_action, [TrafficCopyJob(str(src), str(rec), t.name, g.run)])],
-                        "task_dep": [f"traffic:{b}/{leader}/{stem}"],
+                        "task_dep": [f"traffic:{b}/{leader}/{source}"],
                         "targets": [str(rec)],
                         "uptodate": [inputs_unchanged(src), record_ok(rec)],
                         "clean": [_rm(rec)],
-                        "doc": f"traffic model of {stem} for {t.name} (as for {leader})",
+                        "doc": f"traffic model of {stem} for {t.name} (as {source}'s for {leader})",
                     }
                     continue
                 shape = _traffic_shape(p.manifest, mid.signature)
@@ -407,7 +410,7 @@ def select_tasks(g: Graph):
                     "targets": [str(out)],
                     # (no record check: its record is small and written whole; doit reruns it when missing)
                     "uptodate": [config_changed({"explore": kt.explore, "model": kt.model, "bench": kt.bench,
-                                                 "no_device": kt.no_device})],
+                                                 "no_device": kt.no_device} | kt.tune_config())],
                     "clean": [_rm(out)],
                     "doc": f"select {req.signature.key} on {t.name}",
                 }
@@ -515,7 +518,7 @@ def _kernel_target(sig: KernelSignature, impls, t: Target, config: BuildConfig, 
     """What decides a kernel's candidates (``candidates.candidates``) and records on ``t``."""
     dev, why = devices.get(t.name, (None, VALIDATION_DISABLED))
     return KernelTarget.of(sig, impls, t, bench=config.bench, distributed=bool(config.scheduler), device=dev,
-                           why_no_device=why, traffic=config.traffic)
+                           why_no_device=why, traffic=config.traffic, tune=config.tune_for(t))
 
 
 def _candidate_modules(p: Plan, t: Target, config: BuildConfig, devices: dict) -> list[tuple[ModuleId, Candidate]]:

@@ -47,6 +47,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..candidates import TUNE_DEFAULT
 from ..errors import BuildError
 from ..layout import Layout
 from ..manifest.reader import Manifest, load_manifest
@@ -68,21 +69,32 @@ SELECT_SOURCES = tuple(str(p) for p in (STAGES_DIR / "selection.py", STAGES_DIR 
 
 
 COMPILE_BUDGET_ENV = "BOO_COMPILE_BUDGET"  # the default of --compile-budget, where set (the tests set 0)
+TUNE_ENV = "BOO_TUNE"  # the default of --tune, where set (the tests set 0)
 
 
-def default_compile_budget() -> int:
-    """The build's Inductor compile budget where no option gives one: ``$BOO_COMPILE_BUDGET``, else
-    ``DEFAULT_COMPILE_BUDGET``."""
-    v = os.environ.get(COMPILE_BUDGET_ENV, "").strip()
+def _env_count(name: str, default: int, what: str) -> int:
+    v = os.environ.get(name, "").strip()
     if not v:
-        return DEFAULT_COMPILE_BUDGET
+        return default
     try:
         n = int(v)
     except ValueError:
         n = -1
     if n < 0:
-        raise BuildError(f"{COMPILE_BUDGET_ENV}={v!r}: a count of Inductor compiles (0 or more) is expected")
+        raise BuildError(f"{name}={v!r}: a count of {what} (0 or more) is expected")
     return n
+
+
+def default_compile_budget() -> int:
+    """The build's Inductor compile budget where no option gives one: ``$BOO_COMPILE_BUDGET``, else
+    ``DEFAULT_COMPILE_BUDGET``."""
+    return _env_count(COMPILE_BUDGET_ENV, DEFAULT_COMPILE_BUDGET, "Inductor compiles")
+
+
+def default_tune() -> int:
+    """Tuned configurations per CPU kernel and implementation where no option gives a count:
+    ``$BOO_TUNE``, else ``candidates.TUNE_DEFAULT``."""
+    return _env_count(TUNE_ENV, TUNE_DEFAULT, "tuned configurations")
 
 
 @dataclass(frozen=True)
@@ -105,6 +117,15 @@ class BuildConfig:
     # Inductor compiles of torch.compile's baseline (one per kernel and size timed, several seconds each) a build may
     # spend on its CPU targets' benchmarks: each kernel's first size first, in manifest order (creators.compile_shares)
     compile_budget: int = field(default_factory=lambda: default_compile_budget())
+    # tuned lowering configurations per kernel and implementation: CPU targets where candidates are explored,
+    # GPU targets with all_variants (tune_for; 0: none; candidates.tune_variants, docs/tuning.md)
+    tune: int = field(default_factory=lambda: default_tune())
+
+    def tune_for(self, target) -> int:
+        """Tuned configurations per kernel and implementation on ``target``: ``tune`` on a CPU
+        target; on a GPU target only with ``--all-variants`` (they model the baseline's
+        traffic, so only a device's timings, ``boo-build measure``, can choose one)."""
+        return self.tune if target.is_cpu or self.all_variants else 0
 
     def __post_init__(self):
         # Absolute paths: doit keys its dependency state by path string, so

@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ..candidates import TUNE_DEFAULT  # pure Python
 from ..errors import UsageError
 from ..stages.comparison import COMPILE_BUDGET  # stdlib only
 from ..stages.compile import DEFAULT_TIMEOUT_S  # stdlib only
@@ -118,6 +119,11 @@ def add_build_arguments(p: argparse.ArgumentParser, packs: bool = True) -> None:
                         "size timed; each kernel's first size first, in manifest order; 0: none; default "
                         f"$BOO_COMPILE_BUDGET, else {COMPILE_BUDGET}); torch.compile(backend='boo') decides "
                         "against torch eager where it was not timed")
+    p.add_argument("--tune", type=int, default=None, metavar="N",
+                   help="CPU targets, where candidates are explored: compile, validate and time N tuned lowering "
+                        f"configurations per kernel and implementation (0: none; default $BOO_TUNE, else {TUNE_DEFAULT};"
+                        " docs/tuning.md); GPU targets with --all-variants: N tuned workgroup configurations shipped "
+                        "for `boo-build measure` to choose among")
     p.add_argument("--reselect", action="store_true",
                    help="benchmark every kernel again and decide afresh, not keeping the output folder's previous "
                         "decisions where the timings cannot tell (docs/validation-and-selection.md)")
@@ -139,7 +145,7 @@ def add_list_arguments(p: argparse.ArgumentParser) -> None:
     # what build_config reads of the options these commands do not take (nothing runs)
     p.set_defaults(jobs=None, quiet=False, allow_missing=False, no_bench=False, no_validate=False,
                    no_traffic=False, all_variants=False, reselect=False, flag=None, timeout=DEFAULT_TIMEOUT_S, scheduler=None,
-                   compile_budget=None)
+                   compile_budget=None, tune=None)
 
 
 add_clean_arguments = add_forget_arguments = add_list_arguments
@@ -156,8 +162,9 @@ def build_config(ns: argparse.Namespace):
     missing = [str(m) for m in manifests if not Path(m).is_file()]
     if missing:
         raise UsageError(f"manifest not found: {', '.join(missing)}")
-    if ns.compile_budget is not None and ns.compile_budget < 0:
-        raise UsageError(f"--compile-budget must be 0 or more, got {ns.compile_budget}")
+    for opt, n in (("--compile-budget", ns.compile_budget), ("--tune", ns.tune)):
+        if n is not None and n < 0:
+            raise UsageError(f"{opt} must be 0 or more, got {n}")
     if ns.all_variants and ns.no_traffic:
         raise UsageError("--all-variants ships the variants the traffic model ranks: it needs the model "
                          "(drop --no-traffic)")
@@ -175,6 +182,7 @@ def build_config(ns: argparse.Namespace):
         reselect=ns.reselect,
         all_variants=ns.all_variants,
         **({} if ns.compile_budget is None else {"compile_budget": ns.compile_budget}),
+        **({} if ns.tune is None else {"tune": ns.tune}),
     )
 
 

@@ -90,6 +90,8 @@ def cmd_info(path, *, out: TextIO | None = None, max_size: int = DEFAULT_MAX_SIZ
                 p(f"      {t:14s} {te.selected}{mode}{extra}  {size_text(m.size)}{btxt}\n")
                 if te.reason:
                     p(_wrapped("why", te.reason, 8))
+                for dispatch, config in sorted((m.extra.get("tuning") or {}).items()):
+                    p(_wrapped(f"tuned configuration of {dispatch.rpartition('$')[2]}", config, 8))
                 traffic = traffic_text(te.impls)
                 if traffic:
                     p(f"        traffic per call (modelled, not measured): {traffic}\n")

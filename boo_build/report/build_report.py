@@ -67,7 +67,7 @@ def gather(plan, config, devices: dict, toolchain) -> tuple[dict[str, Any], dict
         for t in plan.targets:
             dev, dev_reason = devices.get(t.name, (None, not_run.VALIDATION_DISABLED))
             kt = KernelTarget.of(sig, req.impls, t, bench=config.bench, distributed=bool(config.scheduler),
-                                 device=dev, why_no_device=dev_reason, traffic=config.traffic)
+                                 device=dev, why_no_device=dev_reason, traffic=config.traffic, tune=config.tune_for(t))
             recs = KernelRecords.read(lay, kt)
             path = lay.select(t.name, sig.key)
             sel_rec = SelectRecord.read(path)

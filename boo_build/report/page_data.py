@@ -51,6 +51,7 @@ class Cell:
     torch_calls: str = ""  # where the build sent torch tensors instead, if it did (routing.torch_calls_text)
     traffic: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # impl -> its modelled traffic (GPU)
     timing: Mapping[str, Any] | None = None  # how it was timed, in paired rounds (routing.Timing's JSON)
+    tuning: Mapping[str, str] = field(default_factory=dict)  # a tuned selection's configuration per dispatch
 
 
 @dataclass(frozen=True)
@@ -98,14 +99,14 @@ class PageData:
 def _cell(status: str, selected: str | None, reason: Reason, rejected: Mapping[str, Reason],
           validation: Mapping[str, Any] | None, prefer_eager: EagerPreference | None = None,
           eager_rejected: Reason | None = None, traffic: Mapping[str, Any] | None = None,
-          timing: Mapping[str, Any] | None = None) -> Cell:
+          timing: Mapping[str, Any] | None = None, tuning: Mapping[str, str] | None = None) -> Cell:
     from ..stages.routing import torch_calls_text
 
     return Cell(status=status, selected=selected, reason=reason, rejected=dict(sorted(rejected.items())),
                 validation=None if validation is None else dict(validation),
                 torch_calls=torch_calls_text(prefer_eager, eager_rejected) if prefer_eager or eager_rejected
                 else "", traffic={i: dict(t) for i, t in sorted((traffic or {}).items()) if t},
-                timing=None if timing is None else dict(timing))
+                timing=None if timing is None else dict(timing), tuning=dict(tuning or {}))
 
 
 SIZES = "sizes"  # a dynamic kernel's (and torch eager's) timings at each benchmark shape, as builds record them
@@ -173,7 +174,8 @@ def kernels_from_index(index: Mapping[str, Any]) -> tuple[tuple[Kernel, ...], tu
             cells[t] = _cell(te["status"], sel, _reason(reason), rejected or {},
                              (impls.get(sel) or {}).get("validation") if sel else None,
                              None if pref is None else EagerPreference.from_json(pref), eager_rejected,
-                             {i: m.get("traffic") for i, m in impls.items()}, te.get("timing"))
+                             {i: m.get("traffic") for i, m in impls.items()}, te.get("timing"),
+                             (impls.get(sel) or {}).get("tuning") if sel else None)
             peak = (measured_prov.get(t) or {}).get("peak_gbs") if isinstance(measured_prov, Mapping) else None
             for i, m in sorted(impls.items()):
                 rec = _measured(m.get("benchmark"), te.get("measured"), peak)
@@ -196,7 +198,8 @@ def kernels_from_entries(entries) -> tuple[Kernel, ...]:
             cells[t] = _cell(te.status.value, te.selected, _reason(te.reason), te.rejected or {},
                              plain(impl.validation) if impl else None, te.prefer_eager, te.eager_rejected,
                              {i: plain(r.traffic) for i, r in (te.impls or {}).items() if r.traffic},
-                             None if te.timing is None else plain(te.timing))
+                             None if te.timing is None else plain(te.timing),
+                             plain(impl.extra.get("tuning")) if impl else None)
         out.append(Kernel(k.key, k.signature, cells))
     return tuple(out)
 

@@ -317,6 +317,8 @@ def _section_bundle(data: PageData) -> list[str]:
                 # chosen without measuring: the default, or the least modelled traffic
                 how = {Kind.UNMEASURED: "default", Kind.MODELLED: "modelled"}.get(c.reason.kind, "")
                 shipped.append(_e(c.selected) + (f' <span class="note">({how})</span>' if how else "")
+                               + "".join(f' <span class="note">({_e(d.rpartition("$")[2])}: {_e(cfg)})</span>'
+                                         for d, cfg in sorted(c.tuning.items()))
                                + (f' <span class="note">(torch tensors: {_e(c.torch_calls)})</span>'
                                   if c.torch_calls else ""))
             else:

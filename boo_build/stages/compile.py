@@ -120,7 +120,9 @@ def kill_running() -> int:
 
 
 def compile_mlir(mlir: str, flags: tuple[str, ...] | list[str], *, timeout: float = DEFAULT_TIMEOUT_S,
-                 compiler: str | None = None) -> CompileResult:
+                 compiler: str | None = None, cwd: str | None = None) -> CompileResult:
+    """``cwd``: where the compiler runs (a relative path in ``flags`` is read from there;
+    iree-compile embeds the path of a substituted configuration in the vmfb)."""
     cmd = [compiler or compiler_path(), "-", *flags, "-o", "-"]
     shown = shlex.join(cmd[:1] + ["<module.mlir>"] + cmd[2:])
     t0 = time.monotonic()
@@ -129,7 +131,7 @@ def compile_mlir(mlir: str, flags: tuple[str, ...] | list[str], *, timeout: floa
         raise CompileInterrupted(f"compile not started: the build was interrupted: {shown}")
     with _RUNNING_LOCK:  # kill_running sees it, or it sees the flag (set before kill_running runs)
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                cwd=tempfile.gettempdir(), start_new_session=True)
+                                cwd=cwd or tempfile.gettempdir(), start_new_session=True)
         _RUNNING.add(proc)
         if interrupt.stopping():
             _KILLED.add(proc.pid)

@@ -125,10 +125,12 @@ def canonical_json(obj: Any) -> bytes:
 def packed_impl(vmfbs: dict[str, bytes], target: str, sig: KernelSignature, module: str, vmfb: bytes | Path, *,
                 validation: Mapping[str, Any] | None = None,
                 benchmark: Mapping[str, Any] | None = None,
-                traffic: Mapping[str, Any] | None = None) -> ImplRecord:
+                traffic: Mapping[str, Any] | None = None, tuning: Mapping[str, str] | None = None) -> ImplRecord:
     """The index record of module ``module`` (``<impl>[+<variant>]``) of ``sig``
     packed for ``target``, its vmfb (bytes, or a file to read) added to
-    ``vmfbs`` (member path -> bytes) under its member path."""
+    ``vmfbs`` (member path -> bytes) under its member path. ``tuning``: a tuned
+    variant's configuration per edited dispatch (its compile record's), kept as the
+    entry's ``tuning`` field (absent for any other module: their bytes as before)."""
     where = f"kernel {sig.key} target {target} impl {module}"
     mid, stem = _known_module(sig, module, where)
     if isinstance(vmfb, (str, Path)):
@@ -143,7 +145,8 @@ def packed_impl(vmfbs: dict[str, bytes], target: str, sig: KernelSignature, modu
     member = member_path(target, stem)
     vmfbs[member] = data
     return ImplRecord(member=member, function=mid.func_name, sha256=sha256_hex(data), size=len(data),
-                      validation=validation, benchmark=benchmark, traffic=traffic)
+                      validation=validation, benchmark=benchmark, traffic=traffic,
+                      extra={"tuning": dict(tuning)} if tuning else {})
 
 
 def kernel_record(sig: KernelSignature, targets: Mapping[str, TargetRecord]) -> KernelRecord:
@@ -422,7 +425,8 @@ def entries_from_report(report: Mapping[str, Any], root: Path
                 impls = {i: packed_impl(vmfbs, tname, sig, i, root / "vmfb" / tname / f"{_module(sig, i)[1]}.vmfb",
                                         validation=(recs.get(i) or {}).get("validation"),
                                         benchmark=(recs.get(i) or {}).get("bench"),
-                                        traffic=((recs.get(i) or {}).get("traffic") or {}).get("traffic"))
+                                        traffic=((recs.get(i) or {}).get("traffic") or {}).get("traffic"),
+                                        tuning=((recs.get(i) or {}).get("compile") or {}).get("tuning"))
                          for i in sorted(keep)}
                 for impl in recs:
                     if impl not in keep and impl not in rejected:

@@ -52,28 +52,37 @@ class KernelTarget:
     model: bool
     bench: bool
     no_device: str = ""
+    tune: int = 0  # tuned configurations per implementation where explored on a CPU target (candidates.tune_variants)
 
     @classmethod
     def of(cls, sig: KernelSignature, impls, target: Target, *, bench: bool, distributed: bool, device: Any,
-           why_no_device: str, traffic: bool) -> "KernelTarget":
+           why_no_device: str, traffic: bool, tune: int = 0) -> "KernelTarget":
         """A build's view of ``sig`` on ``target``: ``device`` (None: absent, ``why_no_device``
         says why); candidates tried where they can be told apart (``candidates.explores``),
         variants ranked by the traffic model where it runs (``candidates.modelled``)."""
         return cls(sig, tuple(impls), target, explore=explores(target, bench=bench, distributed=distributed,
                                                                device=device),
-                   model=modelled(target, traffic), bench=bench, no_device="" if device is not None else why_no_device)
+                   model=modelled(target, traffic), bench=bench, no_device="" if device is not None else why_no_device,
+                   tune=tune)
+
+    def tune_config(self) -> dict[str, int]:
+        """The tuned configurations' count where it decides the candidates (a select task's
+        configuration: other builds' tasks stay up to date)."""
+        return {"tune": self.tune} if (self.explore or self.model) and self.tune else {}
 
     @property
     def ran(self) -> bool:
         return not self.no_device
 
     def candidates(self) -> list[Candidate]:
-        return candidates(self.impls, self.target, lambda i: ModuleId(self.sig, i), self.explore, self.model)
+        return candidates(self.impls, self.target, lambda i: ModuleId(self.sig, i), self.explore, self.model,
+                          self.tune)
 
     def fallbacks(self) -> list[Candidate]:
         """The candidates its fallback step tries where none of ``candidates`` compiled
         (``candidates.fallbacks``); which it did, its record says (``KernelRecords.read``)."""
-        return fallbacks(self.impls, self.target, lambda i: ModuleId(self.sig, i), self.explore, self.model)
+        return fallbacks(self.impls, self.target, lambda i: ModuleId(self.sig, i), self.explore, self.model,
+                         self.tune)
 
     def fallback_modules(self) -> list[tuple[ModuleId, str]]:
         """(module id, variant) of each module the fallback step may compile."""

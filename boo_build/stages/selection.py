@@ -106,13 +106,16 @@ def preference_order(names: Sequence[str], first: str | None = None) -> list[str
     """Candidates most preferred first: ``first`` (the previous build's choice, kept
     unless the rounds decide against it: ``comparison.Previous``) where among them, then
     the baselines in ``DEFAULT_PREFERENCE`` order, then each implementation's variants
-    and modes, the target's own driver and flags before others. A tie of the paired
-    rounds goes to the most preferred (``comparison.choose``)."""
+    and modes, the target's own driver and flags before others, and last the tuned
+    configurations (``candidates.tune_params``): one ships only where it is faster beyond
+    the noise than every candidate a build without tuning would choose among. A tie of the
+    paired rounds goes to the most preferred (``comparison.choose``)."""
     order = {impl: n for n, impl in enumerate(DEFAULT_PREFERENCE)}
 
     def key(name: str) -> tuple:
         c = Candidate.parse(name)
-        return (name != first, not c.is_baseline, order.get(c.impl, len(order)), bool(c.variant), bool(c.mode), name)
+        return (name != first, not c.is_baseline, c.tuned, order.get(c.impl, len(order)), bool(c.variant),
+                bool(c.mode), name)
     return sorted(names, key=key)
 
 
