@@ -80,9 +80,8 @@ COMPILED = "torch.compile"
 COMPILED_CALL = "torch.compile call"
 CALL_FLOOR = 0.10
 # Inductor compiles of the baseline a build may spend (per kernel and size timed, the op's and its call's: 2-5 s on
-# a 2-core machine; ``boo-build build --compile-budget``). None unless asked (48 covers the default manifest's
-# kernels' first sizes)
-COMPILE_BUDGET = 0
+# a 2-core machine; ``boo-build build --compile-budget``): the default manifest's 42 kernels' first sizes, and 6 more
+COMPILE_BUDGET = 48
 NOT_ASKED = "not timed: no torch.compile budget given"  # why torch.compile is not in rounds where nothing says
 REFERENCE = "reference"  # the subject of the reference loop's samples
 MARGIN = 0.10  # candidates: a difference within 10 % is a tie (the preferred one is kept; selection_stability.md)
