@@ -108,7 +108,7 @@ def test_a_rebuild_keeps_its_verdict_against_torch_compile_as_against_eager():
 
 
 def test_untimed_compiled_says_why_and_the_record_round_trips():
-    why = "not timed: the build's torch.compile budget (0 Inductor compiles, --compile-budget) spent"
+    why = "not timed: the build's torch.compile budget (0 sizes, --compile-budget) spent"
     d = _decide(SIG, rounds(aten=80.0, eager=60.0, untimed={COMPILED: why}))
     assert d.vs_compiled == CompiledVerdict.untimed(why) and d.timing.compiled_untimed == why
     assert Decision.from_json(d.to_json()) == d
@@ -230,7 +230,7 @@ def test_slower_than_eager_faster_than_compiled_runs_in_the_backend_not_in_repla
 
 
 def test_without_a_compiled_verdict_the_backend_decides_against_eager_and_says_why(backend_built, tmp_path):
-    why = "not timed: the build's torch.compile budget (0 Inductor compiles, --compile-budget) spent"
+    why = "not timed: the build's torch.compile budget (0 sizes, --compile-budget) spent"
     path = _copy(backend_built, tmp_path / "c.tar.zst", True, CompiledVerdict.untimed(why))
     assert _route(path)["compiled"] == {"untimed": why}
     _, d, compiled = _routings(path)
@@ -279,7 +279,7 @@ def test_the_compile_budget_goes_to_every_kernels_first_size_first():
         return compile_shares(g)
 
     got, why = shares(2)
-    assert got == {ln: 1, rms: 1} and "budget (2 Inductor compiles, --compile-budget) spent" in why
+    assert got == {ln: 1, rms: 1} and "budget (2 sizes, --compile-budget) spent" in why
     assert shares(3)[0] == {ln: 1, rms: 2} and shares(48)[0] == {ln: 1, rms: 3} and shares(0)[0] == {ln: 0, rms: 0}
     # a GPU target with its device: no torch device in a build, so no share of the budget
     both = {"cpu": ({"uri": "local-task"}, ""), "gfx942": ({"uri": "hip://0"}, "")}

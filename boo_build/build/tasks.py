@@ -81,7 +81,7 @@ def default_compile_budget() -> int:
     except ValueError:
         n = -1
     if n < 0:
-        raise BuildError(f"{COMPILE_BUDGET_ENV}={v!r}: a count of Inductor compiles (0 or more) is expected")
+        raise BuildError(f"{COMPILE_BUDGET_ENV}={v!r}: a count of sizes (0 or more) is expected")
     return n
 
 
@@ -102,8 +102,8 @@ class BuildConfig:
     # GPU targets whose variants the traffic model ranks and no device measures: every ranked variant compiles and
     # ships, not only the best-modelled one (the selection still follows the model; `measure` chooses on the device)
     all_variants: bool = False
-    # Inductor compiles of torch.compile's baseline (one per kernel and size timed, several seconds each) a build may
-    # spend on its CPU targets' benchmarks: each kernel's first size first, in manifest order (creators.compile_shares)
+    # kernel sizes at which a build may time torch.compile's baseline (two Inductor compiles each, seconds) in
+    # its CPU targets' benchmarks: each kernel's first size first, in manifest order (creators.compile_shares)
     compile_budget: int = field(default_factory=lambda: default_compile_budget())
 
     def __post_init__(self):

@@ -79,7 +79,7 @@ COMPILED = "torch.compile"
 # with torch.compile's sample less this one, round by round (``less_call``), at least ``CALL_FLOOR`` of it
 COMPILED_CALL = "torch.compile call"
 CALL_FLOOR = 0.10
-# Inductor compiles of the baseline a build may spend (per kernel and size timed, the op's and its call's: 2-5 s on
+# sizes at which a build may time the baseline (two Inductor compiles each, the op's and its call's: 2-5 s on
 # a 2-core machine; ``boo-build build --compile-budget``): the default manifest's 42 kernels' first sizes, and 6 more
 COMPILE_BUDGET = 48
 NOT_ASKED = "not timed: no torch.compile budget given"  # why torch.compile is not in rounds where nothing says
