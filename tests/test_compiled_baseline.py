@@ -24,7 +24,7 @@ from boo_build.loader.nn import replace_norms
 from boo_build.records import BenchResult, BenchStatus, EagerValidation, ValidationResult, ValidationStatus
 from boo_build.signature import KernelSignature
 from boo_build.stages import comparison as cmp
-from boo_build.stages.comparison import COMPILED, EAGER, Rounds, RoundsRecord
+from boo_build.stages.comparison import COMPILED, COMPILED_CALL, EAGER, Rounds, RoundsRecord
 from boo_build.stages.selection import Decision, decide, target_entry
 
 SIG = KernelSignature("layer_norm", (8, 128, 768), (768,), "float32", 14)
@@ -35,10 +35,13 @@ def jitter(base: float, n: int, seed: int) -> list[float]:
     return [base * (1 + 0.02 * math.sin(1.7 * i + seed)) for i in range(n)]
 
 
-def rounds(shape=None, untimed=None, **medians_us) -> Rounds:
-    """Two passes of 12 rounds at these medians (us): ``compiled`` names torch.compile's."""
+def rounds(shape=None, untimed=None, call=0.0, **medians_us) -> Rounds:
+    """Two passes of 12 rounds at these medians (us): ``compiled`` names torch.compile's, ``call``
+    its call's fixed cost (timed beside it; none: the decisions see torch.compile's own)."""
     names = {"compiled": COMPILED}
     times = {names.get(k, k): jitter(v * 1e-6, 24, i) for i, (k, v) in enumerate(sorted(medians_us.items()))}
+    if COMPILED in times:
+        times[COMPILED_CALL] = jitter(call * 1e-6, 24, 9)
     return Rounds(times, (12, 12), shape, untimed=untimed or {})
 
 
@@ -105,7 +108,7 @@ def test_a_rebuild_keeps_its_verdict_against_torch_compile_as_against_eager():
 
 
 def test_untimed_compiled_says_why_and_the_record_round_trips():
-    why = "not timed: the build's torch.compile budget (0 Inductor compiles, --compile-budget) spent"
+    why = "not timed: the build's torch.compile budget (0 sizes, --compile-budget) spent"
     d = _decide(SIG, rounds(aten=80.0, eager=60.0, untimed={COMPILED: why}))
     assert d.vs_compiled == CompiledVerdict.untimed(why) and d.timing.compiled_untimed == why
     assert Decision.from_json(d.to_json()) == d
@@ -130,6 +133,43 @@ def test_a_dynamic_kernel_is_decided_against_torch_compile_per_size():
     d = _decide(DYN, small, cut)
     assert d.vs_compiled.by_rows is None and d.vs_compiled.graph and "1 size not timed against it" in \
         d.vs_compiled.reason
+
+
+def test_torch_compile_is_compared_less_its_calls_fixed_cost():
+    # the op compiled alone 100 us, 60 of them its call's fixed cost: the graph pays 40 us for the norm, so a
+    # kernel of 60 us (1.67x faster than the op alone) is slower than it, and the graph's code stays
+    d = _decide(SIG, rounds(aten=60.0, eager=200.0, compiled=100.0, call=60.0))
+    assert d.vs_compiled.graph and d.timing.vs_compiled.verdict == "slower"
+    assert d.timing.compiled.ratio == pytest.approx(1.5, rel=0.05)
+    assert d.vs_compiled.compiled_s == pytest.approx(40e-6, rel=0.05)
+    # the record keeps both figures it subtracted, and says so in words
+    assert d.vs_compiled.op_s == pytest.approx(100e-6, rel=0.05)
+    assert d.vs_compiled.call_s == pytest.approx(60e-6, rel=0.05)
+    assert "vs 40.3 us: the op compiled alone 100.3 us less its call's fixed cost 60.0 us)" in d.vs_compiled.reason
+    assert CompiledVerdict.from_json(d.vs_compiled.to_json()) == d.vs_compiled
+    # the reverse: a kernel slower than the op compiled alone never beats it less its call
+    d = _decide(SIG, rounds(aten=110.0, eager=200.0, compiled=100.0, call=10.0))
+    assert d.vs_compiled.graph and d.timing.compiled.ratio == pytest.approx(110 / 90, rel=0.05)
+    # a kernel that beats the op's own share still takes the calls
+    d = _decide(SIG, rounds(aten=20.0, eager=200.0, compiled=100.0, call=60.0))
+    assert not d.vs_compiled.graph and d.timing.vs_compiled.verdict == "faster"
+
+
+def test_the_subtraction_is_floored_and_needs_the_call_timed():
+    # the call timed at or above the op (noise at a tiny size): the figure is a tenth of the op's, never nil
+    r = rounds(aten=20.0, eager=30.0, compiled=100.0, call=120.0)
+    net = cmp.less_call(r)
+    assert net.times[COMPILED] == pytest.approx([cmp.CALL_FLOOR * t for t in r.times[COMPILED]])
+    assert r.times[COMPILED] != net.times[COMPILED] and net.times[COMPILED_CALL] == r.times[COMPILED_CALL]
+    d = _decide(SIG, r)
+    assert d.vs_compiled.graph and d.timing.compiled.ratio == pytest.approx(2.0, rel=0.05)  # 20 us vs 10 us
+    # rounds that timed torch.compile without its call (an earlier build's) give no verdict, and say why
+    old = dataclasses.replace(r, times={k: v for k, v in r.times.items() if k != COMPILED_CALL})
+    d = _decide(SIG, old)
+    assert not d.vs_compiled.timed and "no torch.compile call cost in these rounds" in d.vs_compiled.reason
+    assert "no torch.compile call cost" in d.timing.compiled_untimed
+    one = cmp.needs_more(Rounds({k: v[:12] for k, v in old.times.items()}, (12,)), ["aten"])
+    assert one == ["aten against torch eager"]  # nothing more to measure against torch.compile
 
 
 # ------------------------------------------------------------ the two routings, real kernels
@@ -190,7 +230,7 @@ def test_slower_than_eager_faster_than_compiled_runs_in_the_backend_not_in_repla
 
 
 def test_without_a_compiled_verdict_the_backend_decides_against_eager_and_says_why(backend_built, tmp_path):
-    why = "not timed: the build's torch.compile budget (0 Inductor compiles, --compile-budget) spent"
+    why = "not timed: the build's torch.compile budget (0 sizes, --compile-budget) spent"
     path = _copy(backend_built, tmp_path / "c.tar.zst", True, CompiledVerdict.untimed(why))
     assert _route(path)["compiled"] == {"untimed": why}
     _, d, compiled = _routings(path)
@@ -239,7 +279,7 @@ def test_the_compile_budget_goes_to_every_kernels_first_size_first():
         return compile_shares(g)
 
     got, why = shares(2)
-    assert got == {ln: 1, rms: 1} and "budget (2 Inductor compiles, --compile-budget) spent" in why
+    assert got == {ln: 1, rms: 1} and "budget (2 sizes, --compile-budget) spent" in why
     assert shares(3)[0] == {ln: 1, rms: 2} and shares(48)[0] == {ln: 1, rms: 3} and shares(0)[0] == {ln: 0, rms: 0}
     # a GPU target with its device: no torch device in a build, so no share of the budget
     both = {"cpu": ({"uri": "local-task"}, ""), "gfx942": ({"uri": "hip://0"}, "")}

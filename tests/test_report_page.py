@@ -153,7 +153,7 @@ def test_the_build_times_torch_compile_for_every_cpu_kernel_and_every_view_shows
     """torch.compile of each kernel's op joins its paired rounds on the CPU: the index carries the
     verdict torch.compile(backend="boo") decides on, and info, bench.csv and the page the figure."""
     from boo_build.loader.archive import read_archive
-    from boo_build.stages.comparison import COMPILED, RoundsRecord
+    from boo_build.stages.comparison import COMPILED, COMPILED_CALL, RoundsRecord
 
     d, proc = built
     assert "2 of them against torch.compile too" in proc.stdout, proc.stdout[-2000:]  # the build's summary
@@ -161,13 +161,16 @@ def test_the_build_times_torch_compile_for_every_cpu_kernel_and_every_view_shows
     assert len(rounds) == 3
     for r in rounds:
         if r.preference:  # a candidate to compare (the rms kernel has none left: the planted error)
-            assert all(COMPILED in size.times and len(size.times[COMPILED]) == size.n for size in r.sizes), r.signature
+            # and its call's fixed cost in the same rounds, subtracted by the verdict (kept in the record)
+            assert all(len(size.times[COMPILED]) == len(size.times[COMPILED_CALL]) == size.n for size in r.sizes), \
+                r.signature
     timed = [r.signature for r in rounds if r.preference]
     assert len(timed) == 2 and RMS not in timed
     ix = read_archive(d / "out/small-0.1.0.tar.zst").bundle_index
     for key in timed:
         vs = ix.kernels[key].targets["cpu"].vs_compiled
         assert vs is not None and vs.timed and vs.compiled_s and "kernel/torch.compile" in vs.reason, key
+        assert vs.op_s > vs.compiled_s > 0 and vs.call_s > 0 and "less its call's fixed cost" in vs.reason, key
         assert "compiled" in (ix.kernels[key].targets["cpu"].timing or {})
     rows = (d / "out/small/bench.csv").read_text().splitlines()
     header = rows[0].split(",")

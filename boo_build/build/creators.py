@@ -388,7 +388,7 @@ def compile_shares(g: Graph) -> tuple[dict[str, int], str]:
             if depth < n and left > 0:
                 shares[name] += 1
                 left -= 1
-    return shares, (f"not timed: the build's torch.compile budget ({g.config.compile_budget} Inductor compiles, "
+    return shares, (f"not timed: the build's torch.compile budget ({g.config.compile_budget} sizes, "
                     "--compile-budget) spent")
 
 

@@ -86,9 +86,9 @@ def _env_count(name: str, default: int, what: str) -> int:
 
 
 def default_compile_budget() -> int:
-    """The build's Inductor compile budget where no option gives one: ``$BOO_COMPILE_BUDGET``, else
+    """The build's compile budget (kernel sizes) where no option gives one: ``$BOO_COMPILE_BUDGET``, else
     ``DEFAULT_COMPILE_BUDGET``."""
-    return _env_count(COMPILE_BUDGET_ENV, DEFAULT_COMPILE_BUDGET, "Inductor compiles")
+    return _env_count(COMPILE_BUDGET_ENV, DEFAULT_COMPILE_BUDGET, "sizes")
 
 
 def default_tune() -> int:
@@ -114,8 +114,8 @@ class BuildConfig:
     # GPU targets whose variants the traffic model ranks and no device measures: every ranked variant compiles and
     # ships, not only the best-modelled one (the selection still follows the model; `measure` chooses on the device)
     all_variants: bool = False
-    # Inductor compiles of torch.compile's baseline (one per kernel and size timed, several seconds each) a build may
-    # spend on its CPU targets' benchmarks: each kernel's first size first, in manifest order (creators.compile_shares)
+    # kernel sizes at which a build may time torch.compile's baseline (two Inductor compiles each, seconds) in
+    # its CPU targets' benchmarks: each kernel's first size first, in manifest order (creators.compile_shares)
     compile_budget: int = field(default_factory=lambda: default_compile_budget())
     # tuned lowering configurations per kernel and implementation: CPU targets where candidates are explored,
     # GPU targets with all_variants (tune_for; 0: none; candidates.tune_variants, docs/tuning.md)

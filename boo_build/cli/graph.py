@@ -115,8 +115,9 @@ def add_build_arguments(p: argparse.ArgumentParser, packs: bool = True) -> None:
                         "variant it ranks, not only the best-modelled one, for `boo-build measure` to time on the "
                         "device (the build still selects by the model)")
     p.add_argument("--compile-budget", type=int, default=None, metavar="N",
-                   help="Inductor compiles of torch.compile's baseline the benchmarks may spend (one per kernel and "
-                        "size timed; each kernel's first size first, in manifest order; 0: none; default "
+                   help="kernel sizes at which the benchmarks may time torch.compile's baseline (two Inductor "
+                        "compiles each: the op's and its call's; each kernel's first size first, in manifest "
+                        "order; 0: none; default "
                         f"$BOO_COMPILE_BUDGET, else {COMPILE_BUDGET}); torch.compile(backend='boo') decides "
                         "against torch eager where it was not timed")
     p.add_argument("--tune", type=int, default=None, metavar="N",

@@ -107,7 +107,7 @@ def cmd_info(path, *, out: TextIO | None = None, max_size: int = DEFAULT_MAX_SIZ
             if te.vs_compiled is not None:
                 graph = te.vs_compiled.timed and te.vs_compiled.graph  # torch.compile not beaten at some size
                 p(_wrapped("torch.compile(backend='boo')", _backend_text(te.vs_compiled) if graph else
-                           "the kernel" if te.vs_compiled.timed else
+                           f"the kernel: {te.vs_compiled.reason}" if te.vs_compiled.timed else
                            f"decides against torch eager ({te.vs_compiled.reason})", 8))
             decision = Decision.from_target_record(te)
             if decision.candidates:

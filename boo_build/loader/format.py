@@ -33,7 +33,7 @@ schema, so that loaders reading only 1 refuse it clearly)::
                              "candidates": {candidate: {"median_s", "mean_s"?, "min_s", "status", "reason"}},  # optional
                              "prefer_eager": {"eager_s", "kernel_s", "reason", "by_rows"?},  # optional
                              "eager_rejected": str,                            # optional
-                             "vs_compiled": {"graph", "kernel_s", "compiled_s", "reason", "by_rows"?}
+                             "vs_compiled": {"graph", "kernel_s", "compiled_s", "reason", "by_rows"?, "op_s"?, "call_s"?}
                                             | {"untimed": str}}                # optional
                           | {"status": "unavailable", "reason": str, "rejected": {impl: why}}}}}}
 
@@ -285,7 +285,10 @@ class CompiledVerdict:
     Timed: ``graph``, torch.compile's code not beaten (beyond the margin and the noise, in every
     pass: the backend leaves the graph's code), ``kernel_s``/``compiled_s`` (medians, seconds),
     ``by_rows`` per size timed for a kernel timed at several, ``((rows, torch.compile not
-    beaten), ...)``, and ``reason``, the comparison in words. Not timed (``timed`` False: the
+    beaten), ...)``, and ``reason``, the comparison in words. ``compiled_s`` is the op compiled
+    alone (``op_s``) less the fixed cost of its compiled call (``call_s``: a trivial function
+    compiled on the same inputs, timed in the same rounds), what a model's graph pays for the norm
+    (absent in records written before it: then ``compiled_s`` is the op's). Not timed (``timed`` False: the
     build's compile budget spent, the compile failed, no torch device): ``reason`` says why, and
     the backend decides against torch eager's verdict instead, saying so."""
 
@@ -296,8 +299,10 @@ class CompiledVerdict:
     compiled_s: float | None = None
     by_rows: tuple[tuple[int, bool], ...] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    op_s: float | None = None
+    call_s: float | None = None
 
-    _KNOWN = ("untimed", "graph", "kernel_s", "compiled_s", "reason", "by_rows")
+    _KNOWN = ("untimed", "graph", "kernel_s", "compiled_s", "reason", "by_rows", "op_s", "call_s")
 
     def __post_init__(self) -> None:
         if self.by_rows is not None:
@@ -314,20 +319,23 @@ class CompiledVerdict:
         if "untimed" in d:
             return cls(False, typed_value(d["untimed"], str, f"{where}: vs_compiled.untimed"),
                        extra=extra_fields(d, cls._KNOWN))
-        for f, ok in (("kernel_s", is_seconds), ("compiled_s", is_seconds), ("by_rows", is_by_rows)):
-            if (f != "by_rows" or f in d) and not ok(d.get(f)):
+        for f, ok in (("kernel_s", is_seconds), ("compiled_s", is_seconds), ("by_rows", is_by_rows),
+                      ("op_s", is_seconds), ("call_s", is_seconds)):
+            if (f in ("kernel_s", "compiled_s") or f in d) and not ok(d.get(f)):
                 raise IndexProblem(f"{where}: vs_compiled.{f} is not {ok.__doc__}: {d.get(f)!r}")
         if not isinstance(d.get("graph"), bool):
             raise IndexProblem(f"{where}: vs_compiled.graph must be true or false, got {d.get('graph')!r}")
         rows = d.get("by_rows")
         return cls(True, str(d.get("reason", "")), d["graph"], d["kernel_s"], d["compiled_s"],
-                   None if rows is None else tuple((r, g) for r, g in rows), extra_fields(d, cls._KNOWN))
+                   None if rows is None else tuple((r, g) for r, g in rows), extra_fields(d, cls._KNOWN),
+                   d.get("op_s"), d.get("call_s"))
 
     def to_json(self) -> dict[str, Any]:
         if not self.timed:
             return {"untimed": self.reason, **plain(self.extra)}
         return {"graph": self.graph, "kernel_s": self.kernel_s, "compiled_s": self.compiled_s, "reason": self.reason,
                 **({"by_rows": [[r, g] for r, g in self.by_rows]} if self.by_rows is not None else {}),
+                **{f: v for f, v in (("op_s", self.op_s), ("call_s", self.call_s)) if v is not None},
                 **plain(self.extra)}
 
 

@@ -6,8 +6,8 @@
   or a budget of repetitions / seconds runs out. Very short calls are batched so a
   sample is at least ``min_sample_s`` long.
 * ``bench_candidates`` times a kernel's candidates, torch eager, torch.compile of
-  the op's eager call (``compiled_fn``, within the build's compile budget) and a
-  reference loop in paired rounds (``comparison.py``).
+  the op's eager call (``compiled_fn``, within the build's compile budget) with its
+  call's fixed cost (``compiled_call_fn``) and a reference loop in paired rounds (``comparison.py``).
 * ``bench_kernel`` times a vmfb in-process through ``loader.invoke.KernelRunner``
   (the loader's own call path: zero-copy DLPack in and out), inputs prepared once.
 * ``bench_eager`` times torch's eager op for the same signature on the CPU,
@@ -390,12 +390,12 @@ def bench_candidates(sig: KernelSignature, target: Target, device, candidates: S
                                if compile_on is None else (BenchStatus.OK, ""))
             if not why_not and subjects[:-2]:
                 t0 = time.perf_counter()
-                got_compiled = _compiled_subject(bound, seed, compile_on or "cpu", companion)
+                got_compiled = _compiled_subjects(bound, seed, compile_on or "cpu", companion)
                 compile_s += time.perf_counter() - t0
                 if isinstance(got_compiled, str):
                     status, why_not = BenchStatus.ERROR, got_compiled
                 else:
-                    subjects.append(got_compiled)
+                    subjects += got_compiled
             left_out.append(status)
             sample = min_sample_s if min_sample_s is not None else CPU_ROUND_S if cpu else 20e-6
             got, passes_for = bench_rounds(subjects, pref, shape=shape, rounds=rounds, min_sample_s=sample,
@@ -420,16 +420,19 @@ def bench_candidates(sig: KernelSignature, target: Target, device, candidates: S
 
 
 
-def _compiled_subject(sig: KernelSignature, seed: int, device: str,
-                      companion: Callable[[], Any] | None) -> "Timed | str":
-    """torch.compile of ``sig``'s eager call on ``device`` as a subject of the rounds, compiled
-    here (its first call), or why not: the compile's error."""
+def _compiled_subjects(sig: KernelSignature, seed: int, device: str,
+                       companion: Callable[[], Any] | None) -> "list[Timed] | str":
+    """torch.compile of ``sig``'s eager call on ``device`` and its call's fixed cost
+    (``compiled_call_fn``) as subjects of the rounds, compiled here (their first calls), or why
+    not: the compile's error."""
     try:
         fn = compiled_fn(sig, seed, device)
         fn()  # Inductor compiles on the first call
+        call = compiled_call_fn(sig, seed, device)  # after fn's: compiling fn resets Dynamo
+        call()
     except Exception as e:  # noqa: BLE001 - a compile that fails is a result, not a crash
         return f"{COMPILE_FAILED}: {type(e).__name__}: {_first_line(e)}"
-    return Timed(comparison.COMPILED, fn, companion)
+    return [Timed(comparison.COMPILED, fn, companion), Timed(comparison.COMPILED_CALL, call, companion)]
 
 
 def _compiled_record(sig: KernelSignature, target: str, per_size: Sequence[comparison.Rounds], threads: int,
@@ -486,7 +489,27 @@ def compiled_fn(sig: KernelSignature, seed: int = 0, device: str = "cpu") -> Cal
     return _op_call(sig, seed, device, compiled=True)
 
 
-def _op_call(sig: KernelSignature, seed: int, device: str, *, compiled: bool) -> Callable[[], Any]:
+def compiled_call_fn(sig: KernelSignature, seed: int = 0, device: str = "cpu") -> Callable[[], Any]:
+    """Like ``compiled_fn`` with the op left out (``_touch``): what a compiled function's call
+    costs on the op's inputs whatever it computes (Dynamo's frame and tensor guards, AOT autograd's
+    and Inductor's wrappers, one tiny kernel and its output), which a model's graph pays once, not
+    per norm. Compile it after ``compiled_fn``'s, which resets Dynamo."""
+    return _op_call(sig, seed, device, compiled=True, call=True)
+
+
+def _touch(*args: Any) -> Any:
+    """One element of each tensor argument, summed: a trivial output that reads every input (so
+    Dynamo guards them all, as the op's compile does) and runs one tiny kernel."""
+    out = None
+    for a in args:
+        if a is not None:
+            v = a.reshape(-1)[:1].float()
+            out = v if out is None else out + v
+    return out
+
+
+def _op_call(sig: KernelSignature, seed: int, device: str, *, compiled: bool,
+             call: bool = False) -> Callable[[], Any]:
     import torch
 
     from .torch_modules import sample_args, torch_dtype
@@ -505,7 +528,9 @@ def _op_call(sig: KernelSignature, seed: int, device: str, *, compiled: bool) ->
         op, args = ops.get(sig.op).residual_eager_call(sig, x, r, w, b, grad_out, compiled)
     else:
         op, args = ops.get(sig.op).eager_call(sig, x, w, b, grad_out, compiled)
-    if compiled:
+    if call:
+        op = torch.compile(_touch, dynamic=False, fullgraph=True)
+    elif compiled:
         # Signatures share these lambdas' code: start afresh so that no
         # earlier compile's guards or recompile limit get in the way.
         torch._dynamo.reset()

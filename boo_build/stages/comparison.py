@@ -9,63 +9,50 @@ paired comparison: a load that slows the whole machine slows both and leaves
 the ratio, and the spread of the ratios over the rounds says how well the
 data tell the two apart.
 
-Per pair (a, b) (``pair``): the median of the per-round ratios a/b, and the
-half width of its ~95 % interval in log ratio, ``1.58 IQR / sqrt(n)`` over the
-log ratios (McGill's notch): the noise. A difference is decided (``verdict``)
-where it exceeds both the noise and a margin (``MARGIN`` between candidates,
-``EAGER_MARGIN`` against torch eager); within the margin it is a tie; beyond
-the margin but inside the noise it is measured again (another pass of rounds,
-pooled), up to ``MAX_PASSES`` passes, and a tie if it stays there. A tie is
-decided by the fixed preference order (the default implementation first,
-``choose``) and recorded as a tie, with its spread, never as a winner.
+Per pair (a, b) (``pair``): the median of the per-round ratios a/b, and the half width of its ~95 % interval in
+log ratio, ``1.58 IQR / sqrt(n)`` over the log ratios (McGill's notch): the noise. A difference is decided
+(``verdict``) where it exceeds both the noise and a margin (``MARGIN`` between candidates, ``EAGER_MARGIN``
+against torch eager); within the margin it is a tie; beyond the margin but inside the noise it is measured again
+(another pass of rounds, pooled), up to ``MAX_PASSES`` passes, and a tie if it stays there. A tie is decided by
+the fixed preference order (the default implementation first, ``choose``) and recorded as a tie, with its
+spread, never as a winner.
 
-A decision that departs from the preference (a less preferred candidate
-shipping because the preferred ones were slower; torch calls going to the
-kernel rather than to torch eager) must hold in every pass on its own
-(``replicated``): each pass's median ratio beyond the margin, on the same side.
-Such a decision always takes a second pass, and one that a pass does not
-repeat is a tie (``Verdict.UNREPLICATED``). Within-pass noise understates
-the spread from one pass, process or build to the next (on a 2-vCPU machine a
-``local-task`` kernel of a few milliseconds had medians 1.8-3.5 ms in four
-passes of one process): a decision made on one pass's noise alone flipped
-between builds.
+A decision that departs from the preference (a less preferred candidate shipping because the preferred ones were
+slower; torch calls going to the kernel rather than to torch eager) must hold in every pass on its own
+(``replicated``): each pass's median ratio beyond the margin, on the same side. Such a decision always takes a
+second pass, and one that a pass does not repeat is a tie (``Verdict.UNREPLICATED``). Within-pass noise
+understates the spread from one pass, process or build to the next (on a 2-vCPU machine a ``local-task`` kernel
+of a few milliseconds had medians 1.8-3.5 ms in four passes of one process): a decision made on one pass's noise
+alone flipped between builds.
 
-A rebuild keeps what the previous build decided where the data cannot tell
-otherwise (``Previous``): the previous build's candidate (from the same folder,
-on the same machine, ``Previous.machine``) is the most preferred, so another
-candidate replaces it only where it is faster beyond the margin and the noise
-in every pass; and torch calls that ran the kernel keep running it unless torch
-eager is faster beyond the noise in every pass (``eager_call``'s ``kept``:
-``Verdict.KEPT``). A comparison on a margin then flips only where its ratio
-crosses the whole band, from one side of the margin beyond the other (a
-candidate) or from 10 % faster than torch eager to slower than it, rather than
-with the noise about the margin itself (selection_stability.md). Rounds timed on
-a busy machine do not overturn a decision made on a quiet one at all
-(``RoundsRecord.holds``): other work slows some candidates more than others (a
-``local-task`` kernel's workers wake into a machine whose cores are taken: 1.25x
-against ``local-sync`` beside two CPU hogs, at the benchmark's raised priority),
-so the previous decision, candidate and torch calls, stands, said to be held.
+A rebuild keeps what the previous build decided where the data cannot tell otherwise (``Previous``): the
+previous build's candidate (from the same folder, on the same machine, ``Previous.machine``) is the most
+preferred, so another candidate replaces it only where it is faster beyond the margin and the noise in every
+pass; and torch calls that ran the kernel keep running it unless torch eager is faster beyond the noise in every
+pass (``eager_call``'s ``kept``: ``Verdict.KEPT``). A comparison on a margin then flips only where its ratio
+crosses the whole band, from one side of the margin beyond the other (a candidate) or from 10 % faster than
+torch eager to slower than it, rather than with the noise about the margin itself (selection_stability.md).
+Rounds timed on a busy machine do not overturn a decision made on a quiet one at all (``RoundsRecord.holds``):
+other work slows some candidates more than others (a ``local-task`` kernel's workers wake into a machine whose
+cores are taken: 1.25x against ``local-sync`` beside two CPU hogs, at the benchmark's raised priority), so the
+previous decision, candidate and torch calls, stands, said to be held.
 
 A speed-up over torch eager beyond ``FACTOR`` (either way) is measured again
 too, and the new pass must agree with the first within their noise
 (``eager_call``): one that does not is unconfirmed, recorded so, and its
 figure is not.
 
-Whether the machine was busy (``Rounds.busy``): other processes' threads were
-waiting to run, more than one (``BUSY_WAITING``) in the median round (``Rounds.waiting``:
-the machine's runnable threads, ``procs_running`` in ``/proc/stat``, less the
-benchmark process's own, at the start of each round; at the raised priority
-below, other work gets little CPU time but still disturbs the timed threads
-when they wake), or used ``BUSY_CORES`` or more CPUs on average while the rounds
-ran (``Rounds.others``: the machine's CPU time, from ``/proc/stat``, less the
-benchmark process's own, over the wall time), or a fixed reference loop
-(``benchmark.reference_work``) timed in every round spread (IQR / median) from
-``BUSY_SPREAD`` on. (The load
-average is no measure of it: it lags by a minute and counts the build's own
-compiles.) The benchmark process runs at a raised priority where the OS
-allows it (``bench_process.raise_priority``, recorded as ``Rounds.nice``), and
-while it times, its threads in the real-time class, the timed ones above torch's
-(``bench_process.timing_priority``, ``Rounds.realtime``), so other work waits.
+Whether the machine was busy (``Rounds.busy``): other processes' threads were waiting to run, more than one
+(``BUSY_WAITING``) in the median round (``Rounds.waiting``: the machine's runnable threads, ``procs_running`` in
+``/proc/stat``, less the benchmark process's own, at the start of each round; at the raised priority below,
+other work gets little CPU time but still disturbs the timed threads when they wake), or used ``BUSY_CORES`` or
+more CPUs on average while the rounds ran (``Rounds.others``: the machine's CPU time, from ``/proc/stat``, less
+the benchmark process's own, over the wall time), or a fixed reference loop (``benchmark.reference_work``) timed
+in every round spread (IQR / median) from ``BUSY_SPREAD`` on. (The load average is no measure of it: it lags by
+a minute and counts the build's own compiles.) The benchmark process runs at a raised priority where the OS
+allows it (``bench_process.raise_priority``, recorded as ``Rounds.nice``), and while it times, its threads in
+the real-time class, the timed ones above torch's (``bench_process.timing_priority``, ``Rounds.realtime``), so
+other work waits.
 
 Pure Python (stdlib and ``shapes``): the benchmark process decides between passes with it, the
 select stage decides on the recorded rounds (``RoundsRecord``), and the tests
@@ -77,7 +64,7 @@ from __future__ import annotations
 import enum
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
 from ..shapes import log_rows, nearest_in_rows
@@ -86,12 +73,15 @@ EAGER = "eager"  # the subject of torch eager's samples
 # the subject of torch.compile's samples (Inductor's code for the op's eager call: ``benchmark.compiled_fn``),
 # the baseline of ``torch.compile(backend="boo")``'s decisions (``records.COMPILED``, the same name)
 COMPILED = "torch.compile"
-# Inductor compiles of that baseline a build may spend (one per kernel and size timed, 2-5 s each on a 2-core
-# machine; ``boo-build build --compile-budget``). None unless asked: the op compiled alone pays the compiled
-# function's call overhead per call, which a model's graph pays once, so at small sizes it favours the kernel
-# (1.8-3.6x for kernels at 0.3x of torch eager, at 1 and 64 rows on a 2-core CPU), and the backend would serve
-# kernels that lose inside a graph. 48 covers the default manifest's kernels' first sizes.
-COMPILE_BUDGET = 0
+# samples of a trivial function compiled on the op's inputs (``benchmark.compiled_call_fn``: the same tensor
+# guards, Dynamo's frame, AOT autograd's and Inductor's wrappers, one tiny kernel, one output), timed in the same
+# rounds: the fixed per-call cost a model's graph pays once, not once per norm. The decisions compare the kernel
+# with torch.compile's sample less this one, round by round (``less_call``), at least ``CALL_FLOOR`` of it
+COMPILED_CALL = "torch.compile call"
+CALL_FLOOR = 0.10
+# sizes at which a build may time the baseline (two Inductor compiles each, the op's and its call's: 2-5 s on
+# a 2-core machine; ``boo-build build --compile-budget``): the default manifest's 42 kernels' first sizes, and 6 more
+COMPILE_BUDGET = 48
 NOT_ASKED = "not timed: no torch.compile budget given"  # why torch.compile is not in rounds where nothing says
 REFERENCE = "reference"  # the subject of the reference loop's samples
 MARGIN = 0.10  # candidates: a difference within 10 % is a tie (the preferred one is kept; selection_stability.md)
@@ -212,7 +202,6 @@ class Rounds:
             at += k
         return out
 
-
     def pair(self, a: str, b: str) -> Pair:
         """``a`` against ``b`` over every round."""
         logs = [math.log(x / y) for x, y in zip(self.times[a], self.times[b]) if x > 0 and y > 0]
@@ -276,6 +265,21 @@ class Rounds:
                    nice=None if nice is None else int(nice), realtime=d.get("realtime"),
                    waiting=None if d.get("waiting") is None else float(d["waiting"]),
                    untimed={str(k): str(v) for k, v in (d.get("untimed") or {}).items()})
+
+
+def less_call(r: Rounds) -> Rounds:
+    """``r`` as torch.compile's decisions read it: its samples less its call's (``COMPILED_CALL``) in
+    the same round, at least ``CALL_FLOOR`` of its own (noise can make the difference nil or
+    negative); the recorded rounds keep both. Rounds timed without the call (an earlier build) leave
+    torch.compile out, saying why (their figure pays the call per norm: a rebuild times it)."""
+    c, t = r.times.get(COMPILED), r.times.get(COMPILED_CALL)
+    if c is None:
+        return r
+    if t is None:
+        return replace(r, times={k: v for k, v in r.times.items() if k != COMPILED},
+                       untimed={**r.untimed, COMPILED: "not timed: no torch.compile call cost in these rounds "
+                                "(an earlier build's): build again to time it"})
+    return replace(r, times={**r.times, COMPILED: [max(a - b, CALL_FLOOR * a) for a, b in zip(c, t)]})
 
 
 def verdict(p: Pair, margin: float) -> Verdict:
@@ -450,9 +454,10 @@ def needs_more(rounds: Rounds, preference: Sequence[str], eager: bool = True, pr
         if call.verdict is Verdict.NOISE:
             out.append(f"{winner} against torch eager" + (" (beyond {:g}x: to confirm)".format(FACTOR)
                                                           if extreme(call.pair) else ""))
-    if eager and COMPILED in rounds.times:  # torch.compile(backend="boo")'s decision, by the same rules
-        call = (previous.call(rounds, winner, rows, COMPILED) if previous is not None and previous.candidate == winner
-                else eager_call(rounds, winner, baseline=COMPILED))
+    net = less_call(rounds)
+    if eager and COMPILED in net.times:  # torch.compile(backend="boo")'s decision, by the same rules
+        call = (previous.call(net, winner, rows, COMPILED) if previous is not None and previous.candidate == winner
+                else eager_call(net, winner, baseline=COMPILED))
         if call.verdict is Verdict.NOISE:
             out.append(f"{winner} against torch.compile" + (" (beyond {:g}x: to confirm)".format(FACTOR)
                                                             if extreme(call.pair) else ""))
@@ -580,12 +585,11 @@ class RoundsRecord:
         p = self.previous
         return p.candidate if p is not None and self.sizes and p.holds(self.sizes[0]) else None
 
-
     @property
     def busy(self) -> bool:
         return any(r.busy for r in self.sizes)
 
 
-__all__ = ["AGREE_FLOOR", "BUSY_CORES", "BUSY_SPREAD", "BUSY_WAITING", "COMPILED", "Choice", "EAGER", "EAGER_MARGIN", "EagerCall", "FACTOR", "MARGIN",
+__all__ = ["AGREE_FLOOR", "BUSY_CORES", "BUSY_SPREAD", "BUSY_WAITING", "CALL_FLOOR", "COMPILED", "COMPILED_CALL", "Choice", "EAGER", "EAGER_MARGIN", "EagerCall", "FACTOR", "MARGIN",
            "MAX_PASSES", "NOTCH", "Pair", "Previous", "REFERENCE", "ROUNDS", "Rounds", "RoundsRecord", "Verdict", "choose",
-           "departure", "eager_call", "extreme", "needs_more", "replicated", "verdict"]
+           "departure", "eager_call", "extreme", "less_call", "needs_more", "replicated", "verdict"]

@@ -22,7 +22,7 @@ from ..reasons import Kind, Reason
 from ..records import BenchResult, EagerValidation, SizeTiming, ValidationStatus
 from ..signature import KernelSignature
 from . import comparison
-from .comparison import COMPILED, EAGER, RoundsRecord, Verdict
+from .comparison import COMPILED, COMPILED_CALL, EAGER, RoundsRecord, Verdict
 
 
 class Selection(Protocol):
@@ -260,7 +260,8 @@ def timing_of(sig: KernelSignature, sel: Selection, rounds: RoundsRecord) -> Tim
         return None
     ties = sum(1 for r in sel.rejected.values() if r.kind is Kind.TIE)
     call = _call(sig, rounds, r0, w) if EAGER in r0.times else None
-    cc = _call(sig, rounds, r0, w, COMPILED) if COMPILED in r0.times and EAGER in r0.times else None
+    n0 = comparison.less_call(r0)  # torch.compile less its call's fixed cost
+    cc = _call(sig, rounds, n0, w, COMPILED) if COMPILED in n0.times and EAGER in r0.times else None
     others = [r.others for r in rounds.sizes if r.others is not None]
     waiting = [r.waiting for r in rounds.sizes if r.waiting is not None]
     return Timing(rounds=r0.n, ties=ties, remeasured=rounds.remeasured, busy=rounds.busy,
@@ -272,7 +273,7 @@ def timing_of(sig: KernelSignature, sel: Selection, rounds: RoundsRecord) -> Tim
                   waiting=max(waiting, default=None), compiled=None if cc is None else cc.pair,
                   compiled_verdict=None if cc is None else cc.verdict,
                   compiled_confirmed=None if cc is None else cc.confirmed,
-                  compiled_untimed=r0.untimed.get(COMPILED) if cc is None and EAGER in r0.times else None)
+                  compiled_untimed=n0.untimed.get(COMPILED) if cc is None and EAGER in r0.times else None)
 
 
 _VERDICT_WORDS = {Verdict.SLOWER: "slower", Verdict.TIE: f"within {EAGER_MARGIN:.0%}",
@@ -318,7 +319,8 @@ def compiled_by_rounds(sig: KernelSignature, sel: Selection, rounds: RoundsRecor
     w = sel.impl
     if not sel.measured or w is None:
         return None
-    sizes = [r for r in rounds.sizes if w in r.times and EAGER in r.times]
+    raw = {r.shape: r for r in rounds.sizes}
+    sizes = [comparison.less_call(r) for r in rounds.sizes if w in r.times and EAGER in r.times]
     if not sizes:
         return None
     calls = [(r, _call(sig, rounds, r, w, COMPILED)) for r in sizes if COMPILED in r.times]
@@ -330,12 +332,14 @@ def compiled_by_rounds(sig: KernelSignature, sel: Selection, rounds: RoundsRecor
     by_rows = (sorted((sig.rows_of(r.shape), not c.kernel_wins) for r, c in calls if r.shape is not None)
                if len(calls) >= 2 else [])
     words = _VERDICT_WORDS.get(c0.verdict, str(c0.verdict))
+    op, fixed = raw[r0.shape].median(COMPILED), raw[r0.shape].median(COMPILED_CALL)
     reason = (f"kernel/torch.compile {c0.pair.text()}: {words} (medians {us(r0.median(w))} ({w}) vs "
-              f"{us(r0.median(COMPILED))})")
+              f"{us(r0.median(COMPILED))}: the op compiled alone {us(op)} less its call's fixed cost {us(fixed)})")
     if by_rows:
         beaten = [str(rows) for rows, graph in by_rows if not graph]
         reason += f"; faster at {', '.join(beaten) or 'no'} of {len(by_rows)} sizes timed (rows)"
     if left:
         reason += f"; {len(left)} size{'s' * (len(left) > 1)} not timed against it ({why_left})"
     return CompiledVerdict(True, reason, graph=not all(c.kernel_wins for _, c in calls),
-                           kernel_s=r0.median(w), compiled_s=r0.median(COMPILED), by_rows=tuple(by_rows) or None)
+                           kernel_s=r0.median(w), compiled_s=r0.median(COMPILED), by_rows=tuple(by_rows) or None,
+                           op_s=op, call_s=fixed)
