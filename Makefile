@@ -26,10 +26,10 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-# Two pytest-xdist workers, a test file each at a time (its module fixtures built once): about
-# half the suite's time is one core's (exports, torch.compile, imports), so two workers keep this
-# machine's two cores busy; TEST_WORKERS=0 runs it in one process
-TEST_WORKERS ?= 2
+# One process by default: on the two-core CI kind of machine two pytest-xdist workers took longer
+# (932-957 s against 870 s), the builds already using both cores and the benchmarks measuring again
+# while the other worker loads the machine. More cores: TEST_WORKERS=N (a test file per worker at a time)
+TEST_WORKERS ?= 0
 test: lint
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
 
