@@ -66,7 +66,7 @@ from .ops.base import FUSED, IMPLS, LANES, WORDS, lanes_apply, words_apply
 from .signature import ModuleId
 from .targets import CPU_DRIVERS, STACK_LIMIT, Target, dtype_problem
 
-__all__ = ["Candidate", "EXPORT_VARIANTS", "LANES_NOSD", "NOSD", "NOSPLIT", "NOVD", "SINGLE_DISPATCH", "SPLIT_REDUCTION", "STACK", "TUNE_BACKWARD", "TUNE_DEFAULT", "TUNE_FORWARD", "TUNE_LLVMGPU", "TUNE_SPIRV", "WORDS", "applies", "apply_variant", "candidates", "explores", "export_variant", "fallback_variants", "fallbacks", "gpu_tune_params", "gpu_tune_variant", "is_base", "modelled", "modes", "module_file", "single_dispatch", "split_module_file", "tune_params", "tune_variant", "tune_variants", "tuned_base", "variant_flags", "variants", "with_base", "words_base"]
+__all__ = ["Candidate", "EXPORT_VARIANTS", "LANES_NOSD", "NOSD", "NOSPLIT", "NOVD", "SINGLE_DISPATCH", "SPLIT_REDUCTION", "STACK", "TUNE_BACKWARD", "TUNE_DEFAULT", "TUNE_FORWARD", "TUNE_LLVMGPU", "TUNE_SPIRV", "WORDS", "applies", "apply_variant", "candidates", "explores", "export_variant", "fallback_variants", "fallbacks", "gpu_tune_params", "gpu_tune_variant", "is_base", "modelled", "modes", "module_file", "single_dispatch", "split_module_file", "tune_params", "tune_variant", "tune_variants", "tuned_base", "tuned_part", "variant_flags", "variants", "with_base", "words_base"]
 
 SINGLE_DISPATCH = '#util.preprocessing_pipeline<"iree-preprocessing-make-single-dispatch">'
 _SD_ATTR = f"preprocessing_pipeline = {SINGLE_DISPATCH}"
@@ -205,6 +205,11 @@ def gpu_tune_params(variant: str) -> tuple[int, int] | None:
 
 def _is_tuned(variant: str) -> bool:
     return tune_params(variant) is not None or gpu_tune_params(variant) is not None
+
+
+def tuned_part(variant: str) -> str:
+    """The tuned part of ``variant`` (``tune-wg32-t4`` of ``tune-wg32-t4.words``), or ""."""
+    return next((v for v in _parts(variant) if _is_tuned(v)), "")
 
 
 def tuned_base(variant: str) -> str:

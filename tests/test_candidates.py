@@ -31,6 +31,7 @@ from boo_build.candidates import (
     fallback_variants,
     fallbacks,
     modes,
+    tuned_part,
     variant_flags,
     variants,
     words_base,
@@ -133,6 +134,8 @@ def test_bfloat16_on_a_target_without_16_bit_types_is_built_as_words():
     assert keys(fallbacks(["aten", "manual"], cat["vulkan"], of(wide), False, True)) == [
         "manual+lanes.nosd.words", "aten+nosd.words", "manual+nosd.words"]
     assert export_variant("lanes.nosd.words") == "lanes.words" and export_variant("nosd.words") == WORDS
+    # a tuned GPU configuration joined to it: the compile task finds its tuned part wherever it stands
+    assert tuned_part("tune-wg32-t4.words") == "tune-wg32-t4" and tuned_part("lanes.nosd.words") == ""
     dyn = KernelSignature("rms_norm", ("rows", 64), (64,), "bfloat16", 6, eps=1e-6, bias=False)
     assert keys(candidates(["manual"], cat["vulkan"], of(dyn), False, True)) == ["manual+words", "manual+fused.words"]
     for target, sig in (("vulkan-llvmpipe", wide), ("vulkan", wide.replace(dtype="float16")),

@@ -22,7 +22,7 @@ from typing import Any
 
 from doit.exceptions import TaskFailed
 
-from ..candidates import WORDS, Candidate, apply_variant, gpu_tune_params, module_file, tune_params
+from ..candidates import WORDS, Candidate, apply_variant, gpu_tune_params, module_file, tune_params, tuned_part
 from ..files import read_json, record_bytes, write_atomic, write_json
 from ..layout import bench_subject, eager_subject
 from ..records import (
@@ -118,7 +118,9 @@ def compile_action(job: CompileJob) -> Status:
         if changed is None:
             return unavailable(f"variant {variant} changes nothing in this module")
         mlir = changed
-    cpu_tune, gpu_tune, applied = tune_params(variant), gpu_tune_params(variant), None
+    # the tuned part of the variant, wherever it stands in it (``tune-wg32-t4.words``)
+    tuned = tuned_part(variant)
+    cpu_tune, gpu_tune, applied = tune_params(tuned), gpu_tune_params(tuned), None
     if cpu_tune is not None or gpu_tune is not None:  # dump, edit, compile again (stages/tuning.py): here, not remote
         from ..stages.tuning import GpuTuning, Tuning, compile_tuned
 

@@ -7,6 +7,7 @@ Imports torch.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -30,6 +31,7 @@ _GN = ("input", "num_groups", "weight", "bias", "eps")
 _NATIVE_GN = ("input", "weight", "bias", "N", "C", "HxW", "group", "eps")
 
 
+@functools.cache  # built on first use (a documented cache: torch's functions as keys)
 def _spellings() -> dict[Any, Spelling]:
     F, aten = torch.nn.functional, torch.ops.aten
     ln_d = {"weight": None, "bias": None, "eps": 1e-5}
@@ -56,6 +58,7 @@ def _spellings() -> dict[Any, Spelling]:
     return table
 
 
+@functools.cache  # the same, of the norms no kernel computes
 def _never() -> dict[Any, tuple[str, str]]:
     """torch's norms no kernel computes, as graph nodes: target -> (spelling, why)."""
     F, aten = torch.nn.functional, torch.ops.aten
@@ -71,35 +74,24 @@ def _never() -> dict[Any, tuple[str, str]]:
     return table
 
 
-_SPELLINGS: dict[Any, Spelling] | None = None  # built on first use (a cache: torch's functions as keys)
-_NEVER: dict[Any, tuple[str, str]] | None = None  # the same, of the norms no kernel computes
-
-
 def _target(target: Any) -> Any:
     return getattr(target, "default", target) if isinstance(target, torch._ops.OpOverloadPacket) else target
 
 
 def spelling_of(target: Any) -> Spelling | None:
     """The norm a graph node's target is (an ATen op packet as its default overload), else None."""
-    global _SPELLINGS
-    if _SPELLINGS is None:
-        _SPELLINGS = _spellings()
     try:
-        return _SPELLINGS.get(_target(target))
+        return _spellings().get(_target(target))
     except TypeError:  # unhashable
         return None
 
 
 def never_served(target: Any) -> tuple[str, str] | None:
     """(spelling, why) where a graph node's target is a norm no kernel computes (batch norm...), else None."""
-    global _NEVER
-    if _NEVER is None:
-        _NEVER = _never()
     try:
-        return _NEVER.get(_target(target))
+        return _never().get(_target(target))
     except TypeError:  # unhashable
         return None
-
 
 
 __all__ = ["Spelling", "never_served", "spelling_of"]
